@@ -1,0 +1,258 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/jail-mcp/jail-mcp/auth"
+	"github.com/jail-mcp/jail-mcp/session"
+)
+
+// config is the operator's configuration, validated: every field of the
+// contract's configuration table.
+type config struct {
+	Project    string
+	Root       string
+	Backend    string
+	Fallback   string
+	Network    bool
+	Auth       []string
+	Session    string
+	Listen     string
+	Token      string
+	Timeout    time.Duration
+	MaxTimeout time.Duration
+	MaxOutput  int64
+	PassEnv    []string
+	MaxProcs   int64
+	MaxMemory  int64
+	MaxDisk    int64
+	LogLevel   slog.Level
+}
+
+// option is one row of the contract's configuration table.
+type option struct {
+	flag, env, def, usage string
+	// later names the issue that builds the feature: setting the option
+	// is refused until then, never silently ignored.
+	later bool
+}
+
+var options = []option{
+	{flag: "project", env: "JAIL_MCP_PROJECT", usage: "the project `DIR` (default: current directory)"},
+	{flag: "root", env: "JAIL_MCP_ROOT", usage: "base `DIR` of all session jails (default: <project>/.agent-home)"},
+	{flag: "backend", env: "JAIL_MCP_BACKEND", def: "auto", usage: "`NAME`: auto, bwrap, landlock, sandbox-exec"},
+	{flag: "fallback", env: "JAIL_MCP_FALLBACK", def: "fail", usage: "`MODE` when no backend can confine: fail, or warn (run unconfined)"},
+	{flag: "network", env: "JAIL_MCP_NETWORK", def: "on", usage: "`MODE`: on or off"},
+	{flag: "auth", env: "JAIL_MCP_AUTH", def: "all", usage: "`LIST` of CLIs whose credentials are visible read-only: all, none, or names"},
+	{flag: "session", env: "JAIL_MCP_SESSION", usage: "session `NAME` (default: a new UUID); a fixed name keeps the jail across restarts"},
+	{flag: "listen", env: "JAIL_MCP_LISTEN", usage: "serve streamable HTTP on `ADDR`", later: true},
+	{flag: "token", env: "JAIL_MCP_TOKEN", usage: "HTTP bearer `TOKEN`", later: true},
+	{flag: "timeout", env: "JAIL_MCP_TIMEOUT", def: "60s", usage: "default per-command timeout `DUR`"},
+	{flag: "max-timeout", env: "JAIL_MCP_MAX_TIMEOUT", def: "10m", usage: "upper clamp `DUR` for a request's timeout_ms"},
+	{flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", def: "65536", usage: "`BYTES` of each stream returned inline"},
+	{flag: "pass-env", env: "JAIL_MCP_PASS_ENV", usage: "`LIST` of host variables passed into the jail: names or PREFIX_*"},
+	{flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", def: "512", usage: "processes a command may have at once (`N`)", later: true},
+	{flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", def: "4GiB", usage: "memory `BYTES` of a command's processes together", later: true},
+	{flag: "max-disk", env: "JAIL_MCP_MAX_DISK", def: "10GiB", usage: "disk usage `BYTES` of one session's jail", later: true},
+	{flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", def: "info", usage: "`LEVEL`: debug, info, warn, error"},
+}
+
+// rawConfig holds each option's text and whether the operator set it.
+type rawConfig struct {
+	values map[string]*string
+	set    map[string]string // flag name -> "--flag" or "VAR" that set it
+}
+
+// bindConfig registers the options on fs, with defaults from the environment.
+func bindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *rawConfig {
+	rc := &rawConfig{values: map[string]*string{}, set: map[string]string{}}
+	for _, o := range options {
+		if contains(skip, o.flag) {
+			continue
+		}
+		def := o.def
+		if v := getenv(o.env); v != "" {
+			def = v
+			rc.set[o.flag] = o.env
+		}
+		usage := o.usage + " [$" + o.env + "]"
+		if o.later {
+			usage += " (not supported yet)"
+		}
+		rc.values[o.flag] = fs.String(o.flag, def, usage)
+	}
+	return rc
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// parse validates every option; the first bad one is the error.
+func (rc *rawConfig) parse(fs *flag.FlagSet) (config, error) {
+	fs.Visit(func(f *flag.Flag) { rc.set[f.Name] = "--" + f.Name })
+	var c config
+	get := func(name string) string {
+		if p := rc.values[name]; p != nil {
+			return strings.TrimSpace(*p)
+		}
+		for _, o := range options {
+			if o.flag == name {
+				return o.def
+			}
+		}
+		return ""
+	}
+	for _, o := range options {
+		if by, ok := rc.set[o.flag]; ok && o.later {
+			return c, fmt.Errorf("%s: not supported yet", by)
+		}
+	}
+	bad := func(name, format string, a ...any) error {
+		by := rc.set[name]
+		if by == "" {
+			by = "--" + name
+		}
+		return fmt.Errorf("invalid %s %q: %s", by, get(name), fmt.Sprintf(format, a...))
+	}
+
+	var err error
+	project := get("project")
+	if project == "" {
+		if project, err = os.Getwd(); err != nil {
+			return c, fmt.Errorf("find current directory: %w", err)
+		}
+	}
+	if c.Project, err = session.ResolveProject(project); err != nil {
+		return c, bad("project", "%v", unwrapPath(err))
+	}
+	if c.Root, err = session.ResolveRoot(c.Project, get("root")); err != nil {
+		return c, bad("root", "%v", err)
+	}
+
+	switch c.Backend = get("backend"); c.Backend {
+	case "auto", "bwrap":
+	case "landlock", "sandbox-exec":
+		return c, fmt.Errorf("%s %s: not supported yet", or(rc.set["backend"], "--backend"), c.Backend)
+	default:
+		return c, bad("backend", "want auto, bwrap, landlock or sandbox-exec")
+	}
+	switch c.Fallback = get("fallback"); c.Fallback {
+	case "fail", "warn":
+	default:
+		return c, bad("fallback", "want fail or warn")
+	}
+	switch get("network") {
+	case "on":
+		c.Network = true
+	case "off":
+	default:
+		return c, bad("network", "want on or off")
+	}
+	if c.Auth, err = auth.ParseList(get("auth")); err != nil {
+		return c, bad("auth", "%v", err)
+	}
+	// Credentials are exposed by a later issue; until then only "none" is
+	// honest when the operator asks for something.
+	if by, ok := rc.set["auth"]; ok && len(c.Auth) > 0 {
+		return c, fmt.Errorf("%s %s: not supported yet (credentials are not exposed in this version; use none)", by, get("auth"))
+	}
+	if c.Session = get("session"); c.Session != "" {
+		if err := session.ValidName(c.Session); err != nil {
+			return c, bad("session", "want 1 to 64 of A-Z a-z 0-9 . _ - and not . or ..")
+		}
+	}
+	if c.Timeout, err = duration(get("timeout")); err != nil {
+		return c, bad("timeout", "%v", err)
+	}
+	if c.MaxTimeout, err = duration(get("max-timeout")); err != nil {
+		return c, bad("max-timeout", "%v", err)
+	}
+	if c.Timeout > c.MaxTimeout {
+		return c, bad("timeout", "longer than the max timeout %v", c.MaxTimeout)
+	}
+	if c.MaxOutput, err = bytesize(get("max-output")); err != nil {
+		return c, bad("max-output", "%v", err)
+	}
+	if c.MaxOutput < 256 || c.MaxOutput > 16<<20 {
+		return c, bad("max-output", "want between 256 bytes and 16MiB")
+	}
+	if pe := get("pass-env"); pe != "" {
+		for _, e := range strings.Split(pe, ",") {
+			e = strings.TrimSpace(e)
+			if err := session.ValidPassEnv(e); err != nil {
+				return c, bad("pass-env", "%v", strings.TrimPrefix(err.Error(), fmt.Sprintf("invalid --pass-env entry %q: ", e)))
+			}
+			c.PassEnv = append(c.PassEnv, e)
+		}
+	}
+	if c.MaxProcs, err = strconv.ParseInt(get("max-procs"), 10, 64); err != nil || c.MaxProcs < 1 {
+		return c, bad("max-procs", "want a positive integer")
+	}
+	if c.MaxMemory, err = bytesize(get("max-memory")); err != nil {
+		return c, bad("max-memory", "%v", err)
+	}
+	if c.MaxDisk, err = bytesize(get("max-disk")); err != nil {
+		return c, bad("max-disk", "%v", err)
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil || !contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(get("log-level"))) {
+		return c, bad("log-level", "want debug, info, warn or error")
+	}
+	return c, nil
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func duration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, errors.New("want a duration like 90s or 10m")
+	}
+	if d <= 0 {
+		return 0, errors.New("want a positive duration")
+	}
+	return d, nil
+}
+
+// bytesize parses a byte count like 65536, 64KiB or 4GiB.
+func bytesize(s string) (int64, error) {
+	n, err := humanize.ParseBytes(s)
+	if err != nil || strings.HasPrefix(s, "-") {
+		return 0, errors.New("want a byte count like 65536, 64KiB or 4GiB")
+	}
+	if n == 0 {
+		return 0, errors.New("want a positive byte count")
+	}
+	if n > math.MaxInt64 {
+		return 0, errors.New("too large")
+	}
+	return int64(n), nil
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+// doctorReport is what "jail-mcp doctor --json" prints.
+type doctorReport struct {
+	Backends   []jail.Report    `json:"backends"`
+	Selected   string           `json:"selected"`
+	Confined   bool             `json:"confined"`
+	Reason     string           `json:"reason,omitempty"`
+	Hint       string           `json:"hint,omitempty"`
+	Guarantees *jail.Guarantees `json:"guarantees,omitempty"`
+	Version    string           `json:"version"`
+}
+
+// doctor tells which backends exist here, which one would be used, why the
+// others cannot, and the command that enables them. Exit status 0 when a
+// confining backend is usable, 1 otherwise.
+func doctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("doctor", stderr)
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	backend := fs.String("backend", or(getenv("JAIL_MCP_BACKEND"), "auto"), "`NAME` to check: auto, bwrap, landlock, sandbox-exec [$JAIL_MCP_BACKEND]")
+	if err := parseFlags(fs, args, "jail-mcp doctor [--json] [--backend NAME]", stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError("doctor: unexpected argument %q", fs.Arg(0))
+	}
+	switch *backend {
+	case "auto", "bwrap", "landlock", "sandbox-exec":
+	default:
+		return usageError("invalid --backend %q: want auto, bwrap, landlock or sandbox-exec", *backend)
+	}
+	opts := jail.Options{Getenv: getenv}
+	r := doctorReport{Backends: jail.Detect(ctx, opts), Version: versionString()}
+	b, err := jail.Open(ctx, *backend, opts)
+	if err == nil {
+		r.Selected, r.Confined = b.Name(), b.Confined()
+		g := b.Guarantees()
+		r.Guarantees = &g
+	} else if ue, ok := err.(*jail.UnavailableError); ok {
+		r.Selected, r.Reason, r.Hint = ue.Backend, ue.Reason, ue.Hint
+	} else {
+		return err
+	}
+
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		printDoctor(stdout, r, *backend)
+	}
+	if !r.Confined {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+func printDoctor(w io.Writer, r doctorReport, asked string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, b := range r.Backends {
+		if b.Available {
+			fmt.Fprintf(tw, "%s\tavailable\t%s\n", b.Backend, b.Path)
+			continue
+		}
+		line := b.Reason
+		if b.Hint != "" {
+			line += "; fix: " + b.Hint
+		}
+		fmt.Fprintf(tw, "%s\tunavailable\t%s\n", b.Backend, line)
+	}
+	tw.Flush()
+	if r.Confined {
+		fmt.Fprintf(w, "\n%s: commands run confined by %s\n", asked, r.Selected)
+		fmt.Fprintln(w, "promises kept (SECURITY.md):")
+		for _, p := range r.Guarantees.Kept {
+			fmt.Fprintf(w, "  %d. %s\n", p.ID, p.Name)
+		}
+		if len(r.Guarantees.NotKept) > 0 {
+			fmt.Fprintln(w, "promises not kept:")
+			for _, p := range r.Guarantees.NotKept {
+				fmt.Fprintf(w, "  %d. %s: %s\n", p.ID, p.Name, p.Note)
+			}
+		}
+		return
+	}
+	fmt.Fprintf(w, "\n%s: no backend can confine commands here: %s\n", asked, r.Reason)
+	if r.Hint != "" {
+		fmt.Fprintf(w, "fix: %s\n", r.Hint)
+	}
+	fmt.Fprintln(w, "the server refuses every command (or, with --fallback warn, runs them unconfined)")
+}

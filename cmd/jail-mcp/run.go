@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/lmittmann/tint"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// otherwise the module version from the build info is used.
+var version = ""
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// exitError carries the exit status of a sub-command; msg, when set, is
+// printed as one line on stderr.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// usageError is a bad invocation or configuration: exit status 2.
+func usageError(format string, a ...any) error {
+	return &exitError{code: 2, msg: fmt.Sprintf(format, a...)}
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintf(stderr, "jail-mcp: %s\n", oneLine(ee.msg))
+		}
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "jail-mcp: %s\n", oneLine(err.Error()))
+	return 1
+}
+
+func oneLine(s string) string {
+	return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ")
+}
+
+const usageText = `jail-mcp runs shell commands for AI assistants in a write-jail.
+
+Usage:
+  jail-mcp [serve] [flags]           MCP server on stdin/stdout (the default)
+  jail-mcp run [flags] -- CMD [ARG]  run one command in the jail; exits with its status
+  jail-mcp doctor [--json]           which backends confine here, and how to enable them
+  jail-mcp version                   version, Go version, OS/arch
+
+Run "jail-mcp serve -h" or "jail-mcp run -h" for the flags.
+`
+
+// run is the whole program: args without the program name, the
+// environment as KEY=VALUE, and the standard streams.
+func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	env := envMap(environ)
+	getenv := func(k string) string { return env[k] }
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(ctx, args, environ, getenv, stdin, stdout, stderr)
+	case "run":
+		return runCommand(ctx, args, environ, getenv, stdin, stdout, stderr)
+	case "doctor":
+		return doctor(ctx, args, getenv, stdout, stderr)
+	case "version":
+		if len(args) > 0 {
+			return usageError("version takes no arguments")
+		}
+		fmt.Fprintf(stdout, "jail-mcp %s %s %s/%s\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return nil
+	case "help":
+		fmt.Fprint(stdout, usageText)
+		return nil
+	}
+	return usageError("unknown sub-command %q (want serve, run, doctor or version)", cmd)
+}
+
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// newFlagSet returns a flag set that reports errors in one line and prints
+// help, when asked, to out.
+func newFlagSet(name string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	_ = out
+	return fs
+}
+
+// parseFlags parses args; -h prints the flags to stdout and ends with
+// status 0.
+func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stdout, "Usage: %s\n\nFlags:\n", synopsis)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return &exitError{code: 0}
+	}
+	if err != nil {
+		return usageError("%s: %v", fs.Name(), err)
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	noColor := true
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			noColor = false
+		}
+	}
+	return slog.New(tint.NewHandler(w, &tint.Options{Level: level, NoColor: noColor}))
+}

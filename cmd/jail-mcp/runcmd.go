@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/google/uuid"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session"
+)
+
+// Exit statuses of jail-mcp run when the command's own status is not it,
+// following timeout(1) and env(1).
+const (
+	exitTimedOut = 124
+	exitRefused  = 125
+)
+
+// runCommand is "jail-mcp run": one command in the jail, from a terminal,
+// under the same policy as jailed_exec. Its output streams through, its
+// standard input is jail-mcp's, and jail-mcp exits with its status.
+func runCommand(ctx context.Context, args, environ []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run", stderr)
+	rc := bindConfig(fs, getenv, "listen", "token")
+	cwd := fs.String("cwd", "", "working `DIR` (default: the current directory when inside the project, else the project)")
+	if err := parseFlags(fs, args, "jail-mcp run [flags] -- CMD [ARGS...]", stdout); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		return usageError("run: no command given (usage: jail-mcp run [flags] -- CMD [ARGS...])")
+	}
+	cfg, err := rc.parse(fs)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	m, st, err := openJail(ctx, cfg, environ, getenv, log)
+	if err != nil {
+		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	defer m.Close()
+	name := cfg.Session
+	if name == "" {
+		name = uuid.NewString()
+	}
+	s, err := m.Open(name)
+	if err != nil {
+		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	log.Debug("starting", "session", s.Name, "jail", s.Path, "backend", st.name)
+
+	dir := *cwd
+	if dir == "" {
+		dir = defaultCwd(cfg.Project)
+	}
+	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	res, err := s.Exec(ctx, req)
+	var inputErr *session.InputError
+	switch {
+	case errors.As(err, &inputErr):
+		return &exitError{code: exitRefused, msg: "refused: " + err.Error()}
+	case errors.Is(err, jail.ErrUnavailable):
+		return &exitError{code: exitRefused, msg: "refused: no jail can confine commands here: " + err.Error()}
+	case err != nil:
+		return &exitError{code: exitRefused, msg: "could not start the command: " + err.Error()}
+	}
+	if !res.Confined {
+		fmt.Fprintln(stderr, "jail-mcp: the command ran UNCONFINED (--fallback warn)")
+	}
+	switch {
+	case res.TimedOut:
+		return &exitError{code: exitTimedOut, msg: fmt.Sprintf("timed out after %v; the command and everything it started were killed", res.Timeout)}
+	case res.Cancelled:
+		return &exitError{code: 130, msg: "interrupted; the command and everything it started were killed"}
+	case res.Signal != "":
+		return &exitError{code: 128 + res.SignalNumber}
+	}
+	return &exitError{code: res.ExitCode}
+}
+
+// defaultCwd is the current directory when it lies in the project, else
+// the project.
+func defaultCwd(project string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return project
+	}
+	if c, err := filepath.EvalSymlinks(wd); err == nil {
+		wd = c
+	}
+	if wd == project || strings.HasPrefix(wd, project+string(filepath.Separator)) {
+		return wd
+	}
+	return project
+}

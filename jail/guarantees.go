@@ -1,0 +1,41 @@
+package jail
+
+// Promise is one numbered promise of SECURITY.md.
+type Promise struct {
+	ID   int    `json:"id"`
+	Name string `json:"name"`
+	Note string `json:"note,omitempty"` // why it is not kept, or how it is kept
+}
+
+// Guarantees splits the promises into those a backend keeps and those it
+// does not; both lists are always present.
+type Guarantees struct {
+	Kept    []Promise `json:"kept"`
+	NotKept []Promise `json:"not_kept"`
+}
+
+// promises are the numbered promises of SECURITY.md, by ID.
+var promises = map[int]string{
+	1: "no write to the host outside the session's jail",
+	2: "no write-equivalent channel to the host",
+	3: "nothing outlives the call",
+	4: "the server is never a confused deputy",
+	5: "root is not special",
+	6: "secrets stay out unless asked for",
+	7: "bounded",
+	8: "fail closed",
+}
+
+// guarantees builds a Guarantees from the notes of the promises not kept;
+// every other promise is kept.
+func guarantees(notKept map[int]string) Guarantees {
+	g := Guarantees{Kept: []Promise{}, NotKept: []Promise{}}
+	for id := 1; id <= len(promises); id++ {
+		if note, ok := notKept[id]; ok {
+			g.NotKept = append(g.NotKept, Promise{ID: id, Name: promises[id], Note: note})
+			continue
+		}
+		g.Kept = append(g.Kept, Promise{ID: id, Name: promises[id]})
+	}
+	return g
+}

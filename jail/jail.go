@@ -1,0 +1,107 @@
+// Package jail owns the confinement backends: it turns a Spec (what to run,
+// where it may write, which host paths it sees read-only) into a command that
+// runs confined, and reports honestly when it cannot.
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// ErrUnavailable reports that a backend cannot confine commands on this host.
+// Errors returned by Open and by a backend's Command wrap it.
+var ErrUnavailable = errors.New("jail unavailable")
+
+// Backend runs commands confined to a jail.
+type Backend interface {
+	// Name is the contract name of the backend: bwrap, landlock,
+	// sandbox-exec, or none for the unconfined fallback.
+	Name() string
+	// Confined is false only for the unconfined fallback.
+	Confined() bool
+	// Command returns a command that runs spec.Argv under the backend's
+	// confinement. The caller sets standard streams and process attributes,
+	// starts it and kills it; killing its process group ends everything the
+	// command started when the backend keeps promise 3.
+	Command(spec Spec) (*exec.Cmd, error)
+	// Guarantees lists the promises of SECURITY.md this backend keeps and
+	// those it does not.
+	Guarantees() Guarantees
+}
+
+// Mount is a host path shown inside the jail.
+type Mount struct {
+	Source string // host path
+	Target string // path inside the jail
+}
+
+// Spec is everything a backend needs to confine one command.
+type Spec struct {
+	Argv     []string // program and arguments; Argv[0] is looked up in Env's PATH
+	Dir      string   // working directory, an absolute host path
+	Env      []string // the complete environment, KEY=VALUE
+	Jail     string   // the only host directory the command may write, absolute
+	Network  bool     // false cuts all network, loopback included
+	ReadOnly []Mount  // extra host paths visible read-only (credentials)
+}
+
+// String prints the policy of s for logs and errors; environment values are
+// left out because they may carry secrets.
+func (s Spec) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "write=%s dir=%s network=%t", s.Jail, s.Dir, s.Network)
+	for _, m := range s.ReadOnly {
+		fmt.Fprintf(&b, " ro=%s", m.Target)
+	}
+	names := make([]string, 0, len(s.Env))
+	for _, kv := range s.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+	}
+	fmt.Fprintf(&b, " env=[%s] argv=%q", strings.Join(names, " "), s.Argv)
+	return b.String()
+}
+
+func (s Spec) validate() error {
+	switch {
+	case len(s.Argv) == 0 || s.Argv[0] == "":
+		return errors.New("empty argv")
+	case !strings.HasPrefix(s.Jail, "/"):
+		return fmt.Errorf("jail %q is not absolute", s.Jail)
+	case !strings.HasPrefix(s.Dir, "/"):
+		return fmt.Errorf("dir %q is not absolute", s.Dir)
+	}
+	return nil
+}
+
+// UnavailableError says why a backend cannot confine here and how to fix it.
+type UnavailableError struct {
+	Backend string
+	Reason  string // what is missing, one line
+	Hint    string // the command that fixes it, when there is one
+}
+
+func (e *UnavailableError) Error() string {
+	msg := fmt.Sprintf("%s: %s", e.Backend, e.Reason)
+	if e.Hint != "" {
+		msg += " (fix: " + e.Hint + ")"
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Report is the outcome of probing one backend on this host.
+type Report struct {
+	Backend   string `json:"backend"`
+	Available bool   `json:"available"`
+	Path      string `json:"path,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Hint      string `json:"hint,omitempty"`
+}
+
+// Names lists the backends of the contract in the order auto tries them.
+var Names = []string{"bwrap", "landlock", "sandbox-exec"}

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package jail
+
+import (
+	"context"
+	"runtime"
+)
+
+var goos = runtime.GOOS
+
+const preferred = "sandbox-exec"
+
+func probe(ctx context.Context, name string, opts Options) Report {
+	return Report{Backend: name, Reason: name + " is not supported on " + goos + " yet"}
+}
+
+func construct(name string, r Report) (Backend, error) {
+	return nil, &UnavailableError{Backend: name, Reason: "not supported on " + goos + " yet"}
+}

@@ -1,0 +1,105 @@
+package session
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// baseEnv are the host variables every command gets (contract: --pass-env).
+var baseEnv = []string{"PATH", "LANG", "LC_*", "TERM", "TZ", "USER", "LOGNAME", "SHELL"}
+
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Reserved reports whether name is set by the jail and may not be given.
+func Reserved(name string) bool {
+	return name == "HOME" || name == "TMPDIR" || strings.HasPrefix(name, "XDG_")
+}
+
+// ValidPassEnv checks one --pass-env entry: a variable name or PREFIX_*.
+func ValidPassEnv(entry string) error {
+	name := strings.TrimSuffix(entry, "*")
+	if (name == "" && entry != "*") || (name != "" && !envNameRE.MatchString(name)) {
+		return fmt.Errorf("invalid --pass-env entry %q: want a variable name or PREFIX_*", entry)
+	}
+	if entry == "*" {
+		return fmt.Errorf("invalid --pass-env entry %q: passing the whole environment defeats the allowlist", entry)
+	}
+	if Reserved(name) && !strings.HasSuffix(entry, "*") {
+		return fmt.Errorf("invalid --pass-env entry %q: %s is set by the jail", entry, name)
+	}
+	return nil
+}
+
+func matches(name string, patterns []string) bool {
+	for _, p := range patterns {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok {
+			if strings.HasPrefix(name, prefix) {
+				return true
+			}
+		} else if name == p {
+			return true
+		}
+	}
+	return false
+}
+
+// jailVars are the variables that point into the jail.
+func jailVars(jail string) map[string]string {
+	return map[string]string{
+		"HOME":            jail,
+		"TMPDIR":          filepath.Join(jail, ".tmp"),
+		"XDG_CONFIG_HOME": filepath.Join(jail, ".config"),
+		"XDG_CACHE_HOME":  filepath.Join(jail, ".cache"),
+		"XDG_DATA_HOME":   filepath.Join(jail, ".local/share"),
+		"XDG_STATE_HOME":  filepath.Join(jail, ".local/state"),
+		"XDG_RUNTIME_DIR": filepath.Join(jail, ".runtime"),
+	}
+}
+
+// checkEnv validates the variables a request adds.
+func checkEnv(env map[string]string) error {
+	for k, v := range env {
+		switch {
+		case !envNameRE.MatchString(k):
+			return fmt.Errorf("env: %q is not a valid variable name", k)
+		case Reserved(k):
+			return fmt.Errorf("env: %s is reserved: HOME, TMPDIR and XDG_* point into the jail", k)
+		case strings.IndexByte(v, 0) >= 0:
+			return fmt.Errorf("env: value of %s contains a NUL byte", k)
+		}
+	}
+	return nil
+}
+
+// buildEnv is the child's whole environment: the allowlisted host
+// variables, then the request's, then the jail's, sorted.
+func buildEnv(environ, pass []string, jail string, extra map[string]string) []string {
+	allow := append(slices.Clone(baseEnv), pass...)
+	vars := map[string]string{}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && envNameRE.MatchString(k) && !Reserved(k) && matches(k, allow) {
+			vars[k] = v
+		}
+	}
+	if vars["PATH"] == "" {
+		vars["PATH"] = defaultPath
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	for k, v := range jailVars(jail) {
+		vars[k] = v
+	}
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}

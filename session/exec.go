@@ -1,0 +1,423 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jail-mcp/jail-mcp/auth"
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+// Request is one command to run in a session's jail. Exactly one of Command
+// and Argv is set.
+type Request struct {
+	Command string            // run with /bin/sh -c
+	Argv    []string          // run directly
+	Cwd     string            // relative to the project; empty: the project
+	Stdin   io.Reader         // nil: empty standard input
+	Env     map[string]string // added to the allowlisted environment
+	Timeout time.Duration     // 0: the operator's default; clamped to MaxTimeout
+	Network *bool             // nil: the operator's setting
+	Auth    []string          // nil: every CLI the operator enabled
+
+	// Stdout and Stderr, when set, receive the output directly instead of
+	// it being captured (jail-mcp run).
+	Stdout, Stderr io.Writer
+
+	// Progress, when set, is called at most once a second while the
+	// command runs, with the time it has run and its latest output line;
+	// never after the command has exited.
+	Progress func(elapsed time.Duration, line string)
+}
+
+// Result is the outcome of a command that ran.
+type Result struct {
+	ExitCode     int
+	Signal       string
+	SignalNumber int
+	TimedOut     bool
+	Cancelled    bool
+	Limit        string
+	Stdout       Stream
+	Stderr       Stream
+	OutputPath   string // host path of the directory holding the whole output, when cut
+	Duration     time.Duration
+	Timeout      time.Duration // the timeout that applied
+	Session      string
+	Jail         string
+	Backend      string
+	Confined     bool
+}
+
+// InputError is a request the caller must fix; nothing ran.
+type InputError struct{ msg string }
+
+func (e *InputError) Error() string { return e.msg }
+
+func inputErrorf(format string, a ...any) error {
+	return &InputError{msg: fmt.Sprintf(format, a...)}
+}
+
+// grace is how long output pipes may stay open after the command is gone
+// before they are closed under whoever holds them.
+const grace = 500 * time.Millisecond
+
+// Exec runs req in the session's jail. It returns an *InputError for a
+// request that cannot run as given, an error wrapping jail.ErrUnavailable
+// when no backend confines here, and otherwise a Result, also when the
+// command failed, timed out or was cancelled.
+func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
+	cfg := s.m.cfg
+	argv, err := req.argv()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := s.resolveCwd(req.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return nil, &InputError{msg: err.Error()}
+	}
+	if req.Timeout < 0 {
+		return nil, inputErrorf("timeout must be positive")
+	}
+	timeout := cmp(req.Timeout, cfg.Timeout)
+	timeout = min(timeout, cfg.MaxTimeout)
+	network := cfg.Network
+	if req.Network != nil {
+		if *req.Network && !cfg.Network {
+			return nil, inputErrorf("network: the operator turned network off (--network off); a call can turn it off, never on")
+		}
+		network = *req.Network
+	}
+	if _, err := auth.Narrow(cfg.Auth, req.Auth); err != nil {
+		return nil, &InputError{msg: "auth: " + err.Error()}
+	}
+	if cfg.Backend == nil {
+		return nil, cfg.Unavailable
+	}
+
+	s.ensureSkeleton()
+	spec := jail.Spec{
+		Argv:    argv,
+		Dir:     dir,
+		Env:     buildEnv(cfg.Environ, cfg.PassEnv, s.Path, req.Env),
+		Jail:    s.Path,
+		Network: network,
+	}
+	cmd, err := cfg.Backend.Command(spec)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %s: %w", spec, err)
+	}
+
+	s.resetMu.RLock()
+	defer s.resetMu.RUnlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer s.track(cancel)()
+	return s.run(ctx, cmd, req, timeout)
+}
+
+func cmp(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func (r Request) argv() ([]string, error) {
+	switch {
+	case r.Command != "" && len(r.Argv) > 0:
+		return nil, inputErrorf("give exactly one of command and argv, not both")
+	case r.Command != "":
+		if strings.IndexByte(r.Command, 0) >= 0 {
+			return nil, inputErrorf("command contains a NUL byte")
+		}
+		return []string{"/bin/sh", "-c", r.Command}, nil
+	case len(r.Argv) > 0:
+		if r.Argv[0] == "" {
+			return nil, inputErrorf("argv[0] is empty")
+		}
+		for i, a := range r.Argv {
+			if strings.IndexByte(a, 0) >= 0 {
+				return nil, inputErrorf("argv[%d] contains a NUL byte", i)
+			}
+		}
+		return r.Argv, nil
+	}
+	return nil, inputErrorf("give one of command (a shell line) or argv (a program and its arguments)")
+}
+
+// resolveCwd resolves cwd against the project, follows symlinks, and
+// accepts it only inside this session's jail or inside the project outside
+// every jail.
+func (s *Session) resolveCwd(cwd string) (string, error) {
+	project := s.m.cfg.Project
+	if cwd == "" {
+		return project, nil
+	}
+	if strings.IndexByte(cwd, 0) >= 0 {
+		return "", inputErrorf("cwd contains a NUL byte")
+	}
+	p := cwd
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(project, p)
+	}
+	canon, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", inputErrorf("cwd %q: no such directory", cwd)
+	}
+	fi, err := os.Stat(canon)
+	if err != nil || !fi.IsDir() {
+		return "", inputErrorf("cwd %q: not a directory", cwd)
+	}
+	switch {
+	case within(canon, s.Path):
+		return canon, nil
+	case within(canon, s.m.cfg.Root) || within(canon, filepath.Join(project, BaseName)):
+		return "", inputErrorf("cwd %q: inside the jail base but not this session's jail %s", cwd, s.Path)
+	case within(canon, project):
+		return canon, nil
+	}
+	return "", inputErrorf("cwd %q: outside the project %s and the session's jail", cwd, project)
+}
+
+// run starts cmd and waits for it, its output and its deadline.
+func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout time.Duration) (*Result, error) {
+	cfg := s.m.cfg
+	res := &Result{
+		Session: s.Name, Jail: s.Path, Backend: cfg.Backend.Name(),
+		Confined: cfg.Backend.Confined(), Timeout: timeout,
+	}
+
+	// Whole output is spilled to one directory per call, made on demand.
+	var (
+		outOnce sync.Once
+		outDir  string
+		outErr  error
+	)
+	id := time.Now().UTC().Format("20060102-150405") + "-" + uuid.NewString()[:8]
+	spill := func(name string) func() (io.WriteCloser, error) {
+		return func() (io.WriteCloser, error) {
+			outOnce.Do(func() { outDir, outErr = s.newOutputDir(id) })
+			if outErr != nil {
+				return nil, outErr
+			}
+			return s.createOutput(outDir, name)
+		}
+	}
+	stdout := newCapture(cfg.MaxOutput, spill("stdout"))
+	stderr := newCapture(cfg.MaxOutput, spill("stderr"))
+
+	// The child gets pipes of its own, never the server's stdin or stdout,
+	// and only fds 0-2: Go opens everything else close-on-exec.
+	var readers []*os.File
+	var copies sync.WaitGroup
+	attach := func(dst io.Writer) (*os.File, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		readers = append(readers, r)
+		copies.Go(func() { io.Copy(dst, r) })
+		return w, nil
+	}
+	var outW, errW io.Writer = stdout, stderr
+	if req.Stdout != nil {
+		outW = req.Stdout
+	}
+	if req.Stderr != nil {
+		errW = req.Stderr
+	}
+	counted := [2]*counter{{w: outW}, {w: errW}}
+	wout, err := attach(counted[0])
+	if err != nil {
+		return nil, fmt.Errorf("create pipe: %w", err)
+	}
+	werr, err := attach(counted[1])
+	if err != nil {
+		wout.Close()
+		closeAll(readers)
+		return nil, fmt.Errorf("create pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = wout, werr
+	cmd.Stdin = req.Stdin
+	cmd.SysProcAttr = procAttr()
+	if req.Stdin != nil {
+		cmd.WaitDelay = grace
+	}
+
+	start := time.Now()
+	err = cmd.Start()
+	wout.Close()
+	werr.Close()
+	if err != nil {
+		closeAll(readers)
+		copies.Wait()
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	pgid := cmd.Process.Pid
+	killGroup := func() { killProcessGroup(pgid) }
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	stopProgress := func() {}
+	if req.Progress != nil {
+		stopProgress = progress(req.Progress, start, stdout, stderr)
+	}
+
+	var waitErr error
+	select {
+	case waitErr = <-exited:
+	case <-timer.C:
+		res.TimedOut, res.Limit = true, "timeout"
+		killGroup()
+		waitErr = <-exited
+	case <-ctx.Done():
+		res.Cancelled = true
+		killGroup()
+		waitErr = <-exited
+	}
+	stopProgress()
+	res.Duration = time.Since(start)
+	// Whatever is left of the command (outside a pid namespace, a
+	// background child) goes with it.
+	killGroup()
+	drain(&copies, readers)
+
+	state := cmd.ProcessState
+	switch {
+	case state == nil:
+		return nil, fmt.Errorf("wait %s: %w", cmd.Path, waitErr)
+	case state.Exited():
+		res.ExitCode = state.ExitCode()
+	default:
+		res.ExitCode = -1
+		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal, res.SignalNumber = signalName(ws.Signal()), int(ws.Signal())
+		}
+	}
+
+	where := filepath.Join(s.Path, outDir)
+	res.Stdout, _ = stdout.finish(filepath.Join(where, "stdout"))
+	res.Stderr, _ = stderr.finish(filepath.Join(where, "stderr"))
+	if req.Stdout != nil {
+		res.Stdout = Stream{Bytes: counted[0].n}
+	}
+	if req.Stderr != nil {
+		res.Stderr = Stream{Bytes: counted[1].n}
+	}
+	if outDir != "" && outErr == nil {
+		res.OutputPath = where
+		s.completeOutput(outDir, stdout, stderr)
+	}
+	return res, nil
+}
+
+// completeOutput writes the stream that was not cut into the output
+// directory too, so it holds the whole output of the call.
+func (s *Session) completeOutput(dir string, streams ...*capture) {
+	for i, c := range streams {
+		all, whole := c.inline()
+		if !whole {
+			continue
+		}
+		name := [2]string{"stdout", "stderr"}[i]
+		if f, err := s.createOutput(dir, name); err == nil {
+			f.Write(all)
+			f.Close()
+		}
+	}
+}
+
+// drain waits for the output copies to end; when something outside the
+// jail's control still holds a pipe open, the pipes are closed after grace.
+func drain(copies *sync.WaitGroup, readers []*os.File) {
+	done := make(chan struct{})
+	go func() { copies.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		closeAll(readers)
+		<-done
+	}
+	closeAll(readers)
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// progress reports the latest output line once a second until stopped. The
+// returned stop function returns only once no report is in flight, and no
+// report starts after it.
+func progress(report func(time.Duration, string), start time.Time, caps ...*capture) func() {
+	var mu sync.Mutex
+	stopped := false
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		last := ""
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			line := ""
+			for _, c := range caps {
+				if l := c.LastLine(); l != "" {
+					line = l
+				}
+			}
+			if line == "" {
+				line = last
+			}
+			last = line
+			mu.Lock()
+			if !stopped {
+				report(time.Since(start), line)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		close(done)
+	}
+}
+
+// counter counts the bytes passed to w.
+type counter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	if _, err := c.w.Write(p); err != nil {
+		// Keep draining the pipe so the command never blocks on output
+		// nobody reads.
+		return len(p), nil
+	}
+	return len(p), nil
+}

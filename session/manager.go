@@ -1,0 +1,196 @@
+// Package session owns the mapping from session names to jails and their
+// lifecycle: creating a jail and its skeleton under the project's
+// .agent-home, running commands in it through a jail.Backend, counting and
+// resetting its files. All host-side file work inside a jail goes through
+// os.Root, so nothing a command plants there can steer the server outside.
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+// ErrNotFound reports a session name the manager does not know.
+var ErrNotFound = errors.New("session not found")
+
+// Config is the operator's policy, validated by the caller.
+type Config struct {
+	Project string // canonical project directory
+	Root    string // canonical jail base, from ResolveRoot
+
+	// Backend confines commands. When it is nil, Unavailable says why and
+	// every command is refused (fail closed).
+	Backend     jail.Backend
+	Unavailable error
+
+	Network    bool
+	Auth       []string // canonical CLI names the operator enabled
+	Environ    []string // the server's environment, KEY=VALUE
+	PassEnv    []string // names or PREFIX_* passed beyond the base set
+	Timeout    time.Duration
+	MaxTimeout time.Duration
+	MaxOutput  int
+	// Bounds a later backend enforces; reported, not yet enforced.
+	MaxProcs, MaxMemory, MaxDisk int64
+	Logger                       *slog.Logger // nil discards
+}
+
+// Manager maps session names to jails.
+type Manager struct {
+	cfg  Config
+	log  *slog.Logger
+	base *os.Root
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+}
+
+// skeleton is created in every jail; the XDG variables point at it.
+var skeleton = []string{".tmp", ".config", ".cache", ".local/share", ".local/state", ".runtime"}
+
+// New creates the jail base if needed, with a .gitignore containing "*"
+// written only when absent, and returns a manager over it.
+func New(cfg Config) (*Manager, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := mkdirNoFollow(cfg.Project, cfg.Root); err != nil {
+		return nil, fmt.Errorf("create jail base %s: %w", cfg.Root, err)
+	}
+	base, err := os.OpenRoot(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("open jail base %s: %w", cfg.Root, err)
+	}
+	f, err := base.OpenFile(".gitignore", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	switch {
+	case err == nil:
+		_, err = f.WriteString("*\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			base.Close()
+			return nil, fmt.Errorf("write %s: %w", filepath.Join(cfg.Root, ".gitignore"), err)
+		}
+	case !errors.Is(err, fs.ErrExist):
+		base.Close()
+		return nil, fmt.Errorf("write %s: %w", filepath.Join(cfg.Root, ".gitignore"), err)
+	}
+	return &Manager{cfg: cfg, log: log, base: base, sessions: map[string]*Session{}}, nil
+}
+
+// mkdirNoFollow creates dir and its missing parents below project, refusing
+// any component that is a symlink.
+func mkdirNoFollow(project, dir string) error {
+	rel, err := filepath.Rel(project, dir)
+	if err != nil {
+		return err
+	}
+	p := project
+	for _, part := range splitPath(rel) {
+		p = filepath.Join(p, part)
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is a symlink or not a directory", p)
+		}
+	}
+	return nil
+}
+
+func splitPath(rel string) []string {
+	var parts []string
+	for rel != "." && rel != "" {
+		dir, file := filepath.Split(rel)
+		parts = append(parts, file)
+		rel = filepath.Clean(dir)
+		if dir == "" {
+			break
+		}
+	}
+	slices.Reverse(parts)
+	return parts
+}
+
+// Close releases the jail base; sessions must be closed first.
+func (m *Manager) Close() error {
+	for _, s := range m.all() {
+		s.Close()
+	}
+	return m.base.Close()
+}
+
+func (m *Manager) all() []*Session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Config returns the policy the manager runs with.
+func (m *Manager) Config() Config { return m.cfg }
+
+// Open returns the session called name, creating its jail and skeleton when
+// they do not exist. A session directory that is a symlink is refused.
+func (m *Manager) Open(name string) (*Session, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sessions[name]; ok {
+		return s, nil
+	}
+	path := filepath.Join(m.cfg.Root, name)
+	if err := m.base.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create jail %s: %w", path, err)
+	}
+	fi, err := m.base.Lstat(name)
+	if err != nil {
+		return nil, fmt.Errorf("open jail %s: %w", path, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("open jail %s: a symlink or not a directory", path)
+	}
+	root, err := m.base.OpenRoot(name)
+	if err != nil {
+		return nil, fmt.Errorf("open jail %s: %w", path, err)
+	}
+	s := &Session{m: m, Name: name, Path: path, root: root, running: map[uint64]*call{}}
+	if err := s.ensureSkeleton(); err != nil {
+		root.Close()
+		return nil, err
+	}
+	m.sessions[name] = s
+	m.log.Debug("session open", "session", name, "jail", path)
+	return s, nil
+}
+
+// Lookup returns an open session.
+func (m *Manager) Lookup(name string) (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[name]
+	if !ok {
+		return nil, fmt.Errorf("look up session %q: %w", name, ErrNotFound)
+	}
+	return s, nil
+}

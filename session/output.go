@@ -1,0 +1,223 @@
+package session
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"unicode/utf8"
+)
+
+// MaxKept is how many bytes of one stream are kept on disk under the jail;
+// bytes beyond it are counted, not kept.
+const MaxKept = 64 << 20
+
+// capture keeps one output stream in bounded memory: the whole stream while
+// it fits inline, then its head and tail, with everything (up to MaxKept)
+// spilled to a file opened on demand. Memory never exceeds about twice the
+// inline limit whatever the command prints.
+type capture struct {
+	limit int                            // inline bytes kept (head + tail)
+	spill func() (io.WriteCloser, error) // opens the file for the whole stream
+
+	mu       sync.Mutex
+	total    int64
+	all      []byte // the whole stream while total <= limit
+	head     []byte // first limit/2 bytes, once cut
+	tail     ring   // last limit-limit/2 bytes, once cut
+	file     io.WriteCloser
+	kept     int64
+	spillErr error
+	lastLine []byte // the latest complete or partial line, for progress
+}
+
+func newCapture(limit int, spill func() (io.WriteCloser, error)) *capture {
+	return &capture{limit: limit, spill: spill}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.noteLine(p)
+	c.total += int64(len(p))
+	if c.head == nil && len(c.all)+len(p) <= c.limit {
+		c.all = append(c.all, p...)
+		return len(p), nil
+	}
+	if c.head == nil {
+		c.cut()
+	}
+	c.keep(p)
+	headCap := c.limit / 2
+	if n := headCap - len(c.head); n > 0 {
+		c.head = append(c.head, p[:min(n, len(p))]...)
+	}
+	c.tail.write(p)
+	return len(p), nil
+}
+
+// cut switches from keeping everything to keeping head and tail, and opens
+// the spill file with what was kept so far.
+func (c *capture) cut() {
+	headCap := c.limit / 2
+	c.tail = ring{buf: make([]byte, 0, c.limit-headCap)}
+	c.head = make([]byte, 0, headCap)
+	c.head = append(c.head, c.all[:min(headCap, len(c.all))]...)
+	c.tail.write(c.all)
+	if c.spill != nil {
+		c.file, c.spillErr = c.spill()
+	}
+	c.keep(c.all)
+	c.all = nil
+}
+
+func (c *capture) keep(p []byte) {
+	if c.file == nil || c.kept >= MaxKept {
+		return
+	}
+	p = p[:min(int64(len(p)), MaxKept-c.kept)]
+	n, err := c.file.Write(p)
+	c.kept += int64(n)
+	if err != nil && c.spillErr == nil {
+		c.spillErr = err
+	}
+}
+
+func (c *capture) noteLine(p []byte) {
+	const maxLine = 200
+	chunk := bytes.TrimRight(p, "\r\n")
+	if len(chunk) == 0 {
+		return
+	}
+	if i := bytes.LastIndexAny(chunk, "\r\n"); i >= 0 {
+		chunk = chunk[i+1:]
+		c.lastLine = c.lastLine[:0]
+	}
+	c.lastLine = append(c.lastLine, chunk...)
+	if len(c.lastLine) > maxLine {
+		c.lastLine = append(c.lastLine[:0], c.lastLine[len(c.lastLine)-maxLine:]...)
+	}
+}
+
+// LastLine returns the latest line the stream printed.
+func (c *capture) LastLine() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(bytes.ToValidUTF8(c.lastLine, nil))
+}
+
+// Stream is the outcome of one captured output stream.
+type Stream struct {
+	Text      string // inline text, with a marker where bytes were left out
+	Bytes     int64  // total bytes the command wrote
+	Truncated bool
+	Kept      int64 // bytes kept in the spill file, when truncated
+}
+
+// finish closes the spill file and renders the inline text; where says
+// where the whole output is, for the marker.
+func (c *capture) finish(where string) (Stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.file != nil {
+		if err := c.file.Close(); err != nil && c.spillErr == nil {
+			c.spillErr = err
+		}
+		c.file = nil
+	}
+	if c.head == nil {
+		return Stream{Text: string(c.all), Bytes: c.total}, nil
+	}
+	head := trimRuneEnd(c.head)
+	tail := trimRuneStart(c.tail.bytes())
+	omitted := c.total - int64(len(head)) - int64(len(tail))
+	var mark string
+	switch {
+	case c.spillErr != nil:
+		mark = fmt.Sprintf("\n[... %d bytes left out; the whole output could not be kept: %v ...]\n", omitted, c.spillErr)
+	case c.kept < c.total:
+		mark = fmt.Sprintf("\n[... %d bytes left out; the first %d bytes of the output are in %s ...]\n", omitted, c.kept, where)
+	default:
+		mark = fmt.Sprintf("\n[... %d bytes left out; the whole output is in %s ...]\n", omitted, where)
+	}
+	return Stream{
+		Text:      string(head) + mark + string(tail),
+		Bytes:     c.total,
+		Truncated: true,
+		Kept:      c.kept,
+	}, c.spillErr
+}
+
+// Inline returns the whole stream when it was never cut.
+func (c *capture) inline() ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.all, c.head == nil
+}
+
+func (c *capture) cutOff() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.head != nil
+}
+
+// ring keeps the last cap(buf) bytes written to it.
+type ring struct {
+	buf  []byte
+	next int // where the next byte goes once buf is full
+}
+
+func (r *ring) write(p []byte) {
+	n := cap(r.buf)
+	if n == 0 {
+		return
+	}
+	if len(p) >= n {
+		r.buf = append(r.buf[:0], p[len(p)-n:]...)
+		r.next = 0
+		return
+	}
+	for len(p) > 0 {
+		if len(r.buf) < n {
+			k := min(n-len(r.buf), len(p))
+			r.buf = append(r.buf, p[:k]...)
+			p = p[k:]
+			continue
+		}
+		k := copy(r.buf[r.next:], p)
+		r.next = (r.next + k) % n
+		p = p[k:]
+	}
+}
+
+func (r *ring) bytes() []byte {
+	out := make([]byte, 0, len(r.buf))
+	if len(r.buf) < cap(r.buf) {
+		return append(out, r.buf...)
+	}
+	out = append(out, r.buf[r.next:]...)
+	return append(out, r.buf[:r.next]...)
+}
+
+// trimRuneEnd drops a partial UTF-8 sequence at the end of b.
+func trimRuneEnd(b []byte) []byte {
+	for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				return b[:len(b)-i]
+			}
+			break
+		}
+	}
+	return b
+}
+
+// trimRuneStart drops continuation bytes at the start of b.
+func trimRuneStart(b []byte) []byte {
+	for i := 0; i < utf8.UTFMax && i < len(b); i++ {
+		if utf8.RuneStart(b[i]) {
+			return b[i:]
+		}
+	}
+	return b
+}

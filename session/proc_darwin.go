@@ -1,0 +1,21 @@
+package session
+
+import (
+	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// procAttr puts the command in a process group of its own, killed as one.
+func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+func killProcessGroup(pgid int) { syscall.Kill(-pgid, syscall.SIGKILL) }
+
+// signalName is the conventional name of sig, SIGKILL say.
+func signalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(sig))
+}

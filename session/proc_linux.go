@@ -1,0 +1,24 @@
+package session
+
+import (
+	"fmt"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// procAttr puts the command in a process group of its own, killed as one,
+// and kills it if the server dies.
+func procAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+func killProcessGroup(pgid int) { syscall.Kill(-pgid, syscall.SIGKILL) }
+
+// signalName is the conventional name of sig, SIGKILL say.
+func signalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return fmt.Sprintf("SIG%d", int(sig))
+}

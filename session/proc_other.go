@@ -1,0 +1,13 @@
+//go:build !linux && !darwin
+
+package session
+
+import "syscall"
+
+// No backend confines on this OS, so Exec refuses before a process starts;
+// these exist so that the refusal compiles.
+func procAttr() *syscall.SysProcAttr { return nil }
+
+func killProcessGroup(pgid int) {}
+
+func signalName(sig syscall.Signal) string { return sig.String() }

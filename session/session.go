@@ -1,0 +1,214 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Session is one jail and the commands running in it.
+type Session struct {
+	m    *Manager
+	Name string
+	Path string // the jail, absolute on the host
+	root *os.Root
+
+	// resetMu is held shared by every running command and exclusively by
+	// Reset, so a reset never empties a jail under a live command.
+	resetMu sync.RWMutex
+
+	mu      sync.Mutex
+	nextID  uint64
+	running map[uint64]*call
+	outSeq  atomic.Uint64
+}
+
+type call struct {
+	cancel context.CancelCauseFunc
+}
+
+// errReset is the cause given to commands killed by a reset.
+var errReset = errors.New("killed by jail_reset")
+
+// Close kills the session's running commands and releases its jail; the
+// files stay.
+func (s *Session) Close() error {
+	s.killAll(context.Canceled)
+	s.resetMu.Lock()
+	defer s.resetMu.Unlock()
+	return s.root.Close()
+}
+
+// Running is the number of commands in flight.
+func (s *Session) Running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.running)
+}
+
+func (s *Session) track(cancel context.CancelCauseFunc) (untrack func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	id := s.nextID
+	s.running[id] = &call{cancel: cancel}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.running, id)
+	}
+}
+
+func (s *Session) killAll(cause error) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.running {
+		c.cancel(cause)
+	}
+	return len(s.running)
+}
+
+// ensureSkeleton recreates the skeleton directories that are missing. A
+// component a command replaced by a symlink or a file is left alone: os.Root
+// refuses to follow it out of the jail, and the command sees its own mess.
+func (s *Session) ensureSkeleton() error {
+	for _, d := range skeleton {
+		if err := s.root.MkdirAll(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			s.m.log.Warn("skeleton", "session", s.Name, "dir", d, "err", err)
+		}
+	}
+	return nil
+}
+
+// Usage is what a jail holds.
+type Usage struct {
+	Files int64 `json:"files"`
+	Bytes int64 `json:"bytes"`
+}
+
+// Usage counts the files and bytes in the jail without following symlinks.
+func (s *Session) Usage() (Usage, error) {
+	s.resetMu.RLock()
+	defer s.resetMu.RUnlock()
+	return count(s.root, ".")
+}
+
+// count walks dir inside root; symlinks are counted as files, never followed.
+func count(root *os.Root, dir string) (Usage, error) {
+	var u Usage
+	err := fs.WalkDir(root.FS(), dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			return nil // vanished or unreadable: a running command's business
+		}
+		if d.IsDir() {
+			return nil
+		}
+		u.Files++
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				u.Bytes += fi.Size()
+			}
+		}
+		return nil
+	})
+	return u, err
+}
+
+// ResetResult is what Reset removed.
+type ResetResult struct {
+	RemovedFiles int64
+	RemovedBytes int64
+	Killed       int
+}
+
+// Reset kills every running command of the session, empties its jail
+// without following any symlink, and recreates the skeleton.
+func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
+	var r ResetResult
+	r.Killed = s.killAll(errReset)
+	// A command started between the kill and the lock is killed too: keep
+	// killing until every command has released the jail.
+	locked := make(chan struct{})
+	go func() {
+		s.resetMu.Lock()
+		close(locked)
+	}()
+	for done := false; !done; {
+		select {
+		case <-locked:
+			done = true
+		case <-ctx.Done():
+			go func() { <-locked; s.resetMu.Unlock() }()
+			return r, fmt.Errorf("reset %s: %w", s.Path, context.Cause(ctx))
+		case <-time.After(50 * time.Millisecond):
+			r.Killed += s.killAll(errReset)
+		}
+	}
+	defer s.resetMu.Unlock()
+	u, err := count(s.root, ".")
+	if err != nil {
+		return r, fmt.Errorf("reset %s: %w", s.Path, err)
+	}
+	entries, err := readDir(s.root, ".")
+	if err != nil {
+		return r, fmt.Errorf("reset %s: %w", s.Path, err)
+	}
+	for _, name := range entries {
+		// os.Root.RemoveAll removes a symlink itself, never its target.
+		if err := s.root.RemoveAll(name); err != nil {
+			return r, fmt.Errorf("reset %s: remove %s: %w", s.Path, name, err)
+		}
+	}
+	r.RemovedFiles, r.RemovedBytes = u.Files, u.Bytes
+	s.ensureSkeleton()
+	return r, nil
+}
+
+func readDir(root *os.Root, dir string) ([]string, error) {
+	f, err := root.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	slices.Sort(names)
+	return names, err
+}
+
+// outputDir is where a call's whole output is kept when it is cut.
+const outputDir = ".jail-mcp/output"
+
+// keepOutputs is how many calls' output directories a jail keeps.
+const keepOutputs = 20
+
+// newOutputDir creates a fresh output directory inside the jail and prunes
+// the oldest beyond keepOutputs. It returns the path relative to the jail.
+func (s *Session) newOutputDir(id string) (string, error) {
+	dir := path.Join(outputDir, id)
+	if err := s.root.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	if names, err := readDir(s.root, outputDir); err == nil && len(names) > keepOutputs {
+		for _, n := range names[:len(names)-keepOutputs] {
+			if n != id {
+				s.root.RemoveAll(path.Join(outputDir, n))
+			}
+		}
+	}
+	return dir, nil
+}
+
+func (s *Session) createOutput(dir, name string) (io.WriteCloser, error) {
+	return s.root.OpenFile(path.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+}

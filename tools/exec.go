@@ -1,0 +1,234 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session"
+)
+
+const execInputSchema = `{
+  "type": "object",
+  "properties": {
+    "command": {"type": "string", "description": "Shell command line, run with /bin/sh -c. Give exactly one of command and argv."},
+    "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "Program and arguments, run without a shell."},
+    "cwd": {"type": "string", "description": "Working directory: relative to the project, inside the project or the session jail. Default: the project."},
+    "stdin": {"type": "string", "description": "Text given on standard input; otherwise standard input is empty."},
+    "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra environment variables; HOME, TMPDIR and XDG_* are reserved."},
+    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Timeout in milliseconds; default and upper bound set by the operator."},
+    "network": {"type": "boolean", "description": "false cuts network for this call; true cannot turn on network the operator turned off."},
+    "auth": {"type": "array", "items": {"type": "string"}, "description": "Narrow which CLIs' credentials this call sees (subset of the operator's choice)."}
+  },
+  "additionalProperties": false
+}`
+
+const execOutputSchema = `{
+  "type": "object",
+  "properties": {
+    "exit_code": {"type": "integer", "description": "-1 when killed by a signal"},
+    "signal": {"type": "string"},
+    "timed_out": {"type": "boolean"},
+    "limit": {"type": "string", "description": "the bound that stopped the command, or empty"},
+    "cancelled": {"type": "boolean"},
+    "stdout": {"type": "string"},
+    "stderr": {"type": "string"},
+    "stdout_bytes": {"type": "integer"},
+    "stderr_bytes": {"type": "integer"},
+    "stdout_truncated": {"type": "boolean"},
+    "stderr_truncated": {"type": "boolean"},
+    "output_path": {"type": "string", "description": "directory in the jail holding the whole output, when cut"},
+    "duration_ms": {"type": "integer"},
+    "session": {"type": "string"},
+    "jail": {"type": "string"},
+    "backend": {"type": "string"},
+    "confined": {"type": "boolean"}
+  },
+  "required": ["exit_code", "signal", "timed_out", "limit", "cancelled", "stdout", "stderr",
+    "stdout_bytes", "stderr_bytes", "stdout_truncated", "stderr_truncated", "output_path",
+    "duration_ms", "session", "jail", "backend", "confined"]
+}`
+
+var execFields = fieldNames(execInputSchema)
+
+func (h *Handler) execTool() mcp.Tool {
+	openWorld := h.Manager.Config().Network
+	return newTool("jailed_exec",
+		("Run a command in this session's write-jail. It can read the host and " +
+			"(unless network is off) reach the network, but can write only inside its jail, which is " +
+			"also its HOME and persists between calls of the session. Returns exit code, output " +
+			"(head and tail when long, the whole output kept in the jail) and timing."),
+		execInputSchema, execOutputSchema,
+		annotations("Run a command in the jail", false, true, false, openWorld))
+
+}
+
+type execParams struct {
+	Command   *string           `json:"command"`
+	Argv      []string          `json:"argv"`
+	Cwd       string            `json:"cwd"`
+	Stdin     *string           `json:"stdin"`
+	Env       map[string]string `json:"env"`
+	TimeoutMS *int64            `json:"timeout_ms"`
+	Network   *bool             `json:"network"`
+	Auth      []string          `json:"auth"`
+}
+
+// ExecResult is the structured result of jailed_exec.
+type ExecResult struct {
+	ExitCode        int    `json:"exit_code"`
+	Signal          string `json:"signal"`
+	TimedOut        bool   `json:"timed_out"`
+	Limit           string `json:"limit"`
+	Cancelled       bool   `json:"cancelled"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	OutputPath      string `json:"output_path"`
+	DurationMS      int64  `json:"duration_ms"`
+	Session         string `json:"session"`
+	Jail            string `json:"jail"`
+	Backend         string `json:"backend"`
+	Confined        bool   `json:"confined"`
+}
+
+// Exec is the jailed_exec tool.
+func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var p execParams
+	if err := decode(req, &p, execFields); err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	r := session.Request{Argv: p.Argv, Cwd: p.Cwd, Env: p.Env, Network: p.Network, Auth: p.Auth}
+	switch {
+	case p.Command != nil && p.Argv != nil:
+		return refuse("refused: give exactly one of command and argv, not both"), nil
+	case p.Command != nil && *p.Command == "":
+		return refuse("refused: command is empty"), nil
+	case p.Command != nil:
+		r.Command = *p.Command
+	case p.Argv != nil && len(p.Argv) == 0:
+		return refuse("refused: argv is empty"), nil
+	}
+	if p.Stdin != nil {
+		r.Stdin = strings.NewReader(*p.Stdin)
+	}
+	if p.TimeoutMS != nil {
+		if *p.TimeoutMS <= 0 {
+			return refuse("refused: timeout_ms must be a positive integer, got %d", *p.TimeoutMS), nil
+		}
+		max := h.Manager.Config().MaxTimeout
+		r.Timeout = min(time.Duration(min(*p.TimeoutMS, max.Milliseconds()+1))*time.Millisecond, max)
+	}
+	if token := progressToken(req); token != nil {
+		r.Progress = progressReporter(ctx, token)
+	}
+	s, err := h.Session(ctx)
+	if err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	res, err := s.Exec(ctx, r)
+	var inputErr *session.InputError
+	switch {
+	case errors.As(err, &inputErr):
+		return refuse("refused: %v", err), nil
+	case errors.Is(err, jail.ErrUnavailable):
+		return refuse("refused: no jail can confine commands here: %v", err), nil
+	case err != nil:
+		return refuse("could not start the command: %v", err), nil
+	}
+	if r.Progress != nil {
+		flushNotifications(ctx)
+	}
+	out := ExecResult{
+		ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, Limit: res.Limit,
+		Cancelled: res.Cancelled, Stdout: res.Stdout.Text, Stderr: res.Stderr.Text,
+		StdoutBytes: res.Stdout.Bytes, StderrBytes: res.Stderr.Bytes,
+		StdoutTruncated: res.Stdout.Truncated, StderrTruncated: res.Stderr.Truncated,
+		OutputPath: res.OutputPath, DurationMS: res.Duration.Milliseconds(),
+		Session: res.Session, Jail: res.Jail, Backend: res.Backend, Confined: res.Confined,
+	}
+	failed := res.ExitCode != 0 || res.TimedOut || res.Cancelled || res.Signal != ""
+	return structured(out, renderExec(res), failed), nil
+}
+
+// renderExec is the short text rendering: one status line a model can act
+// on, then the output.
+func renderExec(r *session.Result) string {
+	var b strings.Builder
+	if !r.Confined {
+		b.WriteString("UNCONFINED (--fallback warn: no jail could confine this command); ")
+	}
+	d := r.Duration.Round(time.Millisecond)
+	switch {
+	case r.TimedOut:
+		fmt.Fprintf(&b, "timed out after %v (timeout %v); the command and everything it started were killed", d, r.Timeout)
+	case r.Cancelled:
+		fmt.Fprintf(&b, "cancelled after %v; the command and everything it started were killed", d)
+	case r.Signal != "":
+		fmt.Fprintf(&b, "killed by %s after %v", r.Signal, d)
+	default:
+		fmt.Fprintf(&b, "exit %d in %v", r.ExitCode, d)
+	}
+	b.WriteString("\n")
+	for _, s := range []struct {
+		name string
+		st   session.Stream
+	}{{"stdout", r.Stdout}, {"stderr", r.Stderr}} {
+		if s.st.Bytes == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "--- %s (%d bytes) ---\n%s", s.name, s.st.Bytes, s.st.Text)
+		if !strings.HasSuffix(s.st.Text, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+func progressToken(req mcp.CallToolRequest) mcp.ProgressToken {
+	if req.Params.Meta == nil {
+		return nil
+	}
+	return req.Params.Meta.ProgressToken
+}
+
+// progressReporter sends notifications/progress for token.
+func progressReporter(ctx context.Context, token mcp.ProgressToken) func(time.Duration, string) {
+	srv := server.ServerFromContext(ctx)
+	return func(elapsed time.Duration, line string) {
+		if srv == nil {
+			return
+		}
+		params := map[string]any{
+			"progressToken": token,
+			"progress":      elapsed.Seconds(),
+		}
+		if line != "" {
+			params["message"] = line
+		}
+		srv.SendNotificationToClient(ctx, "notifications/progress", params)
+	}
+}
+
+// flushNotifications waits, briefly, for queued notifications to be written
+// so that no progress notification follows the result on the wire.
+func flushNotifications(ctx context.Context) {
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil {
+		return
+	}
+	ch := cs.NotificationChannel()
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for len(ch) > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}

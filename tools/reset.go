@@ -1,0 +1,56 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+const resetOutputSchema = `{
+  "type": "object",
+  "properties": {
+    "session": {"type": "string"},
+    "jail": {"type": "string"},
+    "removed_files": {"type": "integer"},
+    "removed_bytes": {"type": "integer"},
+    "killed": {"type": "integer"}
+  },
+  "required": ["session", "jail", "removed_files", "removed_bytes", "killed"]
+}`
+
+func resetTool() mcp.Tool {
+	return newTool("jail_reset",
+		("Kill every running command of this session and empty its jail " +
+			"(never following a symlink out of it), then recreate the empty HOME skeleton."),
+		emptyInputSchema, resetOutputSchema,
+		annotations("Reset the jail", false, true, true, false))
+
+}
+
+// ResetResult is the structured result of jail_reset.
+type ResetResult struct {
+	Session      string `json:"session"`
+	Jail         string `json:"jail"`
+	RemovedFiles int64  `json:"removed_files"`
+	RemovedBytes int64  `json:"removed_bytes"`
+	Killed       int    `json:"killed"`
+}
+
+// Reset is the jail_reset tool.
+func (h *Handler) Reset(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := decode(req, &struct{}{}, nil); err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	s, err := h.Session(ctx)
+	if err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	r, err := s.Reset(ctx)
+	if err != nil {
+		return refuse("%v", err), nil
+	}
+	out := ResetResult{Session: s.Name, Jail: s.Path, RemovedFiles: r.RemovedFiles, RemovedBytes: r.RemovedBytes, Killed: r.Killed}
+	text := fmt.Sprintf("reset %s: removed %d files (%d bytes), killed %d running commands", s.Path, r.RemovedFiles, r.RemovedBytes, r.Killed)
+	return structured(out, text, false), nil
+}

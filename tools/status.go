@@ -1,0 +1,185 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session"
+)
+
+const emptyInputSchema = `{"type": "object", "properties": {}, "additionalProperties": false}`
+
+const statusOutputSchema = `{
+  "type": "object",
+  "properties": {
+    "session": {"type": "string"},
+    "project": {"type": "string"},
+    "jail": {"type": "string"},
+    "backend": {"type": "string"},
+    "available": {"type": "boolean", "description": "commands can run (confined, or unconfined under --fallback warn)"},
+    "confined": {"type": "boolean"},
+    "reason": {"type": "string", "description": "why no backend can confine, when none can"},
+    "hint": {"type": "string", "description": "the command that fixes it"},
+    "network": {"type": "boolean"},
+    "auth": {"type": "array", "items": {"type": "object", "properties": {
+      "name": {"type": "string"},
+      "paths": {"type": "array", "items": {"type": "string"}},
+      "env": {"type": "array", "items": {"type": "string"}}
+    }, "required": ["name", "paths", "env"]}},
+    "usage": {"type": "object", "properties": {"files": {"type": "integer"}, "bytes": {"type": "integer"}}, "required": ["files", "bytes"]},
+    "running": {"type": "integer"},
+    "limits": {"type": "object", "properties": {
+      "timeout_ms": {"type": "integer"},
+      "max_timeout_ms": {"type": "integer"},
+      "max_output_bytes": {"type": "integer"},
+      "max_procs": {"type": "integer"},
+      "max_memory_bytes": {"type": "integer"},
+      "max_disk_bytes": {"type": "integer"},
+      "enforced": {"type": "array", "items": {"type": "string"}},
+      "not_enforced": {"type": "array", "items": {"type": "string"}}
+    }, "required": ["timeout_ms", "max_timeout_ms", "max_output_bytes", "max_procs", "max_memory_bytes", "max_disk_bytes", "enforced", "not_enforced"]},
+    "guarantees": {"type": "object", "properties": {
+      "kept": {"type": "array", "items": {"$ref": "#/$defs/promise"}},
+      "not_kept": {"type": "array", "items": {"$ref": "#/$defs/promise"}}
+    }, "required": ["kept", "not_kept"]},
+    "version": {"type": "string"}
+  },
+  "required": ["session", "project", "jail", "backend", "available", "confined", "reason", "hint",
+    "network", "auth", "usage", "running", "limits", "guarantees", "version"],
+  "$defs": {"promise": {"type": "object", "properties": {
+    "id": {"type": "integer"}, "name": {"type": "string"}, "note": {"type": "string"}
+  }, "required": ["id", "name"]}}
+}`
+
+func statusTool() mcp.Tool {
+	return newTool("jail_status",
+		("Describe this session's jail: where it is, which backend confines it " +
+			"(or why none can, and the command that fixes it), network, exposed credentials, disk " +
+			"usage, running commands, limits and the security promises kept here."),
+		emptyInputSchema, statusOutputSchema,
+		annotations("Jail status", true, false, true, false))
+
+}
+
+// AuthEntry is one CLI whose credentials are exposed.
+type AuthEntry struct {
+	Name  string   `json:"name"`
+	Paths []string `json:"paths"`
+	Env   []string `json:"env"`
+}
+
+// Limits are the operator's bounds and which of them hold here.
+type Limits struct {
+	TimeoutMS      int64    `json:"timeout_ms"`
+	MaxTimeoutMS   int64    `json:"max_timeout_ms"`
+	MaxOutputBytes int64    `json:"max_output_bytes"`
+	MaxProcs       int64    `json:"max_procs"`
+	MaxMemoryBytes int64    `json:"max_memory_bytes"`
+	MaxDiskBytes   int64    `json:"max_disk_bytes"`
+	Enforced       []string `json:"enforced"`
+	NotEnforced    []string `json:"not_enforced"`
+}
+
+// StatusResult is the structured result of jail_status.
+type StatusResult struct {
+	Session    string          `json:"session"`
+	Project    string          `json:"project"`
+	Jail       string          `json:"jail"`
+	Backend    string          `json:"backend"`
+	Available  bool            `json:"available"`
+	Confined   bool            `json:"confined"`
+	Reason     string          `json:"reason"`
+	Hint       string          `json:"hint"`
+	Network    bool            `json:"network"`
+	Auth       []AuthEntry     `json:"auth"`
+	Usage      session.Usage   `json:"usage"`
+	Running    int             `json:"running"`
+	Limits     Limits          `json:"limits"`
+	Guarantees jail.Guarantees `json:"guarantees"`
+	Version    string          `json:"version"`
+}
+
+// Limits the server enforces in this version, by field name; the others
+// are accepted at their defaults only (setting them is refused at start-up).
+var (
+	enforcedLimits    = []string{"timeout_ms", "max_timeout_ms", "max_output_bytes"}
+	notEnforcedLimits = []string{"max_procs", "max_memory_bytes", "max_disk_bytes"}
+)
+
+// Status is the jail_status tool.
+func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if err := decode(req, &struct{}{}, nil); err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	s, err := h.Session(ctx)
+	if err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	cfg := h.Manager.Config()
+	usage, err := s.Usage()
+	if err != nil {
+		return refuse("count jail usage: %v", err), nil
+	}
+	out := StatusResult{
+		Session: s.Name, Project: cfg.Project, Jail: s.Path,
+		Backend: h.BackendName, Available: cfg.Backend != nil,
+		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network,
+		Auth: []AuthEntry{}, Usage: usage, Running: s.Running(),
+		Limits: Limits{
+			TimeoutMS: cfg.Timeout.Milliseconds(), MaxTimeoutMS: cfg.MaxTimeout.Milliseconds(),
+			MaxOutputBytes: int64(cfg.MaxOutput), MaxProcs: cfg.MaxProcs,
+			MaxMemoryBytes: cfg.MaxMemory, MaxDiskBytes: cfg.MaxDisk,
+			Enforced: enforcedLimits, NotEnforced: notEnforcedLimits,
+		},
+		Version: h.Version,
+	}
+	if cfg.Backend != nil {
+		out.Backend = cfg.Backend.Name()
+		out.Confined = cfg.Backend.Confined()
+		out.Guarantees = cfg.Backend.Guarantees()
+	} else {
+		out.Guarantees = jail.Guarantees{Kept: []jail.Promise{{ID: 8, Name: "fail closed", Note: "no command runs"}}, NotKept: []jail.Promise{}}
+	}
+	return structured(out, renderStatus(out), false), nil
+}
+
+func renderStatus(s StatusResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "session %s, jail %s\n", s.Session, s.Jail)
+	switch {
+	case s.Confined:
+		fmt.Fprintf(&b, "confined by %s; network %s\n", s.Backend, onOff(s.Network))
+	case s.Available:
+		fmt.Fprintf(&b, "UNCONFINED (--fallback warn): %s\n", s.Reason)
+	default:
+		fmt.Fprintf(&b, "no backend can confine, commands are refused: %s\n", s.Reason)
+		if s.Hint != "" {
+			fmt.Fprintf(&b, "fix: %s\n", s.Hint)
+		}
+	}
+	fmt.Fprintf(&b, "usage %d files, %d bytes; %d running\n", s.Usage.Files, s.Usage.Bytes, s.Running)
+	var kept, not []string
+	for _, p := range s.Guarantees.Kept {
+		kept = append(kept, fmt.Sprint(p.ID))
+	}
+	for _, p := range s.Guarantees.NotKept {
+		not = append(not, fmt.Sprintf("%d (%s)", p.ID, p.Note))
+	}
+	fmt.Fprintf(&b, "promises kept: %s", strings.Join(kept, ", "))
+	if len(not) > 0 {
+		fmt.Fprintf(&b, "; not kept: %s", strings.Join(not, "; "))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

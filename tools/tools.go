@@ -1,0 +1,137 @@
+// Package tools is the thin MCP adapter: it declares jailed_exec,
+// jail_status and jail_reset, validates their arguments, calls the session
+// package and shapes the results. Nothing here knows how a jail works.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jail-mcp/jail-mcp/session"
+)
+
+// Handler holds what every tool needs.
+type Handler struct {
+	Manager *session.Manager
+	// Session returns the session of the request's MCP session.
+	Session func(ctx context.Context) (*session.Session, error)
+	Version string
+	// Reason and Hint say why no backend confines, when none does.
+	Reason, Hint string
+	// BackendName is the backend configured or probed, also when unavailable.
+	BackendName string
+}
+
+// Register adds the three tools to srv.
+func (h *Handler) Register(srv *server.MCPServer) {
+	srv.AddTool(h.execTool(), h.Exec)
+	srv.AddTool(statusTool(), h.Status)
+	srv.AddTool(resetTool(), h.Reset)
+}
+
+// newTool builds a tool from hand-written schemas: every client accepts
+// them (no ["null","array"] types), and they are pinned by golden files.
+func newTool(name, description, input, output string, ann mcp.ToolAnnotation) mcp.Tool {
+	return mcp.Tool{
+		Name:            name,
+		Description:     description,
+		RawInputSchema:  json.RawMessage(input),
+		RawOutputSchema: json.RawMessage(output),
+		Annotations:     ann,
+	}
+}
+
+func annotations(title string, readOnly, destructive, idempotent, openWorld bool) mcp.ToolAnnotation {
+	return mcp.ToolAnnotation{
+		Title:           title,
+		ReadOnlyHint:    &readOnly,
+		DestructiveHint: &destructive,
+		IdempotentHint:  &idempotent,
+		OpenWorldHint:   &openWorld,
+	}
+}
+
+// decode reads a tool's arguments into v strictly: unknown arguments and
+// wrong types are refused with one line a model can act on.
+func decode(req mcp.CallToolRequest, v any, known []string) error {
+	raw, err := json.Marshal(req.GetRawArguments())
+	if err != nil {
+		return fmt.Errorf("arguments are not JSON: %v", err)
+	}
+	if string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(v)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &typeErr):
+		if typeErr.Field == "" {
+			return fmt.Errorf("arguments must be a JSON object, got %s", typeErr.Value)
+		}
+		return fmt.Errorf("argument %s: want %s, got %s", typeErr.Field, jsonType(typeErr.Type.Kind().String()), typeErr.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		return fmt.Errorf("unknown argument %s (known: %s)", name, strings.Join(known, ", "))
+	}
+	return fmt.Errorf("arguments: %v", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "int", "int64", "int32", "uint", "uint64":
+		return "an integer"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	}
+	return kind
+}
+
+// refuse is a result for a call that did not run: one line, isError.
+func refuse(format string, a ...any) *mcp.CallToolResult {
+	msg := fmt.Sprintf(format, a...)
+	msg = strings.ReplaceAll(strings.TrimSpace(msg), "\n", " ")
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{mcp.NewTextContent(msg)},
+		IsError: true,
+	}
+}
+
+func structured(v any, text string, isError bool) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{mcp.NewTextContent(text)},
+		StructuredContent: v,
+		IsError:           isError,
+	}
+}
+
+func fieldNames(schema string) []string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal([]byte(schema), &s); err != nil {
+		panic("tools: bad schema: " + err.Error())
+	}
+	names := make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
