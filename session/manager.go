@@ -64,6 +64,9 @@ func New(cfg Config) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if err := closeInheritedFDs(); err != nil {
+		return nil, err
+	}
 	if err := mkdirNoFollow(cfg.Project, cfg.Root); err != nil {
 		return nil, fmt.Errorf("create jail base %s: %w", cfg.Root, err)
 	}

@@ -19,3 +19,6 @@ func signalName(sig syscall.Signal) string {
 	}
 	return fmt.Sprintf("SIG%d", int(sig))
 }
+
+// closeInheritedFDs is done by the backend's launcher on this OS.
+func closeInheritedFDs() error { return nil }

@@ -11,3 +11,6 @@ func procAttr() *syscall.SysProcAttr { return nil }
 func killProcessGroup(pgid int) {}
 
 func signalName(sig syscall.Signal) string { return sig.String() }
+
+// closeInheritedFDs is done by the backend's launcher on this OS.
+func closeInheritedFDs() error { return nil }

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jail-mcp/jail-mcp/tools"
+)
+
+// The test binary doubles as the real server: with this variable set it
+// runs main's logic instead of the tests, so the tests drive the real
+// program over real stdio.
+const asServer = "JAIL_MCP_TEST_AS_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asServer) == "1" {
+		environ := []string{}
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, asServer+"=") {
+				environ = append(environ, kv)
+			}
+		}
+		os.Exit(exitCode(run(context.Background(), os.Args[1:], environ, os.Stdin, os.Stdout, os.Stderr), os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serverEnv is the environment the server under test starts with: the
+// test's own, without JAIL_MCP_* settings, plus extra.
+func serverEnv(extra ...string) []string {
+	env := []string{asServer + "=1"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JAIL_MCP_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// testServer is the real server, started as a subprocess and driven by the
+// mcp-go client over its stdin and stdout.
+type testServer struct {
+	t       *testing.T
+	c       *client.Client
+	cmd     *exec.Cmd
+	stderr  *syncBuffer
+	project string
+
+	mu            sync.Mutex
+	notifications []timedNote
+}
+
+type timedNote struct {
+	at time.Time
+	n  mcp.JSONRPCNotification
+}
+
+// newProject is a fresh project directory, canonical.
+func newProject(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func startServer(t *testing.T, project string, env []string, args ...string) *testServer {
+	t.Helper()
+	ts := &testServer{t: t, stderr: &syncBuffer{}, project: project}
+	args = append([]string{"serve", "--project", project}, args...)
+	tr := transport.NewStdioWithOptions(os.Args[0], env, args,
+		transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
+			cmd := exec.Command(command, args...)
+			cmd.Env = env
+			cmd.Dir = project
+			cmd.Stderr = ts.stderr
+			ts.cmd = cmd
+			return cmd, nil
+		}))
+	ts.c = client.NewClient(tr)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := ts.c.Start(ctx); err != nil {
+		t.Fatalf("start server: %v", err)
+	}
+	ts.c.OnNotification(func(n mcp.JSONRPCNotification) {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		ts.notifications = append(ts.notifications, timedNote{time.Now(), n})
+	})
+	req := mcp.InitializeRequest{}
+	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	req.Params.ClientInfo = mcp.Implementation{Name: "jail-mcp-test", Version: "1"}
+	if _, err := ts.c.Initialize(ctx, req); err != nil {
+		t.Fatalf("initialize: %v; server stderr:\n%s", err, ts.stderr.String())
+	}
+	t.Cleanup(func() { ts.c.Close() })
+	return ts
+}
+
+func (ts *testServer) call(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	return ts.c.CallTool(ctx, req)
+}
+
+// exec runs jailed_exec and decodes its structured result; a refusal (no
+// structured content) comes back with a zero ExecResult and its text.
+func (ts *testServer) exec(args map[string]any) (tools.ExecResult, *mcp.CallToolResult) {
+	ts.t.Helper()
+	ctx, cancel := context.WithTimeout(ts.t.Context(), 2*time.Minute)
+	defer cancel()
+	res, err := ts.call(ctx, "jailed_exec", args)
+	if err != nil {
+		ts.t.Fatalf("jailed_exec %v: %v; server stderr:\n%s", args, err, ts.stderr.String())
+	}
+	var out tools.ExecResult
+	decodeStructured(ts.t, res, &out)
+	return out, res
+}
+
+func (ts *testServer) status() tools.StatusResult {
+	ts.t.Helper()
+	res, err := ts.call(ts.t.Context(), "jail_status", nil)
+	if err != nil {
+		ts.t.Fatalf("jail_status: %v", err)
+	}
+	var out tools.StatusResult
+	decodeStructured(ts.t, res, &out)
+	return out
+}
+
+func decodeStructured(t *testing.T, res *mcp.CallToolResult, v any) {
+	t.Helper()
+	if res.StructuredContent == nil {
+		return
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// processesWith lists the pids whose command line contains marker.
+func processesWith(marker string) []string {
+	var pids []string
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil {
+			continue
+		}
+		if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), marker) {
+			pids = append(pids, filepath.Base(d))
+		}
+	}
+	return pids
+}
+
+// waitFor polls cond every 20 ms until it holds or d has passed.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cond()
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func oneLineText(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	s := text(res)
+	if strings.Contains(strings.TrimSuffix(s, "\n"), "\n") || s == "" {
+		t.Errorf("want one line, got %q", s)
+	}
+	return s
+}
+
+var _ = fmt.Sprint

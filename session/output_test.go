@@ -1,0 +1,318 @@
+package session
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// spillBuffer is a spill file in memory.
+type spillBuffer struct {
+	bytes.Buffer
+	opened int
+	closed bool
+}
+
+func (b *spillBuffer) Close() error { b.closed = true; return nil }
+
+func (b *spillBuffer) open() (io.WriteCloser, error) {
+	b.opened++
+	return b, nil
+}
+
+// countingSink keeps nothing and counts what it is given.
+type countingSink struct{ n int64 }
+
+func (c *countingSink) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+func (c *countingSink) Close() error                { return nil }
+
+const where = "/p/.agent-home/s/.jail-mcp/output/x/stdout"
+
+func TestCaptureFinish(t *testing.T) {
+	tests := []struct {
+		name      string
+		limit     int
+		writes    []string
+		want      string
+		truncated bool
+		spilled   bool
+	}{
+		{name: "empty", limit: 10, writes: nil, want: ""},
+		{name: "small kept whole", limit: 10, writes: []string{"hello"}, want: "hello"},
+		{name: "exactly at limit", limit: 10, writes: []string{"0123456789"}, want: "0123456789"},
+		{name: "exactly at limit in pieces", limit: 10, writes: []string{"0123", "", "456", "789"}, want: "0123456789"},
+		{
+			name: "limit plus one", limit: 10, writes: []string{"0123456789X"},
+			want:      "01234\n[... 1 bytes left out; the whole output is in " + where + " ...]\n6789X",
+			truncated: true, spilled: true,
+		},
+		{
+			name: "limit plus one in pieces", limit: 10, writes: []string{"0123456789", "X"},
+			want:      "01234\n[... 1 bytes left out; the whole output is in " + where + " ...]\n6789X",
+			truncated: true, spilled: true,
+		},
+		{
+			name: "odd limit gives the tail the extra byte", limit: 11, writes: []string{"abcdefghijklmnopqrstuvwxyz"},
+			want:      "abcde\n[... 15 bytes left out; the whole output is in " + where + " ...]\nuvwxyz",
+			truncated: true, spilled: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var spill spillBuffer
+			c := newCapture(tt.limit, spill.open)
+			var all string
+			for _, w := range tt.writes {
+				if n, err := c.Write([]byte(w)); n != len(w) || err != nil {
+					t.Fatalf("Write(%q) = %d, %v", w, n, err)
+				}
+				all += w
+			}
+			s, err := c.finish(where)
+			if err != nil {
+				t.Fatalf("finish: %v", err)
+			}
+			if s.Text != tt.want {
+				t.Errorf("Text:\n got %q\nwant %q", s.Text, tt.want)
+			}
+			if s.Bytes != int64(len(all)) || s.Truncated != tt.truncated {
+				t.Errorf("Bytes %d Truncated %t, want %d %t", s.Bytes, s.Truncated, len(all), tt.truncated)
+			}
+			if got := spill.opened > 0; got != tt.spilled {
+				t.Fatalf("spill opened %d times, want spilled %t", spill.opened, tt.spilled)
+			}
+			if tt.spilled {
+				if spill.opened != 1 || !spill.closed || spill.String() != all || s.Kept != int64(len(all)) {
+					t.Errorf("spill opened %d closed %t kept %d holds %q, want once, closed, %q", spill.opened, spill.closed, s.Kept, spill.String(), all)
+				}
+			}
+			whole, ok := c.inline()
+			if ok != !tt.truncated || (ok && string(whole) != all) {
+				t.Errorf("inline() = %q, %t", whole, ok)
+			}
+		})
+	}
+}
+
+// TestCaptureChunking feeds the same stream in one write and in many small
+// ones: the result must not depend on how the pipe delivered it.
+func TestCaptureChunking(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	stream := make([]byte, 10000)
+	for i := range stream {
+		stream[i] = byte('a' + r.IntN(26))
+	}
+	tests := []struct {
+		name     string
+		limit    int
+		maxChunk int
+	}{
+		{"byte at a time", 100, 1},
+		{"small chunks", 100, 7},
+		{"chunks around the limit", 100, 150},
+		{"odd limit", 333, 64},
+		{"limit above stream", 20000, 13},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var oneSpill, manySpill spillBuffer
+			one := newCapture(tt.limit, oneSpill.open)
+			one.Write(stream)
+			many := newCapture(tt.limit, manySpill.open)
+			for p := stream; len(p) > 0; {
+				n := min(1+r.IntN(tt.maxChunk), len(p))
+				many.Write(p[:n])
+				p = p[n:]
+			}
+			a, _ := one.finish(where)
+			b, _ := many.finish(where)
+			if a != b {
+				t.Errorf("one write gave %+v\nmany writes gave %+v", a, b)
+			}
+			if !bytes.Equal(oneSpill.Bytes(), manySpill.Bytes()) {
+				t.Errorf("spill files differ: %d and %d bytes", oneSpill.Len(), manySpill.Len())
+			}
+			if tt.limit < len(stream) {
+				head, tail := string(stream[:tt.limit/2]), string(stream[len(stream)-(tt.limit-tt.limit/2):])
+				if !strings.HasPrefix(a.Text, head+"\n[... ") || !strings.HasSuffix(a.Text, " ...]\n"+tail) {
+					t.Errorf("Text %q does not keep head %q and tail %q", a.Text, head, tail)
+				}
+			}
+		})
+	}
+}
+
+func TestCaptureUTF8Boundaries(t *testing.T) {
+	tests := []struct {
+		name string
+		unit string // repeated to make the stream
+	}{
+		{"two-byte runes", "é"},
+		{"three-byte runes", "€"},
+		{"four-byte runes", "😀"},
+		{"mixed", "a€é😀"},
+	}
+	for _, tt := range tests {
+		stream := strings.Repeat(tt.unit, 200)
+		// Every limit from 20 to 40 puts the cuts at every offset inside a
+		// rune of up to four bytes, at the head and at the tail.
+		for limit := 20; limit <= 40; limit++ {
+			t.Run(fmt.Sprintf("%s/limit=%d", tt.name, limit), func(t *testing.T) {
+				c := newCapture(limit, (&spillBuffer{}).open)
+				c.Write([]byte(stream))
+				s, _ := c.finish(where)
+				if !utf8.ValidString(s.Text) {
+					t.Fatalf("Text is not valid UTF-8: %q", s.Text)
+				}
+				head, rest, ok := strings.Cut(s.Text, "\n[... ")
+				_, tail, ok2 := strings.Cut(rest, " ...]\n")
+				if !ok || !ok2 {
+					t.Fatalf("no marker in %q", s.Text)
+				}
+				if !strings.HasPrefix(stream, head) || !strings.HasSuffix(stream, tail) {
+					t.Errorf("head %q or tail %q is not from the stream", head, tail)
+				}
+				// At most one rune (UTFMax-1 bytes) dropped at each cut.
+				if len(head) < limit/2-(utf8.UTFMax-1) || len(tail) < limit-limit/2-(utf8.UTFMax-1) {
+					t.Errorf("head %d bytes, tail %d bytes: more than a partial rune dropped", len(head), len(tail))
+				}
+				wantMark := fmt.Sprintf("[... %d bytes left out;", len(stream)-len(head)-len(tail))
+				if !strings.Contains(s.Text, wantMark) {
+					t.Errorf("Text %q lacks %q", s.Text, wantMark)
+				}
+			})
+		}
+	}
+}
+
+func TestCaptureSpill(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	stream := make([]byte, 1<<20)
+	for i := range stream {
+		stream[i] = byte(r.Uint32())
+	}
+	var spill spillBuffer
+	c := newCapture(65536, spill.open)
+	for p := stream; len(p) > 0; {
+		n := min(1+r.IntN(40000), len(p))
+		c.Write(p[:n])
+		p = p[n:]
+	}
+	s, err := c.finish(where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(spill.Bytes(), stream) {
+		t.Errorf("spill file (%d bytes) is not the stream (%d bytes)", spill.Len(), len(stream))
+	}
+	if s.Bytes != int64(len(stream)) || s.Kept != int64(len(stream)) || !s.Truncated {
+		t.Errorf("Bytes %d Kept %d Truncated %t, want %d %d true", s.Bytes, s.Kept, s.Truncated, len(stream), len(stream))
+	}
+	if !strings.Contains(s.Text, "the whole output is in "+where) {
+		t.Errorf("marker does not point at %s: %q", where, s.Text[32768:32768+200])
+	}
+}
+
+func TestCaptureBeyondMaxKept(t *testing.T) {
+	var sink countingSink
+	c := newCapture(100, func() (io.WriteCloser, error) { return &sink, nil })
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	total := int64(MaxKept + 3*len(chunk)/2)
+	for n := int64(0); n < total; {
+		k := min(int64(len(chunk)), total-n)
+		c.Write(chunk[:k])
+		n += k
+	}
+	s, err := c.finish(where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sink.n != MaxKept || s.Kept != MaxKept || s.Bytes != total {
+		t.Errorf("spilled %d, Kept %d, Bytes %d; want %d, %d, %d", sink.n, s.Kept, s.Bytes, MaxKept, MaxKept, total)
+	}
+	want := fmt.Sprintf("[... %d bytes left out; the first %d bytes of the output are in %s ...]", total-100, MaxKept, where)
+	if !strings.Contains(s.Text, want) {
+		t.Errorf("Text %q lacks %q", s.Text, want)
+	}
+}
+
+func TestCaptureSpillError(t *testing.T) {
+	errDisk := errors.New("disk on fire")
+	c := newCapture(10, func() (io.WriteCloser, error) { return nil, errDisk })
+	c.Write([]byte("0123456789abcdef"))
+	s, err := c.finish(where)
+	if !errors.Is(err, errDisk) {
+		t.Errorf("finish error %v, want %v", err, errDisk)
+	}
+	want := "01234\n[... 6 bytes left out; the whole output could not be kept: disk on fire ...]\nbcdef"
+	if s.Text != want || s.Kept != 0 || !s.Truncated {
+		t.Errorf("got %+v, want Text %q", s, want)
+	}
+}
+
+// TestRing checks the ring against the obvious reference: the last cap
+// bytes of everything written.
+func TestRing(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, size := range []int{0, 1, 2, 3, 7, 16, 100} {
+		for trial := range 20 {
+			t.Run(fmt.Sprintf("cap=%d/trial=%d", size, trial), func(t *testing.T) {
+				rg := ring{buf: make([]byte, 0, size)}
+				var all []byte
+				for range 1 + r.IntN(30) {
+					p := make([]byte, r.IntN(2*size+4))
+					for i := range p {
+						p[i] = byte(r.Uint32())
+					}
+					rg.write(p)
+					all = append(all, p...)
+					want := all[max(0, len(all)-size):]
+					if got := rg.bytes(); !bytes.Equal(got, want) {
+						t.Fatalf("after %d bytes: got %x, want %x", len(all), got, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestCaptureLastLine(t *testing.T) {
+	tests := []struct {
+		name   string
+		writes []string
+		want   string
+	}{
+		{"nothing", nil, ""},
+		{"one partial line", []string{"building"}, "building"},
+		{"latest complete line", []string{"one\ntwo\nthree\n"}, "three"},
+		{"partial after complete", []string{"one\ntwo"}, "two"},
+		{"line split across writes", []string{"comp", "iling", " x"}, "compiling x"},
+		{"new line in next write", []string{"one\n", "two"}, "two"},
+		{"one line per write", []string{"1\n", "2\n", "3\n"}, "3"},
+		{"carriage return progress", []string{"10%\r20%\r30%"}, "30%"},
+		{"carriage return across writes", []string{"10%\r", "20%\r"}, "20%"},
+		{"crlf", []string{"a\r\nb\r\n"}, "b"},
+		{"blank lines keep the last text", []string{"done\n", "\n", "\r\n"}, "done"},
+		{"truncated to 200 bytes", []string{strings.Repeat("x", 150) + strings.Repeat("y", 150)}, strings.Repeat("x", 50) + strings.Repeat("y", 150)},
+		{"truncated across writes", []string{strings.Repeat("x", 150), strings.Repeat("y", 100)}, strings.Repeat("x", 100) + strings.Repeat("y", 100)},
+		// 300 bytes of three-byte runes: the last 200 bytes start inside a
+		// rune, which is dropped rather than returned broken.
+		{"truncation keeps UTF-8 valid", []string{strings.Repeat("€", 100)}, strings.Repeat("€", 66)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCapture(1<<20, nil)
+			for _, w := range tt.writes {
+				c.Write([]byte(w))
+			}
+			if got := c.LastLine(); got != tt.want {
+				t.Errorf("LastLine() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,246 @@
+package session
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestValidName(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true},
+		{"A-b_c.9", true},
+		{strings.Repeat("x", 64), true},
+		{"...", true},
+		{".hidden", true},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"a/b", false},
+		{strings.Repeat("x", 65), false},
+		{"ä", false},
+		{" a", false},
+		{"a\n", false},
+		{"a\x00", false},
+		{"a b", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := ValidName(tt.name); (err == nil) != tt.ok {
+				t.Errorf("ValidName(%q) = %v, want ok %t", tt.name, err, tt.ok)
+			}
+		})
+	}
+}
+
+// canonTempDir is t.TempDir with its own symlinks (a symlinked /tmp, say)
+// resolved, so that expectations compare canonical paths.
+func canonTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func mkdirs(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResolveProject(t *testing.T) {
+	tests := []struct {
+		name string
+		// setup prepares tmp and returns the argument and the wanted result
+		// ("" for an error).
+		setup func(t *testing.T, tmp string) (arg, want string)
+	}{
+		{"directory", func(t *testing.T, tmp string) (string, string) {
+			mkdirs(t, tmp+"/p")
+			return tmp + "/p", tmp + "/p"
+		}},
+		{"unclean path", func(t *testing.T, tmp string) (string, string) {
+			mkdirs(t, tmp+"/p/sub")
+			return tmp + "/p/sub/../", tmp + "/p"
+		}},
+		{"symlink is canonicalized", func(t *testing.T, tmp string) (string, string) {
+			mkdirs(t, tmp+"/real")
+			symlink(t, tmp+"/real", tmp+"/link")
+			return tmp + "/link", tmp + "/real"
+		}},
+		{"symlinked parent is canonicalized", func(t *testing.T, tmp string) (string, string) {
+			mkdirs(t, tmp+"/real/p")
+			symlink(t, "real", tmp+"/link")
+			return tmp + "/link/p", tmp + "/real/p"
+		}},
+		{"relative", func(t *testing.T, tmp string) (string, string) {
+			mkdirs(t, tmp+"/p")
+			t.Chdir(tmp)
+			return "p", tmp + "/p"
+		}},
+		{"file refused", func(t *testing.T, tmp string) (string, string) {
+			if err := os.WriteFile(tmp+"/f", nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return tmp + "/f", ""
+		}},
+		{"symlink to file refused", func(t *testing.T, tmp string) (string, string) {
+			if err := os.WriteFile(tmp+"/f", nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, tmp+"/f", tmp+"/link")
+			return tmp + "/link", ""
+		}},
+		{"missing refused", func(t *testing.T, tmp string) (string, string) {
+			return tmp + "/missing", ""
+		}},
+		{"dangling symlink refused", func(t *testing.T, tmp string) (string, string) {
+			symlink(t, tmp+"/missing", tmp+"/link")
+			return tmp + "/link", ""
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			arg, want := tt.setup(t, canonTempDir(t))
+			got, err := ResolveProject(arg)
+			switch {
+			case want == "" && err == nil:
+				t.Errorf("ResolveProject(%q) = %q, want error", arg, got)
+			case want != "" && (err != nil || got != want):
+				t.Errorf("ResolveProject(%q) = %q, %v; want %q", arg, got, err, want)
+			}
+		})
+	}
+}
+
+func TestResolveRoot(t *testing.T) {
+	tests := []struct {
+		name string
+		// setup prepares the project p (canonical, existing) and returns the
+		// root argument and the wanted result ("" for an error).
+		setup func(t *testing.T, p, outside string) (root, want string)
+	}{
+		{"default", func(t *testing.T, p, outside string) (string, string) {
+			return "", p + "/.agent-home"
+		}},
+		{"default existing", func(t *testing.T, p, outside string) (string, string) {
+			mkdirs(t, p+"/.agent-home")
+			return "", p + "/.agent-home"
+		}},
+		{"explicit base", func(t *testing.T, p, outside string) (string, string) {
+			return p + "/.agent-home", p + "/.agent-home"
+		}},
+		{"nested, missing", func(t *testing.T, p, outside string) (string, string) {
+			return p + "/.agent-home/team/a", p + "/.agent-home/team/a"
+		}},
+		{"nested, existing", func(t *testing.T, p, outside string) (string, string) {
+			mkdirs(t, p+"/.agent-home/team/a")
+			return p + "/.agent-home/team/a/", p + "/.agent-home/team/a"
+		}},
+		{"relative", func(t *testing.T, p, outside string) (string, string) {
+			t.Chdir(p)
+			return ".agent-home/x", p + "/.agent-home/x"
+		}},
+		{"project refused", func(t *testing.T, p, outside string) (string, string) {
+			return p, ""
+		}},
+		{"sibling refused", func(t *testing.T, p, outside string) (string, string) {
+			return p + "/other", ""
+		}},
+		{"name prefix refused", func(t *testing.T, p, outside string) (string, string) {
+			return p + "/.agent-home2", ""
+		}},
+		{"outside refused", func(t *testing.T, p, outside string) (string, string) {
+			return outside + "/.agent-home", ""
+		}},
+		{"dotdot escape refused", func(t *testing.T, p, outside string) (string, string) {
+			return p + "/.agent-home/../x", ""
+		}},
+		{"dotdot escape from existing refused", func(t *testing.T, p, outside string) (string, string) {
+			mkdirs(t, p+"/.agent-home/a")
+			return p + "/.agent-home/a/../../../x", ""
+		}},
+		{"agent-home symlink inside project refused", func(t *testing.T, p, outside string) (string, string) {
+			mkdirs(t, p+"/real")
+			symlink(t, p+"/real", p+"/.agent-home")
+			return "", ""
+		}},
+		{"agent-home relative symlink inside project refused", func(t *testing.T, p, outside string) (string, string) {
+			mkdirs(t, p+"/real")
+			symlink(t, "real", p+"/.agent-home")
+			return p + "/.agent-home/s", ""
+		}},
+		{"agent-home symlink outside refused", func(t *testing.T, p, outside string) (string, string) {
+			symlink(t, outside, p+"/.agent-home")
+			return "", ""
+		}},
+		{"agent-home dangling symlink refused", func(t *testing.T, p, outside string) (string, string) {
+			symlink(t, outside+"/missing", p+"/.agent-home")
+			return "", ""
+		}},
+		{"nested dangling symlink refused", func(t *testing.T, p, outside string) (string, string) {
+			mkdirs(t, p+"/.agent-home")
+			symlink(t, outside+"/missing", p+"/.agent-home/team")
+			return p + "/.agent-home/team", ""
+		}},
+		{"intermediate symlink outside refused", func(t *testing.T, p, outside string) (string, string) {
+			mkdirs(t, p+"/.agent-home")
+			symlink(t, outside, p+"/.agent-home/team")
+			return p + "/.agent-home/team/a", ""
+		}},
+		{"intermediate symlink inside agent-home refused", func(t *testing.T, p, outside string) (string, string) {
+			mkdirs(t, p+"/.agent-home/real")
+			symlink(t, "real", p+"/.agent-home/team")
+			return p + "/.agent-home/team/a", ""
+		}},
+		{"last component symlink inside agent-home refused", func(t *testing.T, p, outside string) (string, string) {
+			mkdirs(t, p+"/.agent-home/real")
+			symlink(t, "real", p+"/.agent-home/team")
+			return p + "/.agent-home/team", ""
+		}},
+		{"through symlinked project, missing", func(t *testing.T, p, outside string) (string, string) {
+			symlink(t, p, outside+"/plink")
+			return outside + "/plink/.agent-home", p + "/.agent-home"
+		}},
+		{"through symlinked project, existing", func(t *testing.T, p, outside string) (string, string) {
+			mkdirs(t, p+"/.agent-home/a")
+			symlink(t, p, outside+"/plink")
+			return outside + "/plink/.agent-home/a", p + "/.agent-home/a"
+		}},
+		{"agent-home is a file refused", func(t *testing.T, p, outside string) (string, string) {
+			if err := os.WriteFile(p+"/.agent-home", nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return "", ""
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, outside := canonTempDir(t), canonTempDir(t)
+			root, want := tt.setup(t, p, outside)
+			got, err := ResolveRoot(p, root)
+			switch {
+			case want == "" && err == nil:
+				t.Errorf("ResolveRoot(%q, %q) = %q, want error", p, root, got)
+			case want != "" && (err != nil || got != want):
+				t.Errorf("ResolveRoot(%q, %q) = %q, %v; want %q", p, root, got, err, want)
+			}
+		})
+	}
+}
