@@ -20,15 +20,16 @@ type capture struct {
 	limit int                            // inline bytes kept (head + tail)
 	spill func() (io.WriteCloser, error) // opens the file for the whole stream
 
-	mu       sync.Mutex
-	total    int64
-	all      []byte // the whole stream while total <= limit
-	head     []byte // first limit/2 bytes, once cut
-	tail     ring   // last limit-limit/2 bytes, once cut
-	file     io.WriteCloser
-	kept     int64
-	spillErr error
-	lastLine []byte // the latest complete or partial line, for progress
+	mu        sync.Mutex
+	total     int64
+	all       []byte // the whole stream while total <= limit
+	head      []byte // first limit/2 bytes, once cut
+	tail      ring   // last limit-limit/2 bytes, once cut
+	file      io.WriteCloser
+	kept      int64
+	spillErr  error
+	lastLine  []byte // the latest non-empty line, complete or partial, for progress
+	lineEnded bool   // the stream's last byte ended a line
 }
 
 func newCapture(limit int, spill func() (io.WriteCloser, error)) *capture {
@@ -85,18 +86,28 @@ func (c *capture) keep(p []byte) {
 
 func (c *capture) noteLine(p []byte) {
 	const maxLine = 200
-	chunk := bytes.TrimRight(p, "\r\n")
-	if len(chunk) == 0 {
+	text := bytes.TrimRight(p, "\r\n")
+	ended := len(text) < len(p)
+	if len(text) == 0 {
+		c.lineEnded = c.lineEnded || ended
 		return
 	}
-	if i := bytes.LastIndexAny(chunk, "\r\n"); i >= 0 {
-		chunk = chunk[i+1:]
+	if i := bytes.LastIndexAny(text, "\r\n"); i >= 0 {
+		// A new line starts inside p: it alone is the latest.
+		text = text[i+1:]
+		c.lastLine = c.lastLine[:0]
+	} else if c.lineEnded {
 		c.lastLine = c.lastLine[:0]
 	}
-	c.lastLine = append(c.lastLine, chunk...)
-	if len(c.lastLine) > maxLine {
-		c.lastLine = append(c.lastLine[:0], c.lastLine[len(c.lastLine)-maxLine:]...)
+	if len(text) >= maxLine {
+		c.lastLine = append(c.lastLine[:0], text[len(text)-maxLine:]...)
+	} else {
+		c.lastLine = append(c.lastLine, text...)
+		if n := len(c.lastLine); n > maxLine {
+			c.lastLine = append(c.lastLine[:0], c.lastLine[n-maxLine:]...)
+		}
 	}
+	c.lineEnded = ended
 }
 
 // LastLine returns the latest line the stream printed.

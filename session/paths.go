@@ -64,24 +64,45 @@ func ResolveRoot(project, root string) (string, error) {
 	if canon != base && !strings.HasPrefix(canon, base+string(filepath.Separator)) {
 		return "", fmt.Errorf("root %q is not %s or inside it", root, base)
 	}
-	// Every component from .agent-home down must be a real directory, or
-	// not exist yet: a symlink there is refused, never followed.
-	for p := canon; ; p = filepath.Dir(p) {
-		fi, err := os.Lstat(p)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return "", fmt.Errorf("resolve root %q: %w", root, err)
-		case fi.Mode()&fs.ModeSymlink != 0:
-			return "", fmt.Errorf("root %q: %s is a symlink", root, p)
-		case !fi.IsDir():
-			return "", fmt.Errorf("root %q: %s is not a directory", root, p)
-		}
-		if p == base {
-			break
-		}
+	// Every component from .agent-home down, as the operator wrote the
+	// path, must be a real directory or not exist yet: a symlink there is
+	// refused, never followed, even when it points back inside.
+	if err := noSymlinkBelow(abs, base); err != nil {
+		return "", fmt.Errorf("root %q: %w", root, err)
 	}
 	return canon, nil
+}
+
+// noSymlinkBelow walks the components of abs and, from the one that
+// resolves to base on, refuses symlinks and non-directories.
+func noSymlinkBelow(abs, base string) error {
+	p := string(filepath.Separator)
+	reached := false
+	for _, part := range strings.Split(strings.TrimPrefix(filepath.Clean(abs), p), p) {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !reached {
+			// Resolve the parent only, so that a symlink (even a dangling
+			// one) named .agent-home is caught by its own name.
+			if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil && filepath.Join(dir, filepath.Base(p)) == base {
+				reached = true
+			}
+		}
+		switch {
+		case !reached:
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symlink", p)
+		case !fi.IsDir():
+			return fmt.Errorf("%s is not a directory", p)
+		}
+	}
+	return nil
 }
 
 // canonicalPrefix resolves symlinks in the longest existing prefix of abs

@@ -156,7 +156,10 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 		}
 	}
 	defer s.resetMu.Unlock()
-	u, err := count(s.root, ".")
+	// A command may have left directories it cannot write or read (chmod
+	// 500, 000); open them up again, inside the jail only, so that they
+	// can be emptied when the server is not root.
+	u, err := countAndUnlock(s.root)
 	if err != nil {
 		return r, fmt.Errorf("reset %s: %w", s.Path, err)
 	}
@@ -164,15 +167,47 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	if err != nil {
 		return r, fmt.Errorf("reset %s: %w", s.Path, err)
 	}
+	var errs []error
 	for _, name := range entries {
 		// os.Root.RemoveAll removes a symlink itself, never its target.
 		if err := s.root.RemoveAll(name); err != nil {
-			return r, fmt.Errorf("reset %s: remove %s: %w", s.Path, name, err)
+			errs = append(errs, fmt.Errorf("remove %s: %w", name, err))
 		}
 	}
 	r.RemovedFiles, r.RemovedBytes = u.Files, u.Bytes
 	s.ensureSkeleton()
+	if err := errors.Join(errs...); err != nil {
+		return r, fmt.Errorf("reset %s: %w", s.Path, err)
+	}
 	return r, nil
+}
+
+// countAndUnlock counts what a jail holds, like count, and gives the owner
+// full rights on every directory in it that lacks them.
+func countAndUnlock(root *os.Root) (Usage, error) {
+	var u Usage
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == "." {
+				return err
+			}
+			return nil
+		}
+		if d.IsDir() {
+			if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o700 != 0o700 {
+				root.Chmod(p, fi.Mode().Perm()|0o700)
+			}
+			return nil
+		}
+		u.Files++
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				u.Bytes += fi.Size()
+			}
+		}
+		return nil
+	})
+	return u, err
 }
 
 func readDir(root *os.Root, dir string) ([]string, error) {

@@ -1,0 +1,300 @@
+package jail_test
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// goldenSpec is the Spec most golden cases start from.
+func goldenSpec() jail.Spec {
+	return jail.Spec{
+		Argv:    []string{"/bin/sh", "-c", "echo ok"},
+		Dir:     "/home/u/project",
+		Env:     []string{"HOME=/home/u/project/.agent-home/s", "PATH=/usr/bin:/bin"},
+		Jail:    "/home/u/project/.agent-home/s",
+		Network: true,
+	}
+}
+
+func TestBwrapArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		spec func(*jail.Spec)
+	}{
+		{"network_on", func(s *jail.Spec) {}},
+		{"network_off", func(s *jail.Spec) { s.Network = false }},
+		{"credential_mount", func(s *jail.Spec) {
+			s.ReadOnly = []jail.Mount{
+				{Source: "/home/u/.config/gh", Target: "/home/u/.config/gh"},
+				{Source: "/home/u/.gitconfig", Target: "/home/u/.gitconfig"},
+			}
+		}},
+		{"env_values", func(s *jail.Spec) {
+			s.Env = append(s.Env,
+				"SPACES=a b  c ",
+				"NEWLINES=line1\nline2\n",
+				"EQUALS=k=v=w",
+				"EMPTY=",
+				"QUOTES='\"$HOME`",
+			)
+		}},
+		{"jail_path_quotes", func(s *jail.Spec) {
+			s.Jail = `/home/u/my "project" it's/.agent-home/s 1`
+			s.Dir = `/home/u/my "project" it's`
+			s.Env = []string{"HOME=" + s.Jail}
+		}},
+		{"argv_dash", func(s *jail.Spec) {
+			s.Argv = []string{"--bind", "/", "/", "-rf", "--"}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := goldenSpec()
+			tt.spec(&spec)
+			args := jail.BwrapArgs(spec)
+
+			// Everything after the first "--" is the command, verbatim: an
+			// argument starting with "-" must never be read by bwrap.
+			i := slices.Index(args, "--")
+			if i < 0 {
+				t.Fatalf("no -- separator in %q", args)
+			}
+			if got := args[i+1:]; !slices.Equal(got, spec.Argv) {
+				t.Errorf("command after --: got %q, want %q", got, spec.Argv)
+			}
+
+			var b strings.Builder
+			for _, a := range args {
+				b.WriteString(strconv.Quote(a))
+				b.WriteByte('\n')
+			}
+			golden := filepath.Join("testdata", tt.name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("read golden (run go test -update to create it): %v", err)
+			}
+			if got := b.String(); got != string(want) {
+				t.Errorf("BwrapArgs differs from %s (run go test -update if intended):\n%s", golden, lineDiff(string(want), got))
+			}
+		})
+	}
+}
+
+// lineDiff shows the first line where want and got part.
+func lineDiff(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return "line " + strconv.Itoa(i+1) + ":\n  want " + wl + "\n  got  " + gl
+		}
+	}
+	return "(no line differs)"
+}
+
+func TestSpecStringHidesEnvValues(t *testing.T) {
+	tests := []struct {
+		name   string
+		env    []string
+		names  []string
+		values []string
+	}{
+		{"plain", []string{"GH_TOKEN=ghp_s3cr3tvalue"}, []string{"GH_TOKEN"}, []string{"ghp_s3cr3tvalue"}},
+		{"equals in value", []string{"AWS_SECRET_ACCESS_KEY=abc=def=ghi"}, []string{"AWS_SECRET_ACCESS_KEY"}, []string{"abc=def=ghi", "def", "ghi"}},
+		{"spaces and newline", []string{"PASSWORD=hunter two\nthree"}, []string{"PASSWORD"}, []string{"hunter", "three"}},
+		{"several", []string{"A=valueA1", "B=valueB2", "C="}, []string{"A", "B", "C"}, []string{"valueA1", "valueB2"}},
+		{"empty", nil, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := goldenSpec()
+			spec.Env = tt.env
+			s := spec.String()
+			for _, v := range tt.values {
+				if strings.Contains(s, v) {
+					t.Errorf("String() = %q contains env value %q", s, v)
+				}
+			}
+			for _, n := range tt.names {
+				if !strings.Contains(s, n) {
+					t.Errorf("String() = %q lacks env name %q", s, n)
+				}
+			}
+		})
+	}
+}
+
+// TestBwrapConfines runs the real bubblewrap backend.
+func TestBwrapConfines(t *testing.T) {
+	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
+	if err != nil {
+		t.Fatalf("open bwrap backend: %v", err)
+	}
+	if b.Name() != "bwrap" || !b.Confined() {
+		t.Fatalf("backend %s confined=%t, want bwrap confined", b.Name(), b.Confined())
+	}
+	hostNet, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		network bool
+		script  string // $OUTSIDE is a sibling of the jail
+		wantOK  bool
+		check   func(t *testing.T, jailDir, outside, stdout, stderr string)
+	}{
+		{
+			name: "write inside jail", network: true, wantOK: true,
+			script: `echo ok > "$HOME/f" && cat "$HOME/f"`,
+			check: func(t *testing.T, jailDir, outside, stdout, stderr string) {
+				got, err := os.ReadFile(filepath.Join(jailDir, "f"))
+				if err != nil || string(got) != "ok\n" {
+					t.Errorf("jail file: got %q, %v; want %q", got, err, "ok\n")
+				}
+			},
+		},
+		{
+			name: "write outside jail", network: true, wantOK: false,
+			script: `echo bad > "$OUTSIDE/f"`,
+			check: func(t *testing.T, jailDir, outside, stdout, stderr string) {
+				if !strings.Contains(stderr, "Read-only file system") {
+					t.Errorf("stderr %q does not say Read-only file system", stderr)
+				}
+				if _, err := os.Lstat(filepath.Join(outside, "f")); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("file outside the jail exists (err %v)", err)
+				}
+			},
+		},
+		{
+			name: "network off leaves loopback only", network: false, wantOK: true,
+			script: `cat /proc/net/dev; readlink /proc/self/ns/net`,
+			check: func(t *testing.T, jailDir, outside, stdout, stderr string) {
+				lines := strings.Split(strings.TrimSpace(stdout), "\n")
+				if len(lines) < 3 {
+					t.Fatalf("unexpected output %q", stdout)
+				}
+				var ifaces []string
+				for _, l := range lines[2 : len(lines)-1] {
+					name, _, _ := strings.Cut(l, ":")
+					ifaces = append(ifaces, strings.TrimSpace(name))
+				}
+				if !slices.Equal(ifaces, []string{"lo"}) {
+					t.Errorf("interfaces %q, want only lo", ifaces)
+				}
+				if ns := lines[len(lines)-1]; ns == hostNet {
+					t.Errorf("network namespace %s is the host's", ns)
+				}
+			},
+		},
+		{
+			name: "network on shares host namespace", network: true, wantOK: true,
+			script: `readlink /proc/self/ns/net`,
+			check: func(t *testing.T, jailDir, outside, stdout, stderr string) {
+				if ns := strings.TrimSpace(stdout); ns != hostNet {
+					t.Errorf("network namespace %s, want the host's %s", ns, hostNet)
+				}
+			},
+		},
+		{
+			name: "no capabilities", network: true, wantOK: true,
+			script: `grep ^Cap /proc/self/status`,
+			check: func(t *testing.T, jailDir, outside, stdout, stderr string) {
+				lines := strings.Split(strings.TrimSpace(stdout), "\n")
+				if len(lines) != 5 {
+					t.Fatalf("want 5 Cap lines, got %q", stdout)
+				}
+				for _, l := range lines {
+					if !strings.HasSuffix(l, "\t0000000000000000") {
+						t.Errorf("capability set not empty: %q", l)
+					}
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			jailDir, outside := t.TempDir(), t.TempDir()
+			spec := jail.Spec{
+				Argv:    []string{"/bin/sh", "-c", tt.script},
+				Dir:     jailDir,
+				Env:     []string{"PATH=/usr/bin:/bin", "HOME=" + jailDir, "OUTSIDE=" + outside},
+				Jail:    jailDir,
+				Network: tt.network,
+			}
+			cmd, err := b.Command(spec)
+			if err != nil {
+				t.Fatalf("Command(%s): %v", spec, err)
+			}
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			cmd.WaitDelay = 5 * time.Second
+			err = cmd.Run()
+			if ok := err == nil; ok != tt.wantOK {
+				t.Fatalf("run: err %v, want success %t\nstdout: %s\nstderr: %s", err, tt.wantOK, &stdout, &stderr)
+			}
+			tt.check(t, jailDir, outside, stdout.String(), stderr.String())
+		})
+	}
+}
+
+func TestOpenBwrapMissing(t *testing.T) {
+	tests := []struct {
+		name    string
+		backend string
+		path    string
+	}{
+		{"nonexistent dir", "bwrap", "/nonexistent"},
+		{"empty PATH", "bwrap", ""},
+		{"relative dirs only", "bwrap", "usr/bin:bin"},
+		{"auto explains with bwrap", "auto", "/nonexistent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == "PATH" {
+					return tt.path
+				}
+				return ""
+			}
+			b, err := jail.Open(t.Context(), tt.backend, jail.Options{Getenv: getenv})
+			if err == nil {
+				t.Fatalf("Open(%s) with PATH=%q = %s, want error", tt.backend, tt.path, b.Name())
+			}
+			if !errors.Is(err, jail.ErrUnavailable) {
+				t.Errorf("error %v does not wrap ErrUnavailable", err)
+			}
+			var ue *jail.UnavailableError
+			if !errors.As(err, &ue) {
+				t.Fatalf("error %T is not *UnavailableError", err)
+			}
+			if ue.Backend != "bwrap" || ue.Hint != "sudo apt-get install bubblewrap" {
+				t.Errorf("got backend %q hint %q, want bwrap, %q", ue.Backend, ue.Hint, "sudo apt-get install bubblewrap")
+			}
+		})
+	}
+}

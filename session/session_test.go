@@ -1,0 +1,590 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+// newManager returns a manager over a fresh project with the real bwrap
+// backend; prepare, when set, runs on the project before New.
+func newManager(t *testing.T, edit func(*Config), prepare func(t *testing.T, project, root string)) (*Manager, string) {
+	t.Helper()
+	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
+	if err != nil {
+		t.Fatalf("open bwrap backend: %v", err)
+	}
+	project := canonTempDir(t)
+	root, err := ResolveRoot(project, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(t, project, root)
+	}
+	cfg := Config{
+		Project:    project,
+		Root:       root,
+		Backend:    b,
+		Network:    true,
+		Environ:    []string{"PATH=/usr/bin:/bin"},
+		Timeout:    10 * time.Second,
+		MaxTimeout: time.Minute,
+		MaxOutput:  65536,
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, project
+}
+
+func openSession(t *testing.T, m *Manager, name string) *Session {
+	t.Helper()
+	s, err := m.Open(name)
+	if err != nil {
+		t.Fatalf("Open(%q): %v", name, err)
+	}
+	return s
+}
+
+func writeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tree lists every path under dir with its type and content, without
+// following symlinks, to prove that something was left untouched.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			out = append(out, rel+" -> "+target)
+		case d.IsDir():
+			out = append(out, rel+"/")
+		default:
+			b, _ := os.ReadFile(p)
+			out = append(out, rel+": "+string(b))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// skeletonTree is tree of a jail holding only the skeleton.
+var skeletonTree = []string{"./", ".cache/", ".config/", ".local/", ".local/share/", ".local/state/", ".runtime/", ".tmp/"}
+
+func TestOpenSkeleton(t *testing.T) {
+	tests := []struct {
+		name          string
+		prepare       func(t *testing.T, project, root string)
+		wantGitignore string
+		wantTree      []string
+	}{
+		{
+			name:          "fresh",
+			wantGitignore: "*\n",
+			wantTree:      skeletonTree,
+		},
+		{
+			name: "existing gitignore kept",
+			prepare: func(t *testing.T, project, root string) {
+				writeFile(t, root+"/.gitignore", "mine\n")
+			},
+			wantGitignore: "mine\n",
+			wantTree:      skeletonTree,
+		},
+		{
+			name: "existing jail kept and completed",
+			prepare: func(t *testing.T, project, root string) {
+				writeFile(t, root+"/s/keep", "data")
+				writeFile(t, root+"/s/.config/app", "cfg")
+			},
+			wantGitignore: "*\n",
+			wantTree:      sorted(skeletonTree, []string{"keep: data", ".config/app: cfg"}),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, project := newManager(t, nil, tt.prepare)
+			s := openSession(t, m, "s")
+			if want := filepath.Join(project, ".agent-home", "s"); s.Path != want {
+				t.Errorf("jail %s, want %s", s.Path, want)
+			}
+			got, err := os.ReadFile(filepath.Join(project, ".agent-home", ".gitignore"))
+			if err != nil || string(got) != tt.wantGitignore {
+				t.Errorf(".gitignore %q, %v; want %q", got, err, tt.wantGitignore)
+			}
+			if got := sorted(tree(t, s.Path)); !slices.Equal(got, tt.wantTree) {
+				t.Errorf("jail holds %q, want %q", got, tt.wantTree)
+			}
+			if again := openSession(t, m, "s"); again != s {
+				t.Errorf("second Open returned a different session")
+			}
+		})
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	tests := []struct {
+		name    string
+		session string
+		prepare func(t *testing.T, root, outside string)
+	}{
+		{"symlink to outside", "s", func(t *testing.T, root, outside string) {
+			symlink(t, outside, root+"/s")
+		}},
+		{"symlink inside the base", "s", func(t *testing.T, root, outside string) {
+			mkdirs(t, root+"/real")
+			symlink(t, "real", root+"/s")
+		}},
+		{"dangling symlink", "s", func(t *testing.T, root, outside string) {
+			symlink(t, outside+"/missing", root+"/s")
+		}},
+		{"a file", "s", func(t *testing.T, root, outside string) {
+			writeFile(t, root+"/s", "")
+		}},
+		{"dot dot", "..", func(t *testing.T, root, outside string) {}},
+		{"slash", "a/b", func(t *testing.T, root, outside string) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, project := newManager(t, nil, nil)
+			root := filepath.Join(project, ".agent-home")
+			outside := canonTempDir(t)
+			tt.prepare(t, root, outside)
+			before := tree(t, outside)
+			if s, err := m.Open(tt.session); err == nil {
+				t.Fatalf("Open(%q) = jail %s, want error", tt.session, s.Path)
+			}
+			if after := tree(t, outside); !slices.Equal(before, after) {
+				t.Errorf("outside changed from %q to %q", before, after)
+			}
+			if _, err := m.Lookup(tt.session); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Lookup after refusal: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+func TestExecCwd(t *testing.T) {
+	m, project := newManager(t, nil, nil)
+	s1, s2 := openSession(t, m, "s1"), openSession(t, m, "s2")
+	outside := canonTempDir(t)
+	mkdirs(t, project+"/sub", s1.Path+"/work")
+	writeFile(t, project+"/file", "")
+	symlink(t, "sub", project+"/link-sub")
+	symlink(t, s2.Path, project+"/to-s2")
+	symlink(t, s1.Path+"/work", project+"/to-s1")
+	symlink(t, "/etc", s1.Path+"/etc-link")
+	symlink(t, outside, s1.Path+"/out-link")
+
+	tests := []struct {
+		name string
+		cwd  string
+		want string // "" for an *InputError
+	}{
+		{"default is the project", "", project},
+		{"dot", ".", project},
+		{"relative to the project", "sub", project + "/sub"},
+		{"trailing slash", "sub/", project + "/sub"},
+		{"absolute in the project", project + "/sub", project + "/sub"},
+		{"symlink in the project", "link-sub", project + "/sub"},
+		{"own jail", s1.Path, s1.Path},
+		{"inside own jail", s1.Path + "/work", s1.Path + "/work"},
+		{"own jail, relative", ".agent-home/s1/work", s1.Path + "/work"},
+		{"symlink to own jail", "to-s1", s1.Path + "/work"},
+		{"other jail refused", s2.Path, ""},
+		{"other jail, relative, refused", ".agent-home/s2", ""},
+		{"symlink to other jail refused", "to-s2", ""},
+		{"dotdot into other jail refused", s1.Path + "/../s2", ""},
+		{"jail base refused", ".agent-home", ""},
+		{"outside the project refused", outside, ""},
+		{"filesystem root refused", "/", ""},
+		{"parent refused", "..", ""},
+		{"dotdot escape refused", "sub/../..", ""},
+		{"missing refused", "missing", ""},
+		{"file refused", "file", ""},
+		{"jail symlink to /etc refused", s1.Path + "/etc-link", ""},
+		{"jail symlink outside refused", s1.Path + "/out-link", ""},
+		{"NUL refused", "sub\x00", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := s1.Exec(t.Context(), Request{Command: "pwd", Cwd: tt.cwd})
+			if tt.want == "" {
+				var ie *InputError
+				if !errors.As(err, &ie) {
+					t.Fatalf("Exec with cwd %q: %v, %+v; want *InputError", tt.cwd, err, res)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Exec with cwd %q: %v", tt.cwd, err)
+			}
+			if res.ExitCode != 0 || res.Stdout.Text != tt.want+"\n" {
+				t.Errorf("pwd in %q: exit %d stdout %q stderr %q; want %q", tt.cwd, res.ExitCode, res.Stdout.Text, res.Stderr.Text, tt.want)
+			}
+		})
+	}
+}
+
+func TestExecRefusals(t *testing.T) {
+	m, _ := newManager(t, func(c *Config) { c.Network = false }, nil)
+	s := openSession(t, m, "s")
+	yes := true
+	tests := []struct {
+		name string
+		req  Request
+	}{
+		{"nothing to run", Request{}},
+		{"command and argv", Request{Command: "true", Argv: []string{"true"}}},
+		{"empty argv[0]", Request{Argv: []string{"", "x"}}},
+		{"NUL in command", Request{Command: "echo a\x00b"}},
+		{"NUL in argv", Request{Argv: []string{"echo", "a\x00b"}}},
+		{"reserved env", Request{Command: "true", Env: map[string]string{"HOME": "/"}}},
+		{"bad env name", Request{Command: "true", Env: map[string]string{"A-B": "x"}}},
+		{"negative timeout", Request{Command: "true", Timeout: -time.Second}},
+		{"network on when operator said off", Request{Command: "true", Network: &yes}},
+		{"auth not enabled", Request{Command: "true", Auth: []string{"gh"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := s.Exec(t.Context(), tt.req)
+			var ie *InputError
+			if !errors.As(err, &ie) {
+				t.Errorf("Exec: %v, %+v; want *InputError", err, res)
+			}
+		})
+	}
+}
+
+func TestReset(t *testing.T) {
+	tests := []struct {
+		name      string
+		plant     func(t *testing.T, s *Session, outside string)
+		wantFiles int64
+		wantBytes int64
+	}{
+		{"empty jail", func(t *testing.T, s *Session, outside string) {}, 0, 0},
+		{"files and directories", func(t *testing.T, s *Session, outside string) {
+			writeFile(t, s.Path+"/a", "abc")
+			writeFile(t, s.Path+"/d/b", "12345")
+			writeFile(t, s.Path+"/d/e/c", "")
+			writeFile(t, s.Path+"/.cache/x", "1234567")
+		}, 4, 15},
+		{"symlink to a file outside", func(t *testing.T, s *Session, outside string) {
+			writeFile(t, outside+"/secret", "do not delete")
+			symlink(t, outside+"/secret", s.Path+"/link")
+		}, 1, 0},
+		{"symlink to a directory outside", func(t *testing.T, s *Session, outside string) {
+			writeFile(t, outside+"/dir/f1", "one")
+			writeFile(t, outside+"/dir/sub/f2", "two")
+			symlink(t, outside+"/dir", s.Path+"/dlink")
+			symlink(t, outside+"/dir/", s.Path+"/.cache/dlink-slash")
+		}, 2, 0},
+		{"skeleton directory replaced by a symlink outside", func(t *testing.T, s *Session, outside string) {
+			writeFile(t, outside+"/cache/keep", "keep")
+			if err := os.Remove(s.Path + "/.cache"); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, outside+"/cache", s.Path+"/.cache")
+		}, 1, 0},
+		{"dangling symlink", func(t *testing.T, s *Session, outside string) {
+			symlink(t, outside+"/missing", s.Path+"/dangling")
+		}, 1, 0},
+		{"hard link to a file outside", func(t *testing.T, s *Session, outside string) {
+			writeFile(t, outside+"/hard", "shared")
+			if err := os.Link(outside+"/hard", s.Path+"/hard"); err != nil {
+				t.Fatal(err)
+			}
+		}, 1, 6},
+		{"read-only directory", func(t *testing.T, s *Session, outside string) {
+			writeFile(t, s.Path+"/ro/f", "xy")
+			if err := os.Chmod(s.Path+"/ro", 0o500); err != nil {
+				t.Fatal(err)
+			}
+		}, 1, 2},
+		{"planted by a jailed command", func(t *testing.T, s *Session, outside string) {
+			writeFile(t, outside+"/dir/f", "outside")
+			res, err := s.Exec(t.Context(), Request{
+				Command: `mkdir -p d/e && printf 12345 > d/e/f && ln -s "$OUT/dir" link && ln -s "$OUT/dir/f" .config/flink && mkfifo fifo`,
+				Cwd:     s.Path,
+				Env:     map[string]string{"OUT": outside},
+			})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("plant: %v %+v", err, res)
+			}
+		}, 4, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, _ := newManager(t, nil, nil)
+			s := openSession(t, m, "s")
+			outside := canonTempDir(t)
+			tt.plant(t, s, outside)
+			before := tree(t, outside)
+
+			r, err := s.Reset(t.Context())
+			if err != nil {
+				t.Fatalf("Reset: %v", err)
+			}
+			if r.RemovedFiles != tt.wantFiles || r.RemovedBytes != tt.wantBytes || r.Killed != 0 {
+				t.Errorf("Reset = %+v, want %d files %d bytes 0 killed", r, tt.wantFiles, tt.wantBytes)
+			}
+			if got := sorted(tree(t, s.Path)); !slices.Equal(got, skeletonTree) {
+				t.Errorf("jail after reset holds %q, want the skeleton %q", got, skeletonTree)
+			}
+			if after := tree(t, outside); !slices.Equal(before, after) {
+				t.Errorf("outside changed from %q to %q", before, after)
+			}
+			if u, err := s.Usage(); err != nil || u != (Usage{}) {
+				t.Errorf("Usage after reset = %+v, %v; want zero", u, err)
+			}
+		})
+	}
+}
+
+func TestUsage(t *testing.T) {
+	tests := []struct {
+		name  string
+		plant func(t *testing.T, jailDir, outside string)
+		want  Usage
+	}{
+		{"skeleton only", func(t *testing.T, jailDir, outside string) {}, Usage{}},
+		{"files", func(t *testing.T, jailDir, outside string) {
+			writeFile(t, jailDir+"/a", "abc")
+			writeFile(t, jailDir+"/d/e/b", strings.Repeat("x", 1000))
+			writeFile(t, jailDir+"/.tmp/empty", "")
+		}, Usage{Files: 3, Bytes: 1003}},
+		{"symlink to a big directory outside", func(t *testing.T, jailDir, outside string) {
+			for i := range 50 {
+				writeFile(t, fmt.Sprintf("%s/big/f%d", outside, i), strings.Repeat("x", 4096))
+			}
+			symlink(t, outside+"/big", jailDir+"/big")
+			symlink(t, outside+"/big/f0", jailDir+"/f0")
+		}, Usage{Files: 2, Bytes: 0}},
+		{"skeleton directory replaced by a symlink outside", func(t *testing.T, jailDir, outside string) {
+			writeFile(t, outside+"/cache/blob", strings.Repeat("x", 1<<16))
+			if err := os.Remove(jailDir + "/.cache"); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, outside+"/cache", jailDir+"/.cache")
+		}, Usage{Files: 1, Bytes: 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, _ := newManager(t, nil, nil)
+			s := openSession(t, m, "s")
+			tt.plant(t, s.Path, canonTempDir(t))
+			got, err := s.Usage()
+			if err != nil || got != tt.want {
+				t.Errorf("Usage() = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func seqOutput(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func TestExecOutput(t *testing.T) {
+	seq := seqOutput(200000)
+	tests := []struct {
+		name       string
+		command    string
+		plant      func(t *testing.T, s *Session, outside string)
+		wantStdout string // whole stream
+		wantStderr string
+		wantKept   bool // OutputPath holds the whole output
+	}{
+		{name: "small output inline", command: "echo hi; echo err >&2", wantStdout: "hi\n", wantStderr: "err\n"},
+		{name: "stdout cut", command: "seq 1 200000; echo err >&2", wantStdout: seq, wantStderr: "err\n", wantKept: true},
+		{name: "stderr cut", command: "seq 1 200000 >&2; echo out", wantStdout: "out\n", wantStderr: seq, wantKept: true},
+		{
+			name:    "output directory planted as a symlink outside",
+			command: "seq 1 200000",
+			plant: func(t *testing.T, s *Session, outside string) {
+				symlink(t, outside, s.Path+"/.jail-mcp")
+			},
+			wantStdout: seq,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, _ := newManager(t, nil, nil)
+			s := openSession(t, m, "s")
+			outside := canonTempDir(t)
+			if tt.plant != nil {
+				tt.plant(t, s, outside)
+			}
+			res, err := s.Exec(t.Context(), Request{Command: tt.command})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("Exec: %v %+v", err, res)
+			}
+			limit := m.Config().MaxOutput
+			for _, st := range []struct {
+				name string
+				got  Stream
+				want string
+			}{{"stdout", res.Stdout, tt.wantStdout}, {"stderr", res.Stderr, tt.wantStderr}} {
+				cut := len(st.want) > limit
+				if st.got.Bytes != int64(len(st.want)) || st.got.Truncated != cut {
+					t.Errorf("%s: Bytes %d Truncated %t, want %d %t", st.name, st.got.Bytes, st.got.Truncated, len(st.want), cut)
+				}
+				if !cut {
+					if st.got.Text != st.want {
+						t.Errorf("%s: Text %q, want %q", st.name, st.got.Text, st.want)
+					}
+					continue
+				}
+				if len(st.got.Text) > limit+300 {
+					t.Errorf("%s: inline text is %d bytes, limit %d", st.name, len(st.got.Text), limit)
+				}
+				head, _, _ := strings.Cut(st.got.Text, "\n[... ")
+				if !strings.HasPrefix(st.want, head) || len(head) != limit/2 {
+					t.Errorf("%s: head of %d bytes is not the first %d bytes of the stream", st.name, len(head), limit/2)
+				}
+				if !strings.HasSuffix(st.want, st.got.Text[len(st.got.Text)-limit/2:]) {
+					t.Errorf("%s: text does not end with the stream's tail", st.name)
+				}
+				if tt.wantKept && !strings.Contains(st.got.Text, res.OutputPath) {
+					t.Errorf("%s: marker does not name %s: %q", st.name, res.OutputPath, st.got.Text[limit/2:limit/2+200])
+				}
+				if !tt.wantKept && !strings.Contains(st.got.Text, "could not be kept") {
+					t.Errorf("%s: marker does not say the output could not be kept: %q", st.name, st.got.Text[limit/2:limit/2+200])
+				}
+			}
+			if !tt.wantKept {
+				if res.OutputPath != "" {
+					t.Errorf("OutputPath %q, want none", res.OutputPath)
+				}
+				if got := tree(t, outside); !slices.Equal(got, []string{"./"}) {
+					t.Errorf("output written outside the jail: %q", got)
+				}
+				return
+			}
+			if !strings.HasPrefix(res.OutputPath, s.Path+"/.jail-mcp/output/") {
+				t.Fatalf("OutputPath %q is not inside the jail's output directory", res.OutputPath)
+			}
+			for name, want := range map[string]string{"stdout": tt.wantStdout, "stderr": tt.wantStderr} {
+				got, err := os.ReadFile(filepath.Join(res.OutputPath, name))
+				if err != nil || string(got) != want {
+					t.Errorf("%s file: %d bytes, %v; want %d bytes byte-identical", name, len(got), err, len(want))
+				}
+			}
+		})
+	}
+}
+
+// survivors lists the processes that have marker as an argument.
+func survivors(t *testing.T, marker string) []string {
+	t.Helper()
+	paths, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if slices.Contains(strings.Split(string(b), "\x00"), marker) {
+			out = append(out, filepath.Base(filepath.Dir(p))+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+func TestExecKillsEverything(t *testing.T) {
+	tests := []struct {
+		name        string
+		command     string // %[1]s is the marker, a sleep duration no other process uses
+		timeout     time.Duration
+		cancelAfter time.Duration
+	}{
+		{"timeout, background sleeps", "sleep %[1]s & sleep %[1]s", time.Second, 0},
+		{"timeout, setsid daemon", "setsid sleep %[1]s > /dev/null 2>&1 < /dev/null & sleep %[1]s", time.Second, 0},
+		{"timeout, double fork", "(sleep %[1]s &) ; sleep %[1]s", time.Second, 0},
+		{"cancel, background sleeps", "sleep %[1]s & sleep %[1]s", 20 * time.Second, 300 * time.Millisecond},
+	}
+	m, _ := newManager(t, nil, nil)
+	s := openSession(t, m, "s")
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			marker := fmt.Sprintf("9%d%d.5", os.Getpid(), i)
+			ctx := t.Context()
+			if tt.cancelAfter > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				time.AfterFunc(tt.cancelAfter, cancel)
+			}
+			deadline := tt.timeout
+			if tt.cancelAfter > 0 {
+				deadline = tt.cancelAfter
+			}
+			start := time.Now()
+			res, err := s.Exec(ctx, Request{Command: fmt.Sprintf(tt.command, marker), Timeout: tt.timeout})
+			elapsed := time.Since(start)
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
+			}
+			if tt.cancelAfter > 0 {
+				if !res.Cancelled || res.TimedOut || res.Limit != "" {
+					t.Errorf("Cancelled %t TimedOut %t Limit %q, want cancelled only", res.Cancelled, res.TimedOut, res.Limit)
+				}
+			} else if !res.TimedOut || res.Limit != "timeout" || res.Cancelled {
+				t.Errorf("TimedOut %t Limit %q Cancelled %t, want timed out by timeout", res.TimedOut, res.Limit, res.Cancelled)
+			}
+			if res.ExitCode != -1 || res.Signal != "SIGKILL" {
+				t.Errorf("exit %d signal %q, want -1 SIGKILL", res.ExitCode, res.Signal)
+			}
+			if elapsed < deadline || elapsed > deadline+3*time.Second {
+				t.Errorf("returned after %v, want between %v and %v", elapsed, deadline, deadline+3*time.Second)
+			}
+			if got := survivors(t, marker); len(got) > 0 {
+				t.Errorf("processes outlived the call: %q", got)
+			}
+			if n := s.Running(); n != 0 {
+				t.Errorf("Running() = %d after Exec returned", n)
+			}
+		})
+	}
+}
