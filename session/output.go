@@ -139,18 +139,23 @@ func (c *capture) finish(where string) (Stream, error) {
 	if c.head == nil {
 		return Stream{Text: string(c.all), Bytes: c.total}, nil
 	}
-	head := trimRuneEnd(c.head)
-	tail := trimRuneStart(c.tail.bytes())
-	omitted := c.total - int64(len(head)) - int64(len(tail))
 	var mark string
 	switch {
 	case c.spillErr != nil:
-		mark = fmt.Sprintf("\n[... %d bytes left out; the whole output could not be kept: %v ...]\n", omitted, c.spillErr)
+		mark = fmt.Sprintf("\n[... %%d bytes left out; the whole output could not be kept: %v ...]\n", c.spillErr)
 	case c.kept < c.total:
-		mark = fmt.Sprintf("\n[... %d bytes left out; the first %d bytes of the output are in %s ...]\n", omitted, c.kept, where)
+		mark = fmt.Sprintf("\n[... %%d bytes left out; the first %d bytes of the output are in %s ...]\n", c.kept, where)
 	default:
-		mark = fmt.Sprintf("\n[... %d bytes left out; the whole output is in %s ...]\n", omitted, where)
+		mark = fmt.Sprintf("\n[... %%d bytes left out; the whole output is in %s ...]\n", where)
 	}
+	// Head, marker and tail together stay within the inline limit; the
+	// count left out is at most the total, so sizing the marker with the
+	// total leaves room for it.
+	budget := max(0, c.limit-len(fmt.Sprintf(mark, c.total)))
+	head := trimRuneEnd(c.head[:min(len(c.head), budget/2)])
+	tail := c.tail.bytes()
+	tail = trimRuneStart(tail[len(tail)-min(len(tail), budget-budget/2):])
+	mark = fmt.Sprintf(mark, c.total-int64(len(head))-int64(len(tail)))
 	return Stream{
 		Text:      string(head) + mark + string(tail),
 		Bytes:     c.total,

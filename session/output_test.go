@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -33,6 +34,42 @@ func (c *countingSink) Close() error                { return nil }
 
 const where = "/p/.agent-home/s/.jail-mcp/output/x/stdout"
 
+// checkCut verifies a cut stream's inline text: at most limit bytes, a
+// prefix of the stream, a marker that counts what was left out, a suffix of
+// the stream, and head and tail filling what the marker leaves of the limit
+// (less at most a partial rune each).
+func checkCut(t *testing.T, stream string, s Stream, limit int) (head, marker, tail string) {
+	t.Helper()
+	if !s.Truncated || s.Bytes != int64(len(stream)) {
+		t.Errorf("Truncated %t Bytes %d, want true %d", s.Truncated, s.Bytes, len(stream))
+	}
+	if len(s.Text) > limit {
+		t.Errorf("inline text is %d bytes, more than the limit %d", len(s.Text), limit)
+	}
+	if !utf8.ValidString(s.Text) && utf8.ValidString(stream) {
+		t.Errorf("inline text is not valid UTF-8")
+	}
+	head, rest, ok := strings.Cut(s.Text, "\n[... ")
+	i := strings.Index(rest, " ...]\n")
+	if !ok || i < 0 {
+		t.Fatalf("no marker in %q", s.Text)
+	}
+	tail = rest[i+len(" ...]\n"):]
+	marker = s.Text[len(head) : len(s.Text)-len(tail)]
+	if !strings.HasPrefix(stream, head) || !strings.HasSuffix(stream, tail) {
+		t.Errorf("head %q or tail %q is not from the stream", head, tail)
+	}
+	left := len(stream) - len(head) - len(tail)
+	if !strings.HasPrefix(marker, fmt.Sprintf("\n[... %d bytes left out; ", left)) {
+		t.Errorf("marker %q does not count %d bytes left out", marker, left)
+	}
+	budget := limit - (len(marker) - len(strconv.Itoa(left)) + len(strconv.Itoa(len(stream))))
+	if len(head) < budget/2-(utf8.UTFMax-1) || len(tail) < budget-budget/2-(utf8.UTFMax-1) {
+		t.Errorf("head %d and tail %d bytes leave more than a partial rune of the %d-byte budget unused", len(head), len(tail), budget)
+	}
+	return head, marker, tail
+}
+
 func TestCaptureFinish(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -46,21 +83,9 @@ func TestCaptureFinish(t *testing.T) {
 		{name: "small kept whole", limit: 10, writes: []string{"hello"}, want: "hello"},
 		{name: "exactly at limit", limit: 10, writes: []string{"0123456789"}, want: "0123456789"},
 		{name: "exactly at limit in pieces", limit: 10, writes: []string{"0123", "", "456", "789"}, want: "0123456789"},
-		{
-			name: "limit plus one", limit: 10, writes: []string{"0123456789X"},
-			want:      "01234\n[... 1 bytes left out; the whole output is in " + where + " ...]\n6789X",
-			truncated: true, spilled: true,
-		},
-		{
-			name: "limit plus one in pieces", limit: 10, writes: []string{"0123456789", "X"},
-			want:      "01234\n[... 1 bytes left out; the whole output is in " + where + " ...]\n6789X",
-			truncated: true, spilled: true,
-		},
-		{
-			name: "odd limit gives the tail the extra byte", limit: 11, writes: []string{"abcdefghijklmnopqrstuvwxyz"},
-			want:      "abcde\n[... 15 bytes left out; the whole output is in " + where + " ...]\nuvwxyz",
-			truncated: true, spilled: true,
-		},
+		{name: "limit plus one", limit: 300, writes: []string{strings.Repeat("0123456789", 30) + "X"}, truncated: true, spilled: true},
+		{name: "limit plus one in pieces", limit: 300, writes: []string{strings.Repeat("0123456789", 30), "X"}, truncated: true, spilled: true},
+		{name: "odd limit", limit: 301, writes: []string{strings.Repeat("abcdefghijklmnopqrstuvwxyz", 100)}, truncated: true, spilled: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,7 +102,12 @@ func TestCaptureFinish(t *testing.T) {
 			if err != nil {
 				t.Fatalf("finish: %v", err)
 			}
-			if s.Text != tt.want {
+			if tt.truncated {
+				_, marker, _ := checkCut(t, all, s, tt.limit)
+				if !strings.Contains(marker, "the whole output is in "+where) {
+					t.Errorf("marker %q does not name %s", marker, where)
+				}
+			} else if s.Text != tt.want {
 				t.Errorf("Text:\n got %q\nwant %q", s.Text, tt.want)
 			}
 			if s.Bytes != int64(len(all)) || s.Truncated != tt.truncated {
@@ -112,9 +142,9 @@ func TestCaptureChunking(t *testing.T) {
 		limit    int
 		maxChunk int
 	}{
-		{"byte at a time", 100, 1},
-		{"small chunks", 100, 7},
-		{"chunks around the limit", 100, 150},
+		{"byte at a time", 300, 1},
+		{"small chunks", 300, 7},
+		{"chunks around the limit", 300, 450},
 		{"odd limit", 333, 64},
 		{"limit above stream", 20000, 13},
 	}
@@ -138,10 +168,7 @@ func TestCaptureChunking(t *testing.T) {
 				t.Errorf("spill files differ: %d and %d bytes", oneSpill.Len(), manySpill.Len())
 			}
 			if tt.limit < len(stream) {
-				head, tail := string(stream[:tt.limit/2]), string(stream[len(stream)-(tt.limit-tt.limit/2):])
-				if !strings.HasPrefix(a.Text, head+"\n[... ") || !strings.HasSuffix(a.Text, " ...]\n"+tail) {
-					t.Errorf("Text %q does not keep head %q and tail %q", a.Text, head, tail)
-				}
+				checkCut(t, string(stream), a, tt.limit)
 			}
 		})
 	}
@@ -159,9 +186,9 @@ func TestCaptureUTF8Boundaries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		stream := strings.Repeat(tt.unit, 200)
-		// Every limit from 20 to 40 puts the cuts at every offset inside a
+		// Twenty consecutive limits put the cuts at every offset inside a
 		// rune of up to four bytes, at the head and at the tail.
-		for limit := 20; limit <= 40; limit++ {
+		for limit := 300; limit <= 320; limit++ {
 			t.Run(fmt.Sprintf("%s/limit=%d", tt.name, limit), func(t *testing.T) {
 				c := newCapture(limit, (&spillBuffer{}).open)
 				c.Write([]byte(stream))
@@ -169,22 +196,7 @@ func TestCaptureUTF8Boundaries(t *testing.T) {
 				if !utf8.ValidString(s.Text) {
 					t.Fatalf("Text is not valid UTF-8: %q", s.Text)
 				}
-				head, rest, ok := strings.Cut(s.Text, "\n[... ")
-				_, tail, ok2 := strings.Cut(rest, " ...]\n")
-				if !ok || !ok2 {
-					t.Fatalf("no marker in %q", s.Text)
-				}
-				if !strings.HasPrefix(stream, head) || !strings.HasSuffix(stream, tail) {
-					t.Errorf("head %q or tail %q is not from the stream", head, tail)
-				}
-				// At most one rune (UTFMax-1 bytes) dropped at each cut.
-				if len(head) < limit/2-(utf8.UTFMax-1) || len(tail) < limit-limit/2-(utf8.UTFMax-1) {
-					t.Errorf("head %d bytes, tail %d bytes: more than a partial rune dropped", len(head), len(tail))
-				}
-				wantMark := fmt.Sprintf("[... %d bytes left out;", len(stream)-len(head)-len(tail))
-				if !strings.Contains(s.Text, wantMark) {
-					t.Errorf("Text %q lacks %q", s.Text, wantMark)
-				}
+				checkCut(t, stream, s, limit)
 			})
 		}
 	}
@@ -220,7 +232,7 @@ func TestCaptureSpill(t *testing.T) {
 
 func TestCaptureBeyondMaxKept(t *testing.T) {
 	var sink countingSink
-	c := newCapture(100, func() (io.WriteCloser, error) { return &sink, nil })
+	c := newCapture(300, func() (io.WriteCloser, error) { return &sink, nil })
 	chunk := bytes.Repeat([]byte("x"), 1<<20)
 	total := int64(MaxKept + 3*len(chunk)/2)
 	for n := int64(0); n < total; {
@@ -235,23 +247,24 @@ func TestCaptureBeyondMaxKept(t *testing.T) {
 	if sink.n != MaxKept || s.Kept != MaxKept || s.Bytes != total {
 		t.Errorf("spilled %d, Kept %d, Bytes %d; want %d, %d, %d", sink.n, s.Kept, s.Bytes, MaxKept, MaxKept, total)
 	}
-	want := fmt.Sprintf("[... %d bytes left out; the first %d bytes of the output are in %s ...]", total-100, MaxKept, where)
-	if !strings.Contains(s.Text, want) {
-		t.Errorf("Text %q lacks %q", s.Text, want)
+	_, marker, _ := checkCut(t, strings.Repeat("x", int(total)), s, 300)
+	if want := fmt.Sprintf("the first %d bytes of the output are in %s ...]", MaxKept, where); !strings.Contains(marker, want) {
+		t.Errorf("marker %q lacks %q", marker, want)
 	}
 }
 
 func TestCaptureSpillError(t *testing.T) {
 	errDisk := errors.New("disk on fire")
-	c := newCapture(10, func() (io.WriteCloser, error) { return nil, errDisk })
-	c.Write([]byte("0123456789abcdef"))
+	c := newCapture(300, func() (io.WriteCloser, error) { return nil, errDisk })
+	stream := strings.Repeat("0123456789abcdef", 40)
+	c.Write([]byte(stream))
 	s, err := c.finish(where)
 	if !errors.Is(err, errDisk) {
 		t.Errorf("finish error %v, want %v", err, errDisk)
 	}
-	want := "01234\n[... 6 bytes left out; the whole output could not be kept: disk on fire ...]\nbcdef"
-	if s.Text != want || s.Kept != 0 || !s.Truncated {
-		t.Errorf("got %+v, want Text %q", s, want)
+	_, marker, _ := checkCut(t, stream, s, 300)
+	if !strings.Contains(marker, "the whole output could not be kept: disk on fire") || s.Kept != 0 {
+		t.Errorf("marker %q, kept %d", marker, s.Kept)
 	}
 }
 

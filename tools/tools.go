@@ -68,6 +68,19 @@ func decode(req mcp.CallToolRequest, v any, known []string) error {
 	if string(raw) == "null" {
 		raw = []byte("{}")
 	}
+	// encoding/json matches names case-insensitively; arguments must match
+	// exactly, as the schema's additionalProperties: false says.
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) == nil {
+		for name, value := range fields {
+			if !slices.Contains(known, name) {
+				return fmt.Errorf("unknown argument %q (known: %s)", name, strings.Join(known, ", "))
+			}
+			if err := checkStringMap(name, value); err != nil {
+				return err
+			}
+		}
+	}
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	err = dec.Decode(v)
@@ -85,6 +98,37 @@ func decode(req mcp.CallToolRequest, v any, known []string) error {
 		return fmt.Errorf("unknown argument %s (known: %s)", name, strings.Join(known, ", "))
 	}
 	return fmt.Errorf("arguments: %v", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// checkStringMap names the key of an object-of-strings argument whose value
+// is not a string.
+func checkStringMap(name string, value json.RawMessage) error {
+	var m map[string]any
+	if json.Unmarshal(value, &m) != nil {
+		return nil
+	}
+	for k, v := range m {
+		if _, ok := v.(string); !ok {
+			return fmt.Errorf("argument %s: value of %s must be a string, got %s", name, k, jsonKind(v))
+		}
+	}
+	return nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "string"
 }
 
 func jsonType(kind string) string {

@@ -142,7 +142,7 @@ func (rc *rawConfig) parse(fs *flag.FlagSet) (config, error) {
 		return c, bad("project", "%v", unwrapPath(err))
 	}
 	if c.Root, err = session.ResolveRoot(c.Project, get("root")); err != nil {
-		return c, bad("root", "%v", err)
+		return c, fmt.Errorf("invalid %s: %w", or(rc.set["root"], "--root"), err)
 	}
 
 	switch c.Backend = get("backend"); c.Backend {
@@ -172,7 +172,7 @@ func (rc *rawConfig) parse(fs *flag.FlagSet) (config, error) {
 	if by, ok := rc.set["auth"]; ok && len(c.Auth) > 0 {
 		return c, fmt.Errorf("%s %s: not supported yet (credentials are not exposed in this version; use none)", by, get("auth"))
 	}
-	if c.Session = get("session"); c.Session != "" {
+	if c.Session = get("session"); c.Session != "" || rc.set["session"] != "" {
 		if err := session.ValidName(c.Session); err != nil {
 			return c, bad("session", "want 1 to 64 of A-Z a-z 0-9 . _ - and not . or ..")
 		}

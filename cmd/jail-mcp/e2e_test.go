@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,7 +216,7 @@ func TestLargeOutputIsBounded(t *testing.T) {
 	if res.StdoutBytes != total+12 || !res.StdoutTruncated {
 		t.Errorf("stdout_bytes %d truncated %t", res.StdoutBytes, res.StdoutTruncated)
 	}
-	if len(res.Stdout) > 65536+300 {
+	if len(res.Stdout) > 65536 {
 		t.Errorf("inline stdout is %d bytes", len(res.Stdout))
 	}
 	if !strings.Contains(res.Stdout, "bytes left out") || !strings.HasSuffix(res.Stdout, "tail-marker\n") || !strings.HasPrefix(res.Stdout, "aaaa") {
@@ -616,5 +617,41 @@ func TestStdoutIsOnlyJSONRPC(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "starting") {
 		t.Errorf("no starting line on stderr: %s", stderr.String())
+	}
+}
+
+// TestServerDeathKillsCommands: whether the server is told to stop
+// (SIGTERM, or EOF on stdin) or killed outright, nothing a command started
+// outlives it, setsid and double-forked children included.
+func TestServerDeathKillsCommands(t *testing.T) {
+	for _, how := range []string{"SIGTERM", "SIGKILL", "EOF"} {
+		t.Run(how, func(t *testing.T) {
+			project := newProject(t)
+			ts := startServer(t, project, serverEnv(), "--session", "death")
+			marker := fmt.Sprintf("543210.%d%d", os.Getpid(), len(how))
+			go ts.call(context.WithoutCancel(t.Context()), "jailed_exec", map[string]any{
+				"command": fmt.Sprintf("setsid sleep %s & (sleep %s &); sleep %s", marker, marker, marker),
+			})
+			if !waitFor(10*time.Second, func() bool { return len(processesWith("sleep "+marker)) >= 3 }) {
+				t.Fatalf("command did not start: %v", processesWith(marker))
+			}
+			switch how {
+			case "SIGTERM":
+				ts.cmd.Process.Signal(syscall.SIGTERM)
+			case "SIGKILL":
+				ts.cmd.Process.Kill()
+			case "EOF":
+				ts.c.Close()
+			}
+			if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+				t.Errorf("left running after %s: %v", how, processesWith(marker))
+			}
+			if how == "SIGTERM" {
+				err := ts.cmd.Wait()
+				if err != nil && !strings.Contains(err.Error(), "already") {
+					t.Errorf("exit after SIGTERM: %v", err)
+				}
+			}
+		})
 	}
 }

@@ -1,0 +1,495 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jail-mcp/jail-mcp/auth"
+)
+
+// cfgResult is the outcome of one in-process run of the program.
+type cfgResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// runInProcess calls run as main does, with an empty standard input, and
+// returns the exit status exitCode computes and what was written.
+func runInProcess(t *testing.T, args, environ []string) cfgResult {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), args, environ, strings.NewReader(""), &stdout, &stderr)
+	code := exitCode(err, &stderr)
+	return cfgResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// cfgEnv is the environment every test starts from: only PATH, so that a
+// JAIL_MCP_* variable of the developer's shell cannot change the outcome.
+func cfgEnv(kv ...string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	return append([]string{"PATH=" + path}, kv...)
+}
+
+// cfgProject is a canonical, empty project directory.
+func cfgProject(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// cfgNeedBwrap fails tests that really run a command when bubblewrap cannot
+// confine here.
+func cfgNeedBwrap(t *testing.T) {
+	t.Helper()
+	res := runInProcess(t, []string{"doctor", "--backend", "bwrap"}, cfgEnv())
+	if res.code != 0 {
+		t.Fatalf("bwrap cannot confine here (the tests need it; see README): %s", res.stdout)
+	}
+}
+
+// cfgOneLine fails unless s is exactly one newline-terminated line.
+func cfgOneLine(t *testing.T, s string) {
+	t.Helper()
+	if strings.Count(s, "\n") != 1 || !strings.HasSuffix(s, "\n") {
+		t.Errorf("stderr is not exactly one line:\n%s", s)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		flag  string // without the dashes
+		env   string
+		value func(t *testing.T, project string) string
+		want  []string // more substrings of the message
+		// noEnv: the variable cannot carry this value (empty means unset).
+		noEnv bool
+	}{
+		{name: "backend nope", flag: "backend", env: "JAIL_MCP_BACKEND", value: cfgValue("nope"), want: []string{"auto, bwrap, landlock or sandbox-exec"}},
+		{name: "backend landlock", flag: "backend", env: "JAIL_MCP_BACKEND", value: cfgValue("landlock"), want: []string{"not supported yet"}},
+		{name: "backend sandbox-exec", flag: "backend", env: "JAIL_MCP_BACKEND", value: cfgValue("sandbox-exec"), want: []string{"not supported yet"}},
+		{name: "fallback maybe", flag: "fallback", env: "JAIL_MCP_FALLBACK", value: cfgValue("maybe"), want: []string{"fail or warn"}},
+		{name: "network yes", flag: "network", env: "JAIL_MCP_NETWORK", value: cfgValue("yes"), want: []string{"on or off"}},
+		{name: "auth bogus", flag: "auth", env: "JAIL_MCP_AUTH", value: cfgValue("bogus"), want: append([]string{"bogus"}, auth.Names()...)},
+		{name: "auth claude", flag: "auth", env: "JAIL_MCP_AUTH", value: cfgValue("claude"), want: []string{"not supported yet"}},
+		{name: "session dotdot", flag: "session", env: "JAIL_MCP_SESSION", value: cfgValue("../x")},
+		{name: "session dot", flag: "session", env: "JAIL_MCP_SESSION", value: cfgValue(".")},
+		{name: "session too long", flag: "session", env: "JAIL_MCP_SESSION", value: cfgValue(strings.Repeat("a", 65))},
+		{name: "session empty", flag: "session", env: "JAIL_MCP_SESSION", value: cfgValue(""), noEnv: true},
+		{name: "timeout zero", flag: "timeout", env: "JAIL_MCP_TIMEOUT", value: cfgValue("0s"), want: []string{"positive"}},
+		{name: "timeout negative", flag: "timeout", env: "JAIL_MCP_TIMEOUT", value: cfgValue("-1s"), want: []string{"positive"}},
+		{name: "timeout abc", flag: "timeout", env: "JAIL_MCP_TIMEOUT", value: cfgValue("abc"), want: []string{"duration"}},
+		{name: "timeout above max", flag: "timeout", env: "JAIL_MCP_TIMEOUT", value: cfgValue("20m"), want: []string{"max timeout"}},
+		{name: "max-timeout x", flag: "max-timeout", env: "JAIL_MCP_MAX_TIMEOUT", value: cfgValue("x"), want: []string{"duration"}},
+		{name: "max-timeout zero", flag: "max-timeout", env: "JAIL_MCP_MAX_TIMEOUT", value: cfgValue("0"), want: []string{"positive"}},
+		{name: "max-output 10", flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", value: cfgValue("10"), want: []string{"256"}},
+		{name: "max-output 1e3", flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", value: cfgValue("1e3")},
+		{name: "max-output abc", flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", value: cfgValue("abc"), want: []string{"byte count"}},
+		{name: "max-output 17MiB", flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", value: cfgValue("17MiB"), want: []string{"16MiB"}},
+		{name: "max-output negative", flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", value: cfgValue("-1000")},
+		{name: "pass-env HOME", flag: "pass-env", env: "JAIL_MCP_PASS_ENV", value: cfgValue("HOME"), want: []string{"set by the jail"}},
+		{name: "pass-env A-B", flag: "pass-env", env: "JAIL_MCP_PASS_ENV", value: cfgValue("A-B"), want: []string{"variable name"}},
+		{name: "pass-env star", flag: "pass-env", env: "JAIL_MCP_PASS_ENV", value: cfgValue("*"), want: []string{"allowlist"}},
+		{name: "pass-env second entry", flag: "pass-env", env: "JAIL_MCP_PASS_ENV", value: cfgValue("GOPATH,XDG_CONFIG_HOME")},
+		{name: "log-level loud", flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", value: cfgValue("loud"), want: []string{"debug, info, warn or error"}},
+		{name: "log-level offset", flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", value: cfgValue("info+2")},
+		{name: "project missing", flag: "project", env: "JAIL_MCP_PROJECT", value: cfgValue("/nonexistent"), want: []string{"/nonexistent"}},
+		{name: "project is a file", flag: "project", env: "JAIL_MCP_PROJECT", value: func(t *testing.T, p string) string {
+			f := filepath.Join(p, "file")
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}, want: []string{"not a directory"}},
+		{name: "root outside", flag: "root", env: "JAIL_MCP_ROOT", value: func(t *testing.T, p string) string { return t.TempDir() }, want: []string{".agent-home"}},
+		{name: "root is project", flag: "root", env: "JAIL_MCP_ROOT", value: func(t *testing.T, p string) string { return p }},
+		{name: "root escapes by dotdot", flag: "root", env: "JAIL_MCP_ROOT", value: func(t *testing.T, p string) string { return p + "/.agent-home/../x" }},
+		{name: "root through symlinked agent-home", flag: "root", env: "JAIL_MCP_ROOT", value: func(t *testing.T, p string) string {
+			if err := os.Symlink(t.TempDir(), filepath.Join(p, ".agent-home")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(p, ".agent-home", "x")
+		}},
+		{name: "listen", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("127.0.0.1:1"), want: []string{"not supported yet"}},
+		{name: "token", flag: "token", env: "JAIL_MCP_TOKEN", value: cfgValue("x"), want: []string{"not supported yet"}},
+		{name: "max-procs", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("10"), want: []string{"not supported yet"}},
+		{name: "max-memory", flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", value: cfgValue("1GiB"), want: []string{"not supported yet"}},
+		{name: "max-disk", flag: "max-disk", env: "JAIL_MCP_MAX_DISK", value: cfgValue("1GiB"), want: []string{"not supported yet"}},
+	}
+	for _, tt := range tests {
+		for _, by := range []string{"flag", "env"} {
+			if by == "env" && tt.noEnv {
+				continue
+			}
+			t.Run(tt.name+"/"+by, func(t *testing.T) {
+				t.Parallel()
+				p := cfgProject(t)
+				value := tt.value(t, p)
+				var args, environ []string
+				name := "--" + tt.flag
+				if by == "flag" {
+					if tt.flag != "project" {
+						args = []string{"--project", p}
+					}
+					args = append(args, "--"+tt.flag, value)
+					environ = cfgEnv()
+				} else {
+					if tt.flag != "project" {
+						args = []string{"--project", p}
+					}
+					environ = cfgEnv(tt.env + "=" + value)
+					name = tt.env
+				}
+				res := runInProcess(t, args, environ)
+				if res.code != 2 {
+					t.Fatalf("exit %d, want 2; stderr:\n%s", res.code, res.stderr)
+				}
+				cfgOneLine(t, res.stderr)
+				if res.stdout != "" {
+					t.Errorf("stdout is not empty:\n%s", res.stdout)
+				}
+				for _, w := range append([]string{name}, tt.want...) {
+					if !strings.Contains(res.stderr, w) {
+						t.Errorf("stderr does not mention %q:\n%s", w, res.stderr)
+					}
+				}
+				if _, err := os.Lstat(filepath.Join(p, ".agent-home")); err == nil && !strings.Contains(tt.name, "symlink") {
+					t.Errorf("a refused configuration created %s", filepath.Join(p, ".agent-home"))
+				}
+			})
+		}
+	}
+}
+
+func cfgValue(v string) func(*testing.T, string) string {
+	return func(*testing.T, string) string { return v }
+}
+
+// TestBadConfigDefaultRoot: without --root, a symlinked .agent-home is
+// refused too, never followed.
+func TestBadConfigDefaultRoot(t *testing.T) {
+	t.Parallel()
+	p := cfgProject(t)
+	if err := os.Symlink(t.TempDir(), filepath.Join(p, ".agent-home")); err != nil {
+		t.Fatal(err)
+	}
+	res := runInProcess(t, []string{"--project", p}, cfgEnv())
+	if res.code != 2 {
+		t.Fatalf("exit %d, want 2; stderr:\n%s", res.code, res.stderr)
+	}
+	cfgOneLine(t, res.stderr)
+	if !strings.Contains(res.stderr, "root") {
+		t.Errorf("stderr does not name the root:\n%s", res.stderr)
+	}
+}
+
+// TestBadInvocation covers what is wrong with the command line itself.
+func TestBadInvocation(t *testing.T) {
+	t.Parallel()
+	p := cfgProject(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"--project", p, "--bogus"}, "-bogus"},
+		{"unknown flag of serve", []string{"serve", "--project", p, "--bogus=1"}, "-bogus"},
+		{"unknown flag of run", []string{"run", "--project", p, "--bogus", "--", "true"}, "-bogus"},
+		{"listen is not a flag of run", []string{"run", "--project", p, "--listen", "127.0.0.1:1", "--", "true"}, "-listen"},
+		{"unknown flag of doctor", []string{"doctor", "--bogus"}, "-bogus"},
+		{"flag without value", []string{"--project", p, "--timeout"}, "-timeout"},
+		{"unknown sub-command", []string{"frobnicate"}, "frobnicate"},
+		{"serve argument", []string{"serve", "--project", p, "extra"}, "extra"},
+		{"version argument", []string{"version", "extra"}, "version"},
+		{"doctor argument", []string{"doctor", "extra"}, "extra"},
+		{"doctor backend", []string{"doctor", "--backend", "nope"}, "--backend"},
+		{"run without command", []string{"run", "--project", p}, "no command"},
+		{"run without command after dashes", []string{"run", "--project", p, "--"}, "no command"},
+		{"run bad config", []string{"run", "--project", p, "--network", "yes", "--", "true"}, "--network"},
+		{"run not supported", []string{"run", "--project", p, "--max-procs", "10", "--", "true"}, "--max-procs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := runInProcess(t, tt.args, cfgEnv())
+			if res.code != 2 {
+				t.Fatalf("exit %d, want 2; stderr:\n%s", res.code, res.stderr)
+			}
+			cfgOneLine(t, res.stderr)
+			if !strings.Contains(res.stderr, tt.want) {
+				t.Errorf("stderr does not mention %q:\n%s", tt.want, res.stderr)
+			}
+			if res.stdout != "" {
+				t.Errorf("stdout is not empty:\n%s", res.stdout)
+			}
+		})
+	}
+}
+
+func TestCLIVersion(t *testing.T) {
+	t.Parallel()
+	res := runInProcess(t, []string{"version"}, cfgEnv())
+	if res.code != 0 || res.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
+	}
+	re := regexp.MustCompile(`^jail-mcp \S+ go1\.\S+ ` + runtime.GOOS + `/` + runtime.GOARCH + `\n$`)
+	if !re.MatchString(res.stdout) {
+		t.Errorf("version prints %q, want one line matching %s", res.stdout, re)
+	}
+}
+
+func TestCLIHelp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"serve", "-h"}, []string{"Usage: jail-mcp [serve]", "-project", "JAIL_MCP_MAX_TIMEOUT", "not supported yet"}},
+		{[]string{"--help"}, []string{"Usage: jail-mcp [serve]"}},
+		{[]string{"run", "-h"}, []string{"Usage: jail-mcp run", "-cwd", "-timeout"}},
+		{[]string{"doctor", "-h"}, []string{"Usage: jail-mcp doctor", "-json"}},
+		{[]string{"help"}, []string{"jail-mcp run [flags] -- CMD"}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			res := runInProcess(t, tt.args, cfgEnv())
+			if res.code != 0 {
+				t.Fatalf("exit %d, want 0; stderr:\n%s", res.code, res.stderr)
+			}
+			if res.stderr != "" {
+				t.Errorf("help wrote to stderr:\n%s", res.stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(res.stdout, w) {
+					t.Errorf("stdout does not contain %q:\n%s", w, res.stdout)
+				}
+			}
+		})
+	}
+}
+
+// TestFlagWinsOverVariable: a variable supplies the default only, so a bad
+// variable under a good flag is never looked at, and a bad flag under a good
+// variable is named as the flag.
+func TestFlagWinsOverVariable(t *testing.T) {
+	cfgNeedBwrap(t)
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     string
+		args    []string
+		code    int
+		mention string
+	}{
+		{"network", "JAIL_MCP_NETWORK=bogus", []string{"--network", "on"}, 0, ""},
+		{"timeout", "JAIL_MCP_TIMEOUT=abc", []string{"--timeout", "5s"}, 0, ""},
+		{"backend", "JAIL_MCP_BACKEND=nope", []string{"--backend", "bwrap"}, 0, ""},
+		{"session", "JAIL_MCP_SESSION=../x", []string{"--session", "ok"}, 0, ""},
+		{"auth", "JAIL_MCP_AUTH=bogus", []string{"--auth", "none"}, 0, ""},
+		{"max-output", "JAIL_MCP_MAX_OUTPUT=10", []string{"--max-output", "64KiB"}, 0, ""},
+		{"bad flag over good variable", "JAIL_MCP_NETWORK=off", []string{"--network", "yes"}, 2, "--network"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := cfgProject(t)
+			args := append(append([]string{"run", "--project", p}, tt.args...), "--", "true")
+			res := runInProcess(t, args, cfgEnv(tt.env))
+			if res.code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", res.code, tt.code, res.stderr)
+			}
+			if tt.mention != "" {
+				cfgOneLine(t, res.stderr)
+				if !strings.Contains(res.stderr, tt.mention) || strings.Contains(res.stderr, "JAIL_MCP_") {
+					t.Errorf("stderr should name %s and no variable:\n%s", tt.mention, res.stderr)
+				}
+			}
+		})
+	}
+	t.Run("project", func(t *testing.T) {
+		t.Parallel()
+		p := cfgProject(t)
+		res := runInProcess(t, []string{"run", "--project", p, "--", "true"}, cfgEnv("JAIL_MCP_PROJECT=/nonexistent"))
+		if res.code != 0 {
+			t.Fatalf("exit %d, want 0; stderr:\n%s", res.code, res.stderr)
+		}
+	})
+}
+
+func TestRootInsideAgentHome(t *testing.T) {
+	cfgNeedBwrap(t)
+	t.Parallel()
+	for _, by := range []string{"flag", "env"} {
+		t.Run(by, func(t *testing.T) {
+			t.Parallel()
+			p := cfgProject(t)
+			root := filepath.Join(p, ".agent-home", "nested")
+			args := []string{"run", "--project", p, "--session", "s"}
+			environ := cfgEnv()
+			if by == "flag" {
+				args = append(args, "--root", root)
+			} else {
+				environ = cfgEnv("JAIL_MCP_ROOT=" + root)
+			}
+			res := runInProcess(t, append(args, "--", "sh", "-c", `echo hi > "$HOME/f"`), environ)
+			if res.code != 0 {
+				t.Fatalf("exit %d, want 0; stderr:\n%s", res.code, res.stderr)
+			}
+			if b, err := os.ReadFile(filepath.Join(root, "s", "f")); err != nil || string(b) != "hi\n" {
+				t.Errorf("the jail is not under the nested root: %q, %v", b, err)
+			}
+		})
+	}
+	t.Run("root is agent-home", func(t *testing.T) {
+		t.Parallel()
+		p := cfgProject(t)
+		res := runInProcess(t, []string{"run", "--project", p, "--root", filepath.Join(p, ".agent-home"), "--", "true"}, cfgEnv())
+		if res.code != 0 {
+			t.Fatalf("exit %d, want 0; stderr:\n%s", res.code, res.stderr)
+		}
+	})
+}
+
+func TestRunCommand(t *testing.T) {
+	cfgNeedBwrap(t)
+	t.Parallel()
+
+	t.Run("exit status", func(t *testing.T) {
+		t.Parallel()
+		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--", "sh", "-c", "exit 7"}, cfgEnv())
+		if res.code != 7 {
+			t.Errorf("exit %d, want 7; stderr:\n%s", res.code, res.stderr)
+		}
+		if res.stderr != "" {
+			t.Errorf("stderr:\n%s", res.stderr)
+		}
+	})
+
+	t.Run("output streams through", func(t *testing.T) {
+		t.Parallel()
+		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--", "sh", "-c", "echo out; echo err >&2"}, cfgEnv())
+		if res.code != 0 || res.stdout != "out\n" || res.stderr != "err\n" {
+			t.Errorf("exit %d, stdout %q, stderr %q; want 0, %q, %q", res.code, res.stdout, res.stderr, "out\n", "err\n")
+		}
+	})
+
+	t.Run("write to HOME", func(t *testing.T) {
+		t.Parallel()
+		p := cfgProject(t)
+		res := runInProcess(t, []string{"run", "--project", p, "--session", "t", "--", "sh", "-c", `echo x > "$HOME/f" && cat "$HOME/f" && echo "$HOME"`}, cfgEnv())
+		if res.code != 0 {
+			t.Fatalf("exit %d, want 0; stderr:\n%s", res.code, res.stderr)
+		}
+		jail := filepath.Join(p, ".agent-home", "t")
+		if want := "x\n" + jail + "\n"; res.stdout != want {
+			t.Errorf("stdout %q, want %q", res.stdout, want)
+		}
+		if b, err := os.ReadFile(filepath.Join(jail, "f")); err != nil || string(b) != "x\n" {
+			t.Errorf("host sees %q, %v in the jail, want %q", b, err, "x\n")
+		}
+		if b, err := os.ReadFile(filepath.Join(p, ".agent-home", ".gitignore")); err != nil || string(b) != "*\n" {
+			t.Errorf(".gitignore is %q, %v; want %q", b, err, "*\n")
+		}
+	})
+
+	t.Run("write to project", func(t *testing.T) {
+		t.Parallel()
+		p := cfgProject(t)
+		target := filepath.Join(p, "g")
+		res := runInProcess(t, []string{"run", "--project", p, "--", "sh", "-c", "echo y > " + target}, cfgEnv())
+		if res.code == 0 {
+			t.Errorf("writing to the project exited 0")
+		}
+		if _, err := os.Lstat(target); err == nil {
+			t.Errorf("the jailed command created %s", target)
+		}
+	})
+
+	t.Run("not found", func(t *testing.T) {
+		t.Parallel()
+		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--", "/nonexistent/cmd"}, cfgEnv())
+		if res.code == 0 {
+			t.Errorf("running a missing program exited 0")
+		}
+	})
+
+	t.Run("timeout", func(t *testing.T) {
+		t.Parallel()
+		start := time.Now()
+		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--timeout", "1s", "--", "sleep", "5"}, cfgEnv())
+		if d := time.Since(start); d > 4*time.Second {
+			t.Errorf("took %v, want about 1s", d)
+		}
+		if res.code != exitTimedOut {
+			t.Fatalf("exit %d, want %d; stderr:\n%s", res.code, exitTimedOut, res.stderr)
+		}
+		cfgOneLine(t, res.stderr)
+		if !strings.Contains(res.stderr, "timed out") {
+			t.Errorf("stderr does not say it timed out:\n%s", res.stderr)
+		}
+	})
+
+	t.Run("killed by a signal", func(t *testing.T) {
+		t.Parallel()
+		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--", "sh", "-c", "kill -TERM $$"}, cfgEnv())
+		if res.code != 128+15 {
+			t.Errorf("exit %d, want %d; stderr:\n%s", res.code, 128+15, res.stderr)
+		}
+	})
+}
+
+// TestServeInProcess: a good configuration serves, stdout carries JSON-RPC
+// only, and the end of standard input is a clean stop.
+func TestServeInProcess(t *testing.T) {
+	cfgNeedBwrap(t)
+	p := cfgProject(t)
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+	}, "\n") + "\n"
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"--project", p, "--session", "s", "--log-level", "debug"}, cfgEnv(), strings.NewReader(in), &stdout, &stderr)
+	if code := exitCode(err, &stderr); code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	ids := map[float64]bool{}
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var msg struct {
+			JSONRPC string  `json:"jsonrpc"`
+			ID      float64 `json:"id"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &msg); err != nil || msg.JSONRPC != "2.0" {
+			t.Errorf("stdout line is not JSON-RPC: %q", sc.Text())
+			continue
+		}
+		ids[msg.ID] = true
+	}
+	if !ids[1] || !ids[2] {
+		t.Errorf("responses to ids 1 and 2 missing; stdout:\n%s", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "starting") {
+		t.Errorf("no starting line on stderr:\n%s", stderr.String())
+	}
+	if fi, err := os.Stat(filepath.Join(p, ".agent-home", "s", ".tmp")); err != nil || !fi.IsDir() {
+		t.Errorf("session jail skeleton missing: %v", err)
+	}
+}
