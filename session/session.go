@@ -98,20 +98,28 @@ type Usage struct {
 func (s *Session) Usage() (Usage, error) {
 	s.resetMu.RLock()
 	defer s.resetMu.RUnlock()
-	return count(s.root, ".")
+	return count(s.root, false)
 }
 
-// count walks dir inside root; symlinks are counted as files, never followed.
-func count(root *os.Root, dir string) (Usage, error) {
+// count walks the jail; symlinks are counted as files, never followed.
+// With unlock it also gives the owner full rights on every directory that
+// lacks them, so that a reset can empty them when the server is not root.
+func count(root *os.Root, unlock bool) (Usage, error) {
 	var u Usage
-	err := fs.WalkDir(root.FS(), dir, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			if p == dir {
+			if p == "." {
 				return err
 			}
 			return nil // vanished or unreadable: a running command's business
 		}
 		if d.IsDir() {
+			if !unlock {
+				return nil
+			}
+			if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o700 != 0o700 {
+				root.Chmod(p, fi.Mode().Perm()|0o700)
+			}
 			return nil
 		}
 		u.Files++
@@ -159,7 +167,7 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	// A command may have left directories it cannot write or read (chmod
 	// 500, 000); open them up again, inside the jail only, so that they
 	// can be emptied when the server is not root.
-	u, err := countAndUnlock(s.root)
+	u, err := count(s.root, true)
 	if err != nil {
 		return r, fmt.Errorf("reset %s: %w", s.Path, err)
 	}
@@ -180,34 +188,6 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 		return r, fmt.Errorf("reset %s: %w", s.Path, err)
 	}
 	return r, nil
-}
-
-// countAndUnlock counts what a jail holds, like count, and gives the owner
-// full rights on every directory in it that lacks them.
-func countAndUnlock(root *os.Root) (Usage, error) {
-	var u Usage
-	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == "." {
-				return err
-			}
-			return nil
-		}
-		if d.IsDir() {
-			if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o700 != 0o700 {
-				root.Chmod(p, fi.Mode().Perm()|0o700)
-			}
-			return nil
-		}
-		u.Files++
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				u.Bytes += fi.Size()
-			}
-		}
-		return nil
-	})
-	return u, err
 }
 
 func readDir(root *os.Root, dir string) ([]string, error) {

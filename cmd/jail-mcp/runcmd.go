@@ -11,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/google/uuid"
-
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
 )
@@ -51,11 +49,7 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
 	defer m.Close()
-	name := cfg.Session
-	if name == "" {
-		name = uuid.NewString()
-	}
-	s, err := m.Open(name)
+	s, err := m.Open(sessionName(cfg))
 	if err != nil {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}

@@ -89,11 +89,7 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return err
 	}
 	defer m.Close()
-	name := cfg.Session
-	if name == "" {
-		name = uuid.NewString()
-	}
-	s, err := m.Open(name)
+	s, err := m.Open(sessionName(cfg))
 	if err != nil {
 		return err
 	}
@@ -121,6 +117,14 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return nil // SIGTERM or SIGINT: a clean stop
 	}
 	return err
+}
+
+// sessionName is --session, or a new UUID.
+func sessionName(cfg config) string {
+	if cfg.Session != "" {
+		return cfg.Session
+	}
+	return uuid.NewString()
 }
 
 func logStart(log *slog.Logger, cfg config, st backendState, m *session.Manager, s *session.Session) {
