@@ -1,33 +1,75 @@
-// Package auth owns the credential registry: which CLIs the jail knows, where
-// each keeps its credentials under the operator's home, and which variables
-// carry them. Exposing them inside the jail is the job of a later step; this
-// package answers which names are valid and how a call narrows the
-// operator's choice.
+// Package auth owns the credential registry: which CLIs the jail knows,
+// where each keeps its credentials under the operator's home, and which
+// variables carry them. It resolves what is really present on a host, how
+// a call narrows the operator's choice, and the copy-into-jail path for
+// backends that cannot bind host files into the jail.
 package auth
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 )
+
+// Path is one credential path of a CLI.
+type Path struct {
+	// Rel is the place relative to HOME, on the host by default and always
+	// inside the jail.
+	Rel string
+	// Env, when set on the host, relocates the path there (CODEX_HOME).
+	Env string
+	// State marks a file the CLI rewrites whenever it starts: the jail gets
+	// a private per-session copy, refreshed from the host when the session
+	// opens, that never flows back.
+	State bool
+}
 
 // CLI is one entry of the registry.
 type CLI struct {
 	Name    string
 	Aliases []string
-	Paths   []string // relative to the operator's home
-	Env     []string // variables that carry its credentials
+	Paths   []Path
+	Env     []string // variables that carry its credentials or point at its service
 }
 
 // Registry is sorted by Name.
 var Registry = []CLI{
-	{Name: "claude", Aliases: []string{"claude-code", "claudish"}, Paths: []string{".claude", ".claude.json"}, Env: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"}},
-	{Name: "codex", Paths: []string{".codex"}, Env: []string{"OPENAI_API_KEY"}},
-	{Name: "gemini", Paths: []string{".gemini"}, Env: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}},
-	{Name: "gh", Paths: []string{".config/gh"}, Env: []string{"GH_TOKEN", "GITHUB_TOKEN"}},
-	{Name: "git", Paths: []string{".gitconfig", ".config/git"}},
-	{Name: "kimi", Aliases: []string{"kimi-code"}, Paths: []string{".kimi"}},
-	{Name: "opencode", Paths: []string{".config/opencode", ".local/share/opencode"}},
+	{
+		Name: "claude", Aliases: []string{"claude-code", "claudish"},
+		Paths: []Path{{Rel: ".claude", Env: "CLAUDE_CONFIG_DIR"}, {Rel: ".claude.json", State: true}},
+		Env:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
+	},
+	{
+		Name:  "codex",
+		Paths: []Path{{Rel: ".codex", Env: "CODEX_HOME"}},
+		Env:   []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"},
+	},
+	{
+		Name:  "gemini",
+		Paths: []Path{{Rel: ".gemini"}, {Rel: ".config/gcloud"}},
+		Env:   []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI"},
+	},
+	{
+		Name:  "gh",
+		Paths: []Path{{Rel: ".config/gh", Env: "GH_CONFIG_DIR"}},
+		Env:   []string{"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "GH_HOST"},
+	},
+	{
+		Name:  "git",
+		Paths: []Path{{Rel: ".gitconfig"}, {Rel: ".config/git"}, {Rel: ".git-credentials"}},
+		Env:   []string{"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"},
+	},
+	{
+		Name: "kimi", Aliases: []string{"kimi-code"},
+		Paths: []Path{{Rel: ".kimi"}},
+		Env:   []string{"KIMI_API_KEY", "MOONSHOT_API_KEY", "KIMI_BASE_URL"},
+	},
+	{
+		Name:  "opencode",
+		Paths: []Path{{Rel: ".config/opencode"}, {Rel: ".local/share/opencode"}},
+		Env:   []string{"OPENCODE_CONFIG"},
+	},
 }
 
 // Names lists the canonical names of the registry, sorted.
@@ -39,14 +81,20 @@ func Names() []string {
 	return out
 }
 
-// Canonical maps a name or alias to its registry name.
-func Canonical(name string) (string, bool) {
+// Lookup returns the registry entry of a name or alias.
+func Lookup(name string) (CLI, bool) {
 	for _, c := range Registry {
 		if c.Name == name || slices.Contains(c.Aliases, name) {
-			return c.Name, true
+			return c, true
 		}
 	}
-	return "", false
+	return CLI{}, false
+}
+
+// Canonical maps a name or alias to its registry name.
+func Canonical(name string) (string, bool) {
+	c, ok := Lookup(name)
+	return c.Name, ok
 }
 
 // ParseList parses the operator's --auth value: "all", "none" or a comma
@@ -102,4 +150,26 @@ func list(names []string) string {
 		return "none"
 	}
 	return strings.Join(names, ", ")
+}
+
+// hostPath is where p lives on the host: the relocating variable when set,
+// else under XDG_CONFIG_HOME or XDG_DATA_HOME when set for .config/ and
+// .local/share/ paths, else under home.
+func hostPath(p Path, home string, getenv func(string) string) string {
+	if p.Env != "" {
+		if v := getenv(p.Env); filepath.IsAbs(v) {
+			return filepath.Clean(v)
+		}
+	}
+	for _, x := range []struct{ prefix, env string }{
+		{".config/", "XDG_CONFIG_HOME"},
+		{".local/share/", "XDG_DATA_HOME"},
+	} {
+		if rest, ok := strings.CutPrefix(p.Rel, x.prefix); ok {
+			if v := getenv(x.env); filepath.IsAbs(v) {
+				return filepath.Join(v, rest)
+			}
+		}
+	}
+	return filepath.Join(home, p.Rel)
 }

@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -83,5 +85,87 @@ func TestNarrow(t *testing.T) {
 	}
 	if _, err := Narrow([]string{}, []string{"gh"}); err == nil || !strings.Contains(err.Error(), "enabled: none") {
 		t.Errorf("widening from none: %v", err)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	home := t.TempDir()
+	xdg := t.TempDir()
+	codexHome := t.TempDir()
+	mk := func(path string, dir bool) {
+		t.Helper()
+		if dir {
+			if err := os.MkdirAll(path, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		os.MkdirAll(filepath.Dir(path), 0o700)
+		if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk(filepath.Join(home, ".claude"), true)
+	mk(filepath.Join(home, ".claude.json"), false)
+	mk(filepath.Join(home, ".config/gh"), true) // hidden by XDG_CONFIG_HOME
+	mk(filepath.Join(xdg, "gh"), true)
+	mk(filepath.Join(codexHome, "auth.json"), false)
+	mk(filepath.Join(home, ".gitconfig"), false)
+	os.Symlink(filepath.Join(home, ".gitconfig"), filepath.Join(home, ".git-credentials"))
+	os.Symlink("/nonexistent", filepath.Join(home, ".kimi"))
+
+	env := map[string]string{
+		"XDG_CONFIG_HOME": xdg,
+		"CODEX_HOME":      codexHome,
+		"GH_TOKEN":        "t",
+		"OPENAI_API_KEY":  "k",
+	}
+	got := Resolve(Names(), home, func(k string) string { return env[k] })
+	byName := map[string]Exposure{}
+	for _, e := range got {
+		byName[e.Name] = e
+	}
+	check := func(name string, wantItems []Item, wantEnv []string) {
+		t.Helper()
+		e := byName[name]
+		if !slices.Equal(e.Items, wantItems) || !slices.Equal(e.EnvNames(), wantEnv) {
+			t.Errorf("%s: items %+v env %v; want %+v %v", name, e.Items, e.EnvNames(), wantItems, wantEnv)
+		}
+	}
+	canon := func(p string) string {
+		c, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	check("claude", []Item{
+		{Host: canon(filepath.Join(home, ".claude")), Rel: ".claude", Dir: true},
+		{Host: canon(filepath.Join(home, ".claude.json")), Rel: ".claude.json", State: true},
+	}, []string{})
+	check("codex", []Item{{Host: canon(codexHome), Rel: ".codex", Dir: true}}, []string{"OPENAI_API_KEY"})
+	check("gh", []Item{{Host: canon(filepath.Join(xdg, "gh")), Rel: ".config/gh", Dir: true}}, []string{"GH_TOKEN"})
+	check("git", []Item{
+		{Host: canon(filepath.Join(home, ".gitconfig")), Rel: ".gitconfig"},
+		{Host: canon(filepath.Join(home, ".gitconfig")), Rel: ".git-credentials"},
+	}, []string{})
+	if _, ok := byName["kimi"]; ok {
+		t.Errorf("a dangling symlink was exposed: %+v", byName["kimi"])
+	}
+	if _, ok := byName["opencode"]; ok {
+		t.Errorf("opencode has nothing on this host but was listed")
+	}
+	for _, e := range got {
+		for _, kv := range e.Env {
+			if !strings.Contains(kv, "=") {
+				t.Errorf("env %q has no value", kv)
+			}
+		}
+	}
+	if len(Resolve(nil, home, func(string) string { return "" })) != 0 {
+		t.Error("no names, yet something exposed")
+	}
+	if len(Resolve(Names(), "", func(string) string { return "" })) != 0 {
+		t.Error("no home, yet something exposed")
 	}
 }

@@ -11,8 +11,9 @@ type bwrap struct {
 	path string // absolute path of the bwrap binary
 }
 
-func (b *bwrap) Name() string   { return "bwrap" }
-func (b *bwrap) Confined() bool { return true }
+func (b *bwrap) Name() string     { return "bwrap" }
+func (b *bwrap) Confined() bool   { return true }
+func (b *bwrap) BindsPaths() bool { return true }
 
 func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 	if err := spec.validate(); err != nil {
@@ -60,10 +61,18 @@ func BwrapArgs(spec Spec) []string {
 		// As root a fresh /proc lets the sandbox write kernel tunables.
 		"--ro-bind", "/proc/sys", "/proc/sys",
 	)
+	args = append(args, "--bind", spec.Jail, spec.Jail)
+	// Credentials and state copies go over their places in the jail, so
+	// after it; the directory holding the state copies is hidden last.
 	for _, m := range spec.ReadOnly {
 		args = append(args, "--ro-bind", m.Source, m.Target)
 	}
-	args = append(args, "--bind", spec.Jail, spec.Jail)
+	for _, m := range spec.Writable {
+		args = append(args, "--bind", m.Source, m.Target)
+	}
+	for _, h := range spec.Hide {
+		args = append(args, "--perms", "0500", "--tmpfs", h)
+	}
 	args = append(args, "--chdir", spec.Dir, "--clearenv")
 	for _, kv := range spec.Env {
 		k, v, _ := strings.Cut(kv, "=")

@@ -37,9 +37,14 @@ func TestBwrapArgs(t *testing.T) {
 		{"network_off", func(s *jail.Spec) { s.Network = false }},
 		{"credential_mount", func(s *jail.Spec) {
 			s.ReadOnly = []jail.Mount{
-				{Source: "/home/u/.config/gh", Target: "/home/u/.config/gh"},
-				{Source: "/home/u/.gitconfig", Target: "/home/u/.gitconfig"},
+				{Source: "/home/u/.config/gh", Target: s.Jail + "/.config/gh"},
+				{Source: "/home/u/.gitconfig", Target: s.Jail + "/.gitconfig"},
 			}
+		}},
+		{"credential_state", func(s *jail.Spec) {
+			s.ReadOnly = []jail.Mount{{Source: "/home/u/.claude", Target: s.Jail + "/.claude"}}
+			s.Writable = []jail.Mount{{Source: s.Jail + "/.jail-mcp/state/claude/.claude.json", Target: s.Jail + "/.claude.json"}}
+			s.Hide = []string{s.Jail + "/.jail-mcp/state"}
 		}},
 		{"env_values", func(s *jail.Spec) {
 			s.Env = append(s.Env,

@@ -26,6 +26,10 @@ type Backend interface {
 	// starts it and kills it; killing its process group ends everything the
 	// command started when the backend keeps promise 3.
 	Command(spec Spec) (*exec.Cmd, error)
+	// BindsPaths reports whether the backend shows Spec.ReadOnly,
+	// Spec.Writable and Spec.Hide; when it does not, the caller copies
+	// credentials into the jail for the call and removes them after.
+	BindsPaths() bool
 	// Guarantees lists the promises of SECURITY.md this backend keeps and
 	// those it does not.
 	Guarantees() Guarantees
@@ -39,12 +43,18 @@ type Mount struct {
 
 // Spec is everything a backend needs to confine one command.
 type Spec struct {
-	Argv     []string // program and arguments; Argv[0] is looked up in Env's PATH
-	Dir      string   // working directory, an absolute host path
-	Env      []string // the complete environment, KEY=VALUE
-	Jail     string   // the only host directory the command may write, absolute
-	Network  bool     // false cuts all network, loopback included
-	ReadOnly []Mount  // extra host paths visible read-only (credentials)
+	Argv    []string // program and arguments; Argv[0] is looked up in Env's PATH
+	Dir     string   // working directory, an absolute host path
+	Env     []string // the complete environment, KEY=VALUE
+	Jail    string   // the only host directory the command may write, absolute
+	Network bool     // false cuts all network, loopback included
+	// ReadOnly are host paths shown read-only at places inside the jail
+	// (credentials); Writable are files of the jail shown writable at other
+	// places in it (per-session copies of state the CLIs rewrite). Hide
+	// lists directories of the jail replaced by an empty, read-only tmpfs.
+	ReadOnly []Mount
+	Writable []Mount
+	Hide     []string
 }
 
 // String prints the policy of s for logs and errors; environment values are
@@ -54,6 +64,9 @@ func (s Spec) String() string {
 	fmt.Fprintf(&b, "write=%s dir=%s network=%t", s.Jail, s.Dir, s.Network)
 	for _, m := range s.ReadOnly {
 		fmt.Fprintf(&b, " ro=%s", m.Target)
+	}
+	for _, m := range s.Writable {
+		fmt.Fprintf(&b, " rw=%s", m.Target)
 	}
 	names := make([]string, 0, len(s.Env))
 	for _, kv := range s.Env {

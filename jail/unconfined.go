@@ -6,8 +6,9 @@ import "os/exec"
 // --fallback warn; every result of a command it ran says confined: false.
 type Unconfined struct{}
 
-func (Unconfined) Name() string   { return "none" }
-func (Unconfined) Confined() bool { return false }
+func (Unconfined) Name() string     { return "none" }
+func (Unconfined) Confined() bool   { return false }
+func (Unconfined) BindsPaths() bool { return false }
 
 func (Unconfined) Command(spec Spec) (*exec.Cmd, error) {
 	if err := spec.validate(); err != nil {

@@ -77,8 +77,9 @@ func checkEnv(env map[string]string) error {
 }
 
 // buildEnv is the child's whole environment: the allowlisted host
-// variables, then the request's, then the jail's, sorted.
-func buildEnv(environ, pass []string, jail string, extra map[string]string) []string {
+// variables, the enabled credentials' variables, then the request's, then
+// the jail's, sorted.
+func buildEnv(environ, pass []string, jail string, creds []string, extra map[string]string) []string {
 	allow := append(slices.Clone(baseEnv), pass...)
 	vars := map[string]string{}
 	for _, kv := range environ {
@@ -89,6 +90,11 @@ func buildEnv(environ, pass []string, jail string, extra map[string]string) []st
 	}
 	if vars["PATH"] == "" {
 		vars["PATH"] = defaultPath
+	}
+	for _, kv := range creds {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
 	}
 	for k, v := range extra {
 		vars[k] = v

@@ -133,7 +133,7 @@ func TestBuildEnv(t *testing.T) {
 	secrets := []string{"SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DOCKER_HOST", "DISPLAY", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "LD_PRELOAD"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := buildEnv(tt.environ, tt.pass, testJail, tt.extra)
+			got := buildEnv(tt.environ, tt.pass, testJail, nil, tt.extra)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("buildEnv:\n got %q\nwant %q", got, tt.want)
 			}

@@ -101,28 +101,49 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		}
 		network = *req.Network
 	}
-	if _, err := auth.Narrow(cfg.Auth, req.Auth); err != nil {
+	names, err := auth.Narrow(cfg.Auth, req.Auth)
+	if err != nil {
 		return nil, &InputError{msg: "auth: " + err.Error()}
 	}
 	if cfg.Backend == nil {
 		return nil, cfg.Unavailable
 	}
 
+	s.resetMu.RLock()
+	defer s.resetMu.RUnlock()
 	s.ensureSkeleton()
+	exps := s.m.exposures(names)
+	var credEnv []string
+	for _, e := range exps {
+		credEnv = append(credEnv, e.Env...)
+	}
 	spec := jail.Spec{
 		Argv:    argv,
 		Dir:     dir,
-		Env:     buildEnv(cfg.Environ, cfg.PassEnv, s.Path, req.Env),
+		Env:     buildEnv(cfg.Environ, cfg.PassEnv, s.Path, credEnv, req.Env),
 		Jail:    s.Path,
 		Network: network,
+	}
+	if cfg.Backend.BindsPaths() {
+		if err := s.bindCredentials(&spec, exps); err != nil {
+			return nil, fmt.Errorf("expose credentials: %w", err)
+		}
+	} else {
+		undo, err := s.copyCredentials(exps)
+		if err != nil {
+			return nil, fmt.Errorf("copy credentials into %s: %w", s.Path, err)
+		}
+		defer func() {
+			if err := undo(); err != nil {
+				s.m.log.Warn("remove credential copies", "session", s.Name, "err", err)
+			}
+		}()
 	}
 	cmd, err := cfg.Backend.Command(spec)
 	if err != nil {
 		return nil, fmt.Errorf("prepare %s: %w", spec, err)
 	}
 
-	s.resetMu.RLock()
-	defer s.resetMu.RUnlock()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer s.track(cancel)()

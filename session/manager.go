@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ type Config struct {
 
 	Network    bool
 	Auth       []string // canonical CLI names the operator enabled
+	Home       string   // the operator's home, where credentials live
 	Environ    []string // the server's environment, KEY=VALUE
 	PassEnv    []string // names or PREFIX_* passed beyond the base set
 	Timeout    time.Duration
@@ -46,9 +48,10 @@ type Config struct {
 
 // Manager maps session names to jails.
 type Manager struct {
-	cfg  Config
-	log  *slog.Logger
-	base *os.Root
+	cfg    Config
+	log    *slog.Logger
+	base   *os.Root
+	getenv func(string) string // over cfg.Environ
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -89,7 +92,14 @@ func New(cfg Config) (*Manager, error) {
 		base.Close()
 		return nil, fmt.Errorf("write %s: %w", filepath.Join(cfg.Root, ".gitignore"), err)
 	}
-	return &Manager{cfg: cfg, log: log, base: base, sessions: map[string]*Session{}}, nil
+	env := map[string]string{}
+	for _, kv := range cfg.Environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	getenv := func(k string) string { return env[k] }
+	return &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}, nil
 }
 
 // mkdirNoFollow creates dir and its missing parents below project, refusing
@@ -182,6 +192,7 @@ func (m *Manager) Open(name string) (*Session, error) {
 		root.Close()
 		return nil, err
 	}
+	s.refreshState()
 	m.sessions[name] = s
 	m.log.Debug("session open", "session", name, "jail", path)
 	return s, nil

@@ -440,7 +440,10 @@ func TestExecOutput(t *testing.T) {
 			name:    "output directory planted as a symlink outside",
 			command: "seq 1 200000",
 			plant: func(t *testing.T, s *Session, outside string) {
-				symlink(t, outside, s.Path+"/.jail-mcp")
+				if err := os.MkdirAll(s.Path+"/.jail-mcp", 0o700); err != nil {
+					t.Fatal(err)
+				}
+				symlink(t, outside, s.Path+"/.jail-mcp/output")
 			},
 			wantStdout: seq,
 		},

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -128,7 +129,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		Session: s.Name, Project: cfg.Project, Jail: s.Path,
 		Backend: h.BackendName, Available: cfg.Backend != nil,
 		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network,
-		Auth: []AuthEntry{}, Usage: usage, Running: s.Running(),
+		Auth: authEntries(h.Manager, s), Usage: usage, Running: s.Running(),
 		Limits: Limits{
 			TimeoutMS: cfg.Timeout.Milliseconds(), MaxTimeoutMS: cfg.MaxTimeout.Milliseconds(),
 			MaxOutputBytes: int64(cfg.MaxOutput), MaxProcs: cfg.MaxProcs,
@@ -147,6 +148,20 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	return structured(out, renderStatus(out), false), nil
 }
 
+// authEntries lists what the operator's --auth exposes: the places in the
+// jail and the variable names, never values.
+func authEntries(m *session.Manager, s *session.Session) []AuthEntry {
+	out := []AuthEntry{}
+	for _, e := range m.Exposed() {
+		a := AuthEntry{Name: e.Name, Paths: []string{}, Env: e.EnvNames()}
+		for _, it := range e.Items {
+			a.Paths = append(a.Paths, filepath.Join(s.Path, it.Rel))
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
 func renderStatus(s StatusResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "session %s, jail %s\n", s.Session, s.Jail)
@@ -160,6 +175,13 @@ func renderStatus(s StatusResult) string {
 		if s.Hint != "" {
 			fmt.Fprintf(&b, "fix: %s\n", s.Hint)
 		}
+	}
+	if len(s.Auth) > 0 {
+		var names []string
+		for _, a := range s.Auth {
+			names = append(names, a.Name)
+		}
+		fmt.Fprintf(&b, "credentials (read-only): %s\n", strings.Join(names, ", "))
 	}
 	fmt.Fprintf(&b, "usage %d files, %d bytes; %d running\n", s.Usage.Files, s.Usage.Bytes, s.Running)
 	var kept, not []string

@@ -167,11 +167,6 @@ func (rc *rawConfig) parse(fs *flag.FlagSet) (config, error) {
 	if c.Auth, err = auth.ParseList(get("auth")); err != nil {
 		return c, bad("auth", "%v", err)
 	}
-	// Credentials are exposed by a later issue; until then only "none" is
-	// honest when the operator asks for something.
-	if by, ok := rc.set["auth"]; ok && len(c.Auth) > 0 {
-		return c, fmt.Errorf("%s %s: not supported yet (credentials are not exposed in this version; use none)", by, get("auth"))
-	}
 	if c.Session = get("session"); c.Session != "" || rc.set["session"] != "" {
 		if err := session.ValidName(c.Session); err != nil {
 			return c, bad("session", "want 1 to 64 of A-Z a-z 0-9 . _ - and not . or ..")

@@ -86,7 +86,6 @@ func TestBadConfig(t *testing.T) {
 		{name: "fallback maybe", flag: "fallback", env: "JAIL_MCP_FALLBACK", value: cfgValue("maybe"), want: []string{"fail or warn"}},
 		{name: "network yes", flag: "network", env: "JAIL_MCP_NETWORK", value: cfgValue("yes"), want: []string{"on or off"}},
 		{name: "auth bogus", flag: "auth", env: "JAIL_MCP_AUTH", value: cfgValue("bogus"), want: append([]string{"bogus"}, auth.Names()...)},
-		{name: "auth claude", flag: "auth", env: "JAIL_MCP_AUTH", value: cfgValue("claude"), want: []string{"not supported yet"}},
 		{name: "session dotdot", flag: "session", env: "JAIL_MCP_SESSION", value: cfgValue("../x")},
 		{name: "session dot", flag: "session", env: "JAIL_MCP_SESSION", value: cfgValue(".")},
 		{name: "session too long", flag: "session", env: "JAIL_MCP_SESSION", value: cfgValue(strings.Repeat("a", 65))},

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -653,5 +654,49 @@ func TestServerDeathKillsCommands(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCredentialsOverMCP: jail_status lists what is exposed (names, places
+// and variable names, never values), and a call narrows it.
+func TestCredentialsOverMCP(t *testing.T) {
+	project := newProject(t)
+	home := t.TempDir()
+	for _, f := range []string{".config/gh/hosts.yml", ".codex/auth.json"} {
+		os.MkdirAll(filepath.Join(home, filepath.Dir(f)), 0o700)
+		os.WriteFile(filepath.Join(home, f), []byte("secret-"+filepath.Base(f)), 0o600)
+	}
+	env := serverEnv("GH_TOKEN=gh-secret-value", "OPENAI_API_KEY=sk-secret-value")
+	env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }), "HOME="+home)
+	ts := startServer(t, project, env, "--session", "cred", "--auth", "gh,codex")
+	st := ts.status()
+	raw, _ := json.Marshal(st.Auth)
+	if strings.Contains(string(raw), "secret") {
+		t.Errorf("status shows a secret: %s", raw)
+	}
+	jail := filepath.Join(project, ".agent-home", "cred")
+	want := `[{"name":"codex","paths":["` + jail + `/.codex"],"env":["OPENAI_API_KEY"]},{"name":"gh","paths":["` + jail + `/.config/gh"],"env":["GH_TOKEN"]}]`
+	if string(raw) != want {
+		t.Errorf("status auth:\n got %s\nwant %s", raw, want)
+	}
+	res, _ := ts.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml ~/.codex/auth.json; echo " $GH_TOKEN $OPENAI_API_KEY"`})
+	if res.Stdout != "secret-hosts.ymlsecret-auth.json gh-secret-value sk-secret-value\n" {
+		t.Errorf("all enabled: %q %q", res.Stdout, res.Stderr)
+	}
+	res, _ = ts.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml ~/.codex/auth.json 2>/dev/null; echo " $GH_TOKEN $OPENAI_API_KEY"`, "auth": []string{"gh"}})
+	if res.Stdout != "secret-hosts.yml gh-secret-value \n" {
+		t.Errorf("narrowed to gh: %q", res.Stdout)
+	}
+	_, refused := ts.exec(map[string]any{"command": "true", "auth": []string{"claude"}})
+	if !refused.IsError || !strings.Contains(oneLineText(t, refused), "not enabled by the operator") {
+		t.Errorf("widening not refused: %q", text(refused))
+	}
+	none := startServer(t, project, env, "--session", "cred-none", "--auth", "none")
+	if st := none.status(); len(st.Auth) != 0 {
+		t.Errorf("--auth none exposes %+v", st.Auth)
+	}
+	res, _ = none.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml 2>/dev/null; echo "[$GH_TOKEN]"`})
+	if res.Stdout != "[]\n" {
+		t.Errorf("--auth none: %q", res.Stdout)
 	}
 }

@@ -25,6 +25,10 @@ import (
 // program over real stdio.
 const asServer = "JAIL_MCP_TEST_AS_SERVER"
 
+// testHome is the HOME of every server under test: empty unless a test
+// gives it fake credentials, so the tester's own never show up.
+var testHome string
+
 func TestMain(m *testing.M) {
 	if os.Getenv(asServer) == "1" {
 		environ := []string{}
@@ -35,7 +39,14 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(exitCode(run(context.Background(), os.Args[1:], environ, os.Stdin, os.Stdout, os.Stderr), os.Stderr))
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "jail-mcp-home-")
+	if err != nil {
+		panic(err)
+	}
+	testHome = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.
@@ -61,10 +72,11 @@ func (s *syncBuffer) String() string {
 func serverEnv(extra ...string) []string {
 	env := []string{asServer + "=1"}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "JAIL_MCP_") {
+		if !strings.HasPrefix(kv, "JAIL_MCP_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_") {
 			env = append(env, kv)
 		}
 	}
+	env = append(env, "HOME="+testHome)
 	return append(env, extra...)
 }
 

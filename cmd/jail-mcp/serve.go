@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -36,8 +37,12 @@ type backendState struct {
 // every refusal can say why.
 func openJail(ctx context.Context, cfg config, environ []string, getenv func(string) string, log *slog.Logger) (*session.Manager, backendState, error) {
 	var st backendState
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
 	scfg := session.Config{
-		Project: cfg.Project, Root: cfg.Root, Network: cfg.Network, Auth: cfg.Auth,
+		Project: cfg.Project, Root: cfg.Root, Network: cfg.Network, Auth: cfg.Auth, Home: home,
 		Environ: environ, PassEnv: cfg.PassEnv, Timeout: cfg.Timeout, MaxTimeout: cfg.MaxTimeout,
 		MaxOutput: int(cfg.MaxOutput), MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory,
 		MaxDisk: cfg.MaxDisk, Logger: log,
@@ -119,6 +124,16 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 	return err
 }
 
+// exposedNames lists the CLIs whose credentials are present on this host
+// among those enabled.
+func exposedNames(m *session.Manager) string {
+	var names []string
+	for _, e := range m.Exposed() {
+		names = append(names, e.Name)
+	}
+	return strings.Join(names, ",")
+}
+
 // sessionName is --session, or a new UUID.
 func sessionName(cfg config) string {
 	if cfg.Session != "" {
@@ -141,6 +156,7 @@ func logStart(log *slog.Logger, cfg config, st backendState, m *session.Manager,
 		"fallback", cfg.Fallback,
 		"network", onOff(cfg.Network),
 		"auth", strings.Join(cfg.Auth, ","),
+		"auth_exposed", exposedNames(m),
 		"pass_env", strings.Join(cfg.PassEnv, ","),
 		"timeout", cfg.Timeout,
 		"max_timeout", cfg.MaxTimeout,

@@ -1,0 +1,81 @@
+package auth
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Item is one credential path present on the host.
+type Item struct {
+	Host  string // the host path, symlinks resolved
+	Rel   string // the place relative to HOME, inside the jail
+	Dir   bool
+	State bool
+}
+
+// Exposure is what one CLI exposes on this host: only paths that exist and
+// variables that are set.
+type Exposure struct {
+	Name  string
+	Items []Item
+	Env   []string // KEY=VALUE
+}
+
+// EnvNames lists the names of e's variables.
+func (e Exposure) EnvNames() []string {
+	out := make([]string, 0, len(e.Env))
+	for _, kv := range e.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		out = append(out, k)
+	}
+	return out
+}
+
+// Resolve finds, for each named CLI, the credential paths that exist under
+// home (or where the host's variables relocate them) and the credential
+// variables getenv has set. CLIs with nothing present are left out. Only
+// regular files and directories are exposed.
+func Resolve(names []string, home string, getenv func(string) string) []Exposure {
+	var out []Exposure
+	for _, n := range names {
+		c, ok := Lookup(n)
+		if !ok {
+			continue
+		}
+		e := Exposure{Name: c.Name, Items: []Item{}, Env: []string{}}
+		for _, p := range c.Paths {
+			if !filepath.IsAbs(home) && p.Env == "" {
+				continue
+			}
+			host, err := filepath.EvalSymlinks(hostPath(p, home, getenv))
+			if err != nil {
+				continue
+			}
+			fi, err := os.Stat(host)
+			if err != nil || !(fi.IsDir() || fi.Mode().IsRegular()) {
+				continue
+			}
+			e.Items = append(e.Items, Item{Host: host, Rel: p.Rel, Dir: fi.IsDir(), State: p.State && fi.Mode().IsRegular()})
+		}
+		for _, k := range c.Env {
+			if v := getenv(k); v != "" {
+				e.Env = append(e.Env, k+"="+v)
+			}
+		}
+		if len(e.Items) > 0 || len(e.Env) > 0 {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b Exposure) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
