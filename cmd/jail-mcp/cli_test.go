@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jail-mcp/jail-mcp/tools"
+)
+
+// fakeFile is a well-formed but worthless credential or config file.
+type fakeFile struct {
+	rel, content string
+	mode         fs.FileMode
+	// state marks a file the jail shows as a private writable copy
+	// (auth.Path.State) rather than read-only.
+	state bool
+}
+
+// realCLIs are installed from the npm registry at exact versions, so that
+// CI is reproducible; bump them together with a run of this test.
+//
+// claude-code declares node >=22 but ships a native binary per platform;
+// only its postinstall runs on node, and that works on node 20.
+var realCLIs = []struct {
+	name, pkg, version string
+	files              []fakeFile
+}{
+	{
+		name: "claude", pkg: "@anthropic-ai/claude-code", version: "2.1.332",
+		files: []fakeFile{
+			{rel: ".claude/.credentials.json", mode: 0o600, content: `{"claudeAiOauth":{"accessToken":"sk-ant-oat01-fake","refreshToken":"sk-ant-ort01-fake","expiresAt":4102444800000,"scopes":["user:inference","user:profile"],"subscriptionType":"max"}}` + "\n"},
+			{rel: ".claude.json", mode: 0o600, state: true, content: `{"numStartups":1,"installMethod":"npm","autoUpdates":false,"hasCompletedOnboarding":true,"userID":"fake"}` + "\n"},
+		},
+	},
+	{
+		name: "codex", pkg: "@openai/codex", version: "0.171.0",
+		files: []fakeFile{
+			{rel: ".codex/auth.json", mode: 0o600, content: `{"OPENAI_API_KEY":"sk-fake"}` + "\n"},
+			{rel: ".codex/config.toml", mode: 0o644, content: "model = \"gpt-5\"\ncli_auth_credentials_store = \"file\"\n"},
+		},
+	},
+	{
+		name: "gemini", pkg: "@google/gemini-cli", version: "0.61.0",
+		files: []fakeFile{
+			{rel: ".gemini/settings.json", mode: 0o644, content: `{"security":{"auth":{"selectedType":"oauth-personal"}}}` + "\n"},
+			{rel: ".gemini/oauth_creds.json", mode: 0o600, content: `{"access_token":"ya29.fake","refresh_token":"1//fake","scope":"https://www.googleapis.com/auth/cloud-platform","token_type":"Bearer","expiry_date":4102444800000}` + "\n"},
+		},
+	},
+}
+
+// TestRealCLIsStartInTheJail installs the real assistant CLIs and runs
+// them in the jail with fake credentials in the operator's HOME: they must
+// start, see their credentials, and leave that HOME exactly as it was.
+func TestRealCLIsStartInTheJail(t *testing.T) {
+	bin := installCLIs(t)
+	home := fakeHome(t)
+	before := snapshot(t, home)
+
+	project := newProject(t)
+	ts := startServer(t, project, serverEnv(
+		"HOME="+home, "ANTHROPIC_API_KEY=sk-ant-fake", "OPENAI_API_KEY=sk-fake",
+		// A tester's own relocations would expose their real credentials.
+		"CLAUDE_CONFIG_DIR=", "CODEX_HOME=",
+	), "--session", "cli", "--auth", "all")
+	env := map[string]any{"PATH": bin + string(os.PathListSeparator) + os.Getenv("PATH")}
+	confined := func(t *testing.T, what string, res tools.ExecResult) {
+		t.Helper()
+		if !res.Confined || res.Backend != "bwrap" {
+			t.Errorf("%s ran with confined %t backend %q", what, res.Confined, res.Backend)
+		}
+	}
+
+	// Read first: the CLIs below may rewrite the state copy of .claude.json.
+	for _, c := range realCLIs {
+		for _, f := range c.files {
+			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `cat "$HOME/$1"`, "sh", f.rel}})
+			confined(t, "cat "+f.rel, res)
+			if res.ExitCode != 0 || res.Stdout != f.content {
+				t.Errorf("$HOME/%s in the jail: exit %d stdout %q stderr %q", f.rel, res.ExitCode, res.Stdout, res.Stderr)
+			}
+		}
+	}
+	res, _ := ts.exec(map[string]any{"command": `echo "$ANTHROPIC_API_KEY $OPENAI_API_KEY"`})
+	if res.Stdout != "sk-ant-fake sk-fake\n" {
+		t.Errorf("credential variables in the jail: %q", res.Stdout)
+	}
+
+	for _, c := range realCLIs {
+		for _, tc := range []struct {
+			arg  string
+			want *regexp.Regexp
+		}{
+			{"--version", regexp.MustCompile(`^(codex-cli )?` + regexp.QuoteMeta(c.version) + `( \(Claude Code\))?\n$`)},
+			{"--help", regexp.MustCompile(`(?m)^Usage: ` + c.name + ` `)},
+		} {
+			t.Run(c.name+" "+tc.arg, func(t *testing.T) {
+				res, raw := ts.exec(map[string]any{"argv": []string{c.name, tc.arg}, "env": env, "timeout_ms": 120000})
+				confined(t, c.name, res)
+				if res.ExitCode != 0 || !tc.want.MatchString(res.Stdout) {
+					t.Fatalf("exit %d (%s)\nstdout:\n%s\nstderr:\n%s", res.ExitCode, text(raw), res.Stdout, res.Stderr)
+				}
+				// What a CLI could not write shows up here: codex its
+				// ~/.codex/tmp helpers, gemini ~/.gemini/projects.json.
+				first, _, _ := strings.Cut(res.Stderr, "\n")
+				t.Logf("%d ms; stderr %d bytes: %s", res.DurationMS, res.StderrBytes, first)
+			})
+		}
+	}
+
+	fileOps := []struct{ name, script string }{
+		{"write", `echo x >> "$HOME/$1"`},
+		{"truncate", `: > "$HOME/$1"`},
+		{"delete", `rm -f "$HOME/$1"`},
+		{"rename", `mv -f "$HOME/$1" "$HOME/$1.moved"`},
+		{"chmod", `chmod 666 "$HOME/$1"`},
+		{"touch", `touch -d 2001-01-01 "$HOME/$1"`},
+	}
+	dirOps := []struct{ name, script string }{
+		{"add a file", `echo x > "$HOME/$1/added"`},
+		{"remove", `rm -rf "$HOME/$1"`},
+		{"rename", `mv -f "$HOME/$1" "$HOME/$1.moved"`},
+		{"chmod", `chmod 777 "$HOME/$1"`},
+	}
+	refused := regexp.MustCompile(`Read-only file system|Device or resource busy`)
+	try := func(t *testing.T, script, rel string) {
+		t.Helper()
+		res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", script, "sh", rel}})
+		confined(t, script, res)
+		if res.ExitCode == 0 || !refused.MatchString(res.Stderr) {
+			t.Errorf("not refused by the jail: exit %d stderr %q", res.ExitCode, res.Stderr)
+		}
+	}
+	dirs := map[string]bool{}
+	for _, c := range realCLIs {
+		for _, f := range c.files {
+			if f.state {
+				continue
+			}
+			if d := filepath.Dir(f.rel); d != "." {
+				dirs[d] = true
+			}
+			for _, op := range fileOps {
+				t.Run(op.name+" "+f.rel, func(t *testing.T) { try(t, op.script, f.rel) })
+			}
+			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `cat "$HOME/$1"`, "sh", f.rel}})
+			if res.Stdout != f.content {
+				t.Errorf("$HOME/%s in the jail after the attempts: %q", f.rel, res.Stdout)
+			}
+		}
+	}
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		for _, op := range dirOps {
+			t.Run(op.name+" "+d, func(t *testing.T) { try(t, op.script, d) })
+		}
+	}
+
+	// A state file is the jail's own copy: writable there, never flowing
+	// back to the host (checked below with the rest of HOME).
+	for _, c := range realCLIs {
+		for _, f := range c.files {
+			if !f.state {
+				continue
+			}
+			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo '{"jail":true}' > "$HOME/$1" && cat "$HOME/$1"`, "sh", f.rel}})
+			if res.ExitCode != 0 || res.Stdout != "{\"jail\":true}\n" {
+				t.Errorf("write the state copy of %s: exit %d stdout %q stderr %q", f.rel, res.ExitCode, res.Stdout, res.Stderr)
+			}
+		}
+	}
+
+	ts.c.Close()
+	after := snapshot(t, home)
+	for rel, b := range before {
+		if a, ok := after[rel]; !ok {
+			t.Errorf("%s was removed from HOME", rel)
+		} else if a != b {
+			t.Errorf("%s changed in HOME: now %v, was %v", rel, a, b)
+		}
+	}
+	for rel := range after {
+		if _, ok := before[rel]; !ok {
+			t.Errorf("%s was added to HOME", rel)
+		}
+	}
+}
+
+// installCLIs installs realCLIs under a fresh prefix and returns its bin
+// directory. npm's cache outlives the test so that re-runs are quick.
+func installCLIs(t *testing.T) string {
+	t.Helper()
+	prefix := t.TempDir()
+	args := []string{"install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline"}
+	for _, c := range realCLIs {
+		args = append(args, c.pkg+"@"+c.version)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", args...)
+	cmd.Env = append(os.Environ(),
+		"npm_config_cache="+filepath.Join(os.TempDir(), "jail-mcp-npm-cache"),
+		"npm_config_update_notifier=false",
+	)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	t.Logf("npm install took %v", time.Since(start).Round(time.Millisecond))
+	return filepath.Join(prefix, "node_modules", ".bin")
+}
+
+// fakeHome is a HOME holding the fake files of realCLIs, every file and
+// directory dated in the past so that a touch cannot go unnoticed.
+func fakeHome(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	for _, c := range realCLIs {
+		for _, f := range c.files {
+			p := filepath.Join(home, f.rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(f.content), f.mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	past := time.Date(2020, 1, 2, 3, 4, 5, 6, time.UTC)
+	err := filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(p, past, past)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
+// entry is what must not change about one path under HOME.
+type entry struct {
+	Mode    fs.FileMode
+	ModTime int64
+	SHA256  [sha256.Size]byte
+	Link    string
+}
+
+func (e entry) String() string {
+	s := fmt.Sprintf("mode %v mtime %s", e.Mode, time.Unix(0, e.ModTime).UTC().Format(time.RFC3339Nano))
+	if e.Mode.IsRegular() {
+		s += fmt.Sprintf(" sha256 %x", e.SHA256)
+	}
+	if e.Link != "" {
+		s += " link " + e.Link
+	}
+	return s
+}
+
+// snapshot records every path under root, root included.
+func snapshot(t *testing.T, root string) map[string]entry {
+	t.Helper()
+	out := map[string]entry{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		e := entry{Mode: fi.Mode(), ModTime: fi.ModTime().UnixNano()}
+		switch {
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			e.SHA256 = sha256.Sum256(b)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			if e.Link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		rel, _ := filepath.Rel(root, p)
+		out[rel] = e
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
