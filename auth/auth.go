@@ -23,6 +23,13 @@ type Path struct {
 	// a private per-session copy, refreshed from the host when the session
 	// opens, that never flows back.
 	State bool
+	// Secrets, for a directory the CLI writes its state into, are the
+	// entries in it that hold credentials. The jail gets a private
+	// per-session directory there instead, seeded with copies of the host
+	// directory's top-level files when the session opens, and only the
+	// secrets are the host's, read-only. A directory without secrets is
+	// shown read-only whole.
+	Secrets []string
 }
 
 // CLI is one entry of the registry.
@@ -37,18 +44,24 @@ type CLI struct {
 var Registry = []CLI{
 	{
 		Name: "claude", Aliases: []string{"claude-code", "claudish"},
-		Paths: []Path{{Rel: ".claude", Env: "CLAUDE_CONFIG_DIR"}, {Rel: ".claude.json", State: true}},
-		Env:   []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
+		Paths: []Path{
+			{Rel: ".claude", Env: "CLAUDE_CONFIG_DIR", Secrets: []string{".credentials.json"}},
+			{Rel: ".claude.json", State: true},
+		},
+		Env: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
 	},
 	{
 		Name:  "codex",
-		Paths: []Path{{Rel: ".codex", Env: "CODEX_HOME"}},
+		Paths: []Path{{Rel: ".codex", Env: "CODEX_HOME", Secrets: []string{"auth.json"}}},
 		Env:   []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"},
 	},
 	{
-		Name:  "gemini",
-		Paths: []Path{{Rel: ".gemini"}, {Rel: ".config/gcloud"}},
-		Env:   []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI"},
+		Name: "gemini",
+		Paths: []Path{
+			{Rel: ".gemini", Secrets: []string{"oauth_creds.json", "google_accounts.json", "mcp-oauth-tokens.json", ".env"}},
+			{Rel: ".config/gcloud"},
+		},
+		Env: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI"},
 	},
 	{
 		Name:  "gh",
@@ -62,12 +75,12 @@ var Registry = []CLI{
 	},
 	{
 		Name: "kimi", Aliases: []string{"kimi-code"},
-		Paths: []Path{{Rel: ".kimi"}},
+		Paths: []Path{{Rel: ".kimi", Secrets: []string{"config.json", "config.toml", "credentials"}}},
 		Env:   []string{"KIMI_API_KEY", "MOONSHOT_API_KEY", "KIMI_BASE_URL"},
 	},
 	{
 		Name:  "opencode",
-		Paths: []Path{{Rel: ".config/opencode"}, {Rel: ".local/share/opencode"}},
+		Paths: []Path{{Rel: ".config/opencode"}, {Rel: ".local/share/opencode", Secrets: []string{"auth.json", "mcp-auth.json"}}},
 		Env:   []string{"OPENCODE_CONFIG"},
 	},
 }

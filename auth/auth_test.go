@@ -3,6 +3,7 @@ package auth
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -128,7 +129,7 @@ func TestResolve(t *testing.T) {
 	check := func(name string, wantItems []Item, wantEnv []string) {
 		t.Helper()
 		e := byName[name]
-		if !slices.Equal(e.Items, wantItems) || !slices.Equal(e.EnvNames(), wantEnv) {
+		if !reflect.DeepEqual(e.Items, wantItems) || !slices.Equal(e.EnvNames(), wantEnv) {
 			t.Errorf("%s: items %+v env %v; want %+v %v", name, e.Items, e.EnvNames(), wantItems, wantEnv)
 		}
 	}
@@ -140,10 +141,11 @@ func TestResolve(t *testing.T) {
 		return c
 	}
 	check("claude", []Item{
-		{Host: canon(filepath.Join(home, ".claude")), Rel: ".claude", Dir: true},
+		{Host: canon(filepath.Join(home, ".claude")), Rel: ".claude", Dir: true, State: true, Secrets: []Secret{}},
 		{Host: canon(filepath.Join(home, ".claude.json")), Rel: ".claude.json", State: true},
 	}, []string{})
-	check("codex", []Item{{Host: canon(codexHome), Rel: ".codex", Dir: true}}, []string{"OPENAI_API_KEY"})
+	check("codex", []Item{{Host: canon(codexHome), Rel: ".codex", Dir: true, State: true,
+		Secrets: []Secret{{Name: "auth.json", Host: canon(filepath.Join(codexHome, "auth.json"))}}}}, []string{"OPENAI_API_KEY"})
 	check("gh", []Item{{Host: canon(filepath.Join(xdg, "gh")), Rel: ".config/gh", Dir: true}}, []string{"GH_TOKEN"})
 	check("git", []Item{
 		{Host: canon(filepath.Join(home, ".gitconfig")), Rel: ".gitconfig"},

@@ -12,7 +12,17 @@ type Item struct {
 	Host  string // the host path, symlinks resolved
 	Rel   string // the place relative to HOME, inside the jail
 	Dir   bool
-	State bool
+	State bool // a private per-session copy (a file, or a directory with Secrets)
+	// Secrets are the entries of a State directory present on the host,
+	// shown read-only inside the private copy.
+	Secrets []Secret
+}
+
+// Secret is one credential entry inside a State directory.
+type Secret struct {
+	Name string // relative to the directory
+	Host string
+	Dir  bool
 }
 
 // Exposure is what one CLI exposes on this host: only paths that exist and
@@ -57,7 +67,17 @@ func Resolve(names []string, home string, getenv func(string) string) []Exposure
 			if err != nil || !(fi.IsDir() || fi.Mode().IsRegular()) {
 				continue
 			}
-			e.Items = append(e.Items, Item{Host: host, Rel: p.Rel, Dir: fi.IsDir(), State: p.State && fi.Mode().IsRegular()})
+			it := Item{Host: host, Rel: p.Rel, Dir: fi.IsDir(), State: p.State && fi.Mode().IsRegular()}
+			if fi.IsDir() && len(p.Secrets) > 0 {
+				it.State, it.Secrets = true, []Secret{}
+				for _, name := range p.Secrets {
+					sp := filepath.Join(host, name)
+					if sfi, err := os.Lstat(sp); err == nil && (sfi.IsDir() || sfi.Mode().IsRegular()) {
+						it.Secrets = append(it.Secrets, Secret{Name: name, Host: sp, Dir: sfi.IsDir()})
+					}
+				}
+			}
+			e.Items = append(e.Items, it)
 		}
 		for _, k := range c.Env {
 			if v := getenv(k); v != "" {

@@ -64,11 +64,12 @@ func BwrapArgs(spec Spec) []string {
 	args = append(args, "--bind", spec.Jail, spec.Jail)
 	// Credentials and state copies go over their places in the jail, so
 	// after it; the directory holding the state copies is hidden last.
-	for _, m := range spec.ReadOnly {
-		args = append(args, "--ro-bind", m.Source, m.Target)
-	}
-	for _, m := range spec.Writable {
-		args = append(args, "--bind", m.Source, m.Target)
+	for _, m := range spec.Mounts {
+		bind := "--ro-bind"
+		if m.Writable {
+			bind = "--bind"
+		}
+		args = append(args, bind, m.Source, m.Target)
 	}
 	for _, h := range spec.Hide {
 		args = append(args, "--perms", "0500", "--tmpfs", h)

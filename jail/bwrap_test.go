@@ -36,14 +36,17 @@ func TestBwrapArgs(t *testing.T) {
 		{"network_on", func(s *jail.Spec) {}},
 		{"network_off", func(s *jail.Spec) { s.Network = false }},
 		{"credential_mount", func(s *jail.Spec) {
-			s.ReadOnly = []jail.Mount{
+			s.Mounts = []jail.Mount{
 				{Source: "/home/u/.config/gh", Target: s.Jail + "/.config/gh"},
 				{Source: "/home/u/.gitconfig", Target: s.Jail + "/.gitconfig"},
 			}
 		}},
 		{"credential_state", func(s *jail.Spec) {
-			s.ReadOnly = []jail.Mount{{Source: "/home/u/.claude", Target: s.Jail + "/.claude"}}
-			s.Writable = []jail.Mount{{Source: s.Jail + "/.jail-mcp/state/claude/.claude.json", Target: s.Jail + "/.claude.json"}}
+			s.Mounts = []jail.Mount{
+				{Source: s.Jail + "/.jail-mcp/state/claude/.claude", Target: s.Jail + "/.claude", Writable: true},
+				{Source: "/home/u/.claude/.credentials.json", Target: s.Jail + "/.claude/.credentials.json"},
+				{Source: s.Jail + "/.jail-mcp/state/claude/.claude.json", Target: s.Jail + "/.claude.json", Writable: true},
+			}
 			s.Hide = []string{s.Jail + "/.jail-mcp/state"}
 		}},
 		{"env_values", func(s *jail.Spec) {

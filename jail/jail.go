@@ -26,8 +26,8 @@ type Backend interface {
 	// starts it and kills it; killing its process group ends everything the
 	// command started when the backend keeps promise 3.
 	Command(spec Spec) (*exec.Cmd, error)
-	// BindsPaths reports whether the backend shows Spec.ReadOnly,
-	// Spec.Writable and Spec.Hide; when it does not, the caller copies
+	// BindsPaths reports whether the backend shows Spec.Mounts and
+	// Spec.Hide; when it does not, the caller copies
 	// credentials into the jail for the call and removes them after.
 	BindsPaths() bool
 	// Guarantees lists the promises of SECURITY.md this backend keeps and
@@ -35,10 +35,11 @@ type Backend interface {
 	Guarantees() Guarantees
 }
 
-// Mount is a host path shown inside the jail.
+// Mount is a host path shown at a place inside the jail.
 type Mount struct {
-	Source string // host path
-	Target string // path inside the jail
+	Source   string // host path
+	Target   string // path inside the jail
+	Writable bool
 }
 
 // Spec is everything a backend needs to confine one command.
@@ -48,13 +49,12 @@ type Spec struct {
 	Env     []string // the complete environment, KEY=VALUE
 	Jail    string   // the only host directory the command may write, absolute
 	Network bool     // false cuts all network, loopback included
-	// ReadOnly are host paths shown read-only at places inside the jail
-	// (credentials); Writable are files of the jail shown writable at other
-	// places in it (per-session copies of state the CLIs rewrite). Hide
-	// lists directories of the jail replaced by an empty, read-only tmpfs.
-	ReadOnly []Mount
-	Writable []Mount
-	Hide     []string
+	// Mounts are applied in order over the jail: host credentials shown
+	// read-only at their places, and per-session copies of the state CLIs
+	// rewrite shown writable at theirs. Hide lists directories of the jail
+	// replaced, after the mounts, by an empty read-only tmpfs.
+	Mounts []Mount
+	Hide   []string
 }
 
 // String prints the policy of s for logs and errors; environment values are
@@ -62,11 +62,12 @@ type Spec struct {
 func (s Spec) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "write=%s dir=%s network=%t", s.Jail, s.Dir, s.Network)
-	for _, m := range s.ReadOnly {
-		fmt.Fprintf(&b, " ro=%s", m.Target)
-	}
-	for _, m := range s.Writable {
-		fmt.Fprintf(&b, " rw=%s", m.Target)
+	for _, m := range s.Mounts {
+		mode := "ro"
+		if m.Writable {
+			mode = "rw"
+		}
+		fmt.Fprintf(&b, " %s=%s", mode, m.Target)
 	}
 	names := make([]string, 0, len(s.Env))
 	for _, kv := range s.Env {

@@ -28,7 +28,7 @@ func (m *Manager) exposures(names []string) []auth.Exposure {
 // Exposed lists what the operator's --auth exposes on this host.
 func (m *Manager) Exposed() []auth.Exposure { return m.exposures(m.cfg.Auth) }
 
-// refreshState copies the host's state files of the enabled CLIs into the
+// refreshState copies the host's state of the enabled CLIs into the
 // session's state directory, replacing older copies; nothing flows back.
 func (s *Session) refreshState() {
 	for _, e := range s.m.Exposed() {
@@ -42,17 +42,64 @@ func (s *Session) refreshState() {
 	}
 }
 
+// ensureState copies the host's state when the session has none yet (a
+// reset removed it, or the host's appeared after the session opened).
+func (s *Session) ensureState(cli string, it auth.Item) error {
+	fi, err := s.root.Lstat(statePath(cli, it.Rel))
+	if err == nil && fi.IsDir() == it.Dir && (fi.IsDir() || fi.Mode().IsRegular()) {
+		return nil
+	}
+	return s.copyState(cli, it)
+}
+
 func statePath(cli, rel string) string { return path.Join(stateDir, cli, filepath.ToSlash(rel)) }
 
 // copyState writes a fresh copy of a host state file into the state
-// directory: written aside, then renamed, all through os.Root.
+// directory: written aside, then renamed, all through os.Root. For a state
+// directory, the host directory's top-level files other than its secrets
+// are copied into the session's directory, over older copies; files the
+// session made there stay, and subdirectories (caches, logs, transcripts)
+// are not carried.
 func (s *Session) copyState(cli string, it auth.Item) error {
 	dst := statePath(cli, it.Rel)
+	if it.Dir {
+		if err := s.ensureDirs(dst); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(it.Host)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if !e.Type().IsRegular() || isSecret(it, e.Name()) {
+				continue
+			}
+			if err := s.copyFileAside(filepath.Join(it.Host, e.Name()), path.Join(dst, e.Name())); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if err := s.ensureDirs(path.Dir(dst)); err != nil {
 		return err
 	}
+	return s.copyFileAside(it.Host, dst)
+}
+
+func isSecret(it auth.Item, name string) bool {
+	for _, sec := range it.Secrets {
+		if sec.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// copyFileAside replaces dst in the jail by a copy of the host file src,
+// written aside first so that dst is never half-written.
+func (s *Session) copyFileAside(src, dst string) error {
 	tmp := dst + ".new"
-	if err := s.copyFileIn(it.Host, tmp); err != nil {
+	if err := s.copyFileIn(src, tmp); err != nil {
 		return err
 	}
 	return s.root.Rename(tmp, dst)
@@ -135,8 +182,9 @@ func (s *Session) mountPoint(rel string, dir bool) error {
 	return f.Close()
 }
 
-// bindCredentials fills spec with read-only binds of the host credentials
-// and writable binds of the state copies, and hides the state directory.
+// bindCredentials fills spec with the binds of the credentials: host
+// paths read-only at their places, state copies writable at theirs with
+// the host's secrets read-only inside them; the state directory is hidden.
 func (s *Session) bindCredentials(spec *jail.Spec, exps []auth.Exposure) error {
 	if err := s.ensureDirs(stateDir); err != nil {
 		return fmt.Errorf("prepare %s: %w", stateDir, err)
@@ -148,16 +196,20 @@ func (s *Session) bindCredentials(spec *jail.Spec, exps []auth.Exposure) error {
 				return fmt.Errorf("prepare mount point %s: %w", target, err)
 			}
 			if !it.State {
-				spec.ReadOnly = append(spec.ReadOnly, jail.Mount{Source: it.Host, Target: target})
+				spec.Mounts = append(spec.Mounts, jail.Mount{Source: it.Host, Target: target})
 				continue
 			}
-			src := statePath(e.Name, it.Rel)
-			if fi, err := s.root.Lstat(src); err != nil || !fi.Mode().IsRegular() {
-				if err := s.copyState(e.Name, it); err != nil {
-					return fmt.Errorf("copy %s: %w", it.Host, err)
-				}
+			if err := s.ensureState(e.Name, it); err != nil {
+				return fmt.Errorf("copy %s: %w", it.Host, err)
 			}
-			spec.Writable = append(spec.Writable, jail.Mount{Source: filepath.Join(s.Path, src), Target: target})
+			src := statePath(e.Name, it.Rel)
+			spec.Mounts = append(spec.Mounts, jail.Mount{Source: filepath.Join(s.Path, src), Target: target, Writable: true})
+			for _, sec := range it.Secrets {
+				if err := s.mountPoint(path.Join(src, sec.Name), sec.Dir); err != nil {
+					return fmt.Errorf("prepare mount point for %s: %w", sec.Host, err)
+				}
+				spec.Mounts = append(spec.Mounts, jail.Mount{Source: sec.Host, Target: filepath.Join(target, sec.Name)})
+			}
 		}
 	}
 	spec.Hide = append(spec.Hide, filepath.Join(s.Path, stateDir))
@@ -170,13 +222,22 @@ func (s *Session) bindCredentials(spec *jail.Spec, exps []auth.Exposure) error {
 // the state directory first, never to the host). The caller runs undo also
 // when the call fails or is cancelled.
 func (s *Session) copyCredentials(exps []auth.Exposure) (undo func() error, err error) {
-	var placed []string // jail-relative paths to remove after the call
-	var made []string   // directories created for them, deepest last
+	var placed []string  // jail-relative paths to remove after the call
+	var secrets []string // secret copies inside state copies, removed first
+	var made []string    // directories created for them, deepest last
 	var saveBack [][2]string
 	undo = func() error {
 		var errs []error
+		for _, p := range secrets {
+			if err := s.root.RemoveAll(p); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		for _, sb := range saveBack {
-			if fi, err := s.root.Lstat(sb[0]); err == nil && fi.Mode().IsRegular() {
+			if _, err := s.root.Lstat(sb[0]); err == nil {
+				if err := s.root.RemoveAll(sb[1]); err != nil {
+					errs = append(errs, err)
+				}
 				if err := s.root.Rename(sb[0], sb[1]); err != nil {
 					errs = append(errs, err)
 				}
@@ -219,15 +280,23 @@ func (s *Session) copyCredentials(exps []auth.Exposure) (undo func() error, err 
 			placed = append(placed, rel)
 			if it.State {
 				src := statePath(e.Name, it.Rel)
-				if fi, err := s.root.Lstat(src); err != nil || !fi.Mode().IsRegular() {
-					if err := s.copyState(e.Name, it); err != nil {
-						return undo, err
-					}
+				if err := s.ensureState(e.Name, it); err != nil {
+					return undo, err
 				}
 				if err := s.root.Rename(src, rel); err != nil {
 					return undo, err
 				}
 				saveBack = append(saveBack, [2]string{rel, src})
+				for _, sec := range it.Secrets {
+					p := path.Join(rel, sec.Name)
+					if err := s.root.RemoveAll(p); err != nil {
+						return undo, err
+					}
+					secrets = append(secrets, p)
+					if err := s.copyTreeIn(sec.Host, p); err != nil {
+						return undo, fmt.Errorf("copy %s: %w", sec.Host, err)
+					}
+				}
 				continue
 			}
 			if err := s.copyTreeIn(it.Host, rel); err != nil {

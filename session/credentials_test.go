@@ -16,18 +16,31 @@ import (
 	"github.com/jail-mcp/jail-mcp/jail"
 )
 
+// credFile is where fakeHome puts the credential of p, relative to HOME:
+// the file itself, a state directory's first secret, or a token in a
+// directory shown whole.
+func credFile(p auth.Path) string {
+	switch {
+	case strings.HasSuffix(p.Rel, ".json") || strings.HasPrefix(filepath.Base(p.Rel), ".git"):
+		return p.Rel
+	case len(p.Secrets) > 0:
+		return p.Rel + "/" + p.Secrets[0]
+	}
+	return p.Rel + "/token"
+}
+
 // fakeHome is an operator's home holding fake credentials at every path of
-// the registry, each file's content naming its path.
+// the registry, each file's content naming its path, and beside each state
+// directory's secret a settings file that the session gets a copy of.
 func fakeHome(t *testing.T) string {
 	t.Helper()
 	home := canonTempDir(t)
 	for _, c := range auth.Registry {
 		for _, p := range c.Paths {
-			if strings.HasSuffix(p.Rel, ".json") || strings.HasPrefix(filepath.Base(p.Rel), ".git") {
-				writeFile(t, filepath.Join(home, p.Rel), "secret of "+p.Rel)
-				continue
+			writeFile(t, filepath.Join(home, credFile(p)), "secret of "+credFile(p))
+			if len(p.Secrets) > 0 {
+				writeFile(t, filepath.Join(home, p.Rel, "settings"), "settings of "+p.Rel)
 			}
-			writeFile(t, filepath.Join(home, p.Rel, "token"), "secret of "+p.Rel+"/token")
 		}
 	}
 	return home
@@ -79,22 +92,31 @@ func credManager(t *testing.T, home string, enabled []string, backend func(jail.
 	return m
 }
 
-// attack is a shell line that tries to change every credential path and
-// prints what it managed.
+// attack is a shell line that tries to change every credential and prints
+// what it managed. State directories are the session's own; only the
+// secrets in them are the host's.
 func attack() string {
 	var b strings.Builder
+	try := func(cmd string) {
+		fmt.Fprintf(&b, "( %s ) 2>/dev/null && echo 'CHANGED: %s';\n", cmd, strings.ReplaceAll(cmd, "'", ""))
+	}
 	for _, c := range auth.Registry {
 		for _, p := range c.Paths {
 			if p.State {
 				continue // a private copy: writable by design
 			}
-			f := "$HOME/" + p.Rel
+			f := "$HOME/" + credFile(p)
 			for _, op := range []string{
-				`echo x >> "%s"`, `echo x > "%s/token"`, `rm -rf "%s"`, `mv "%s" "%s.moved"`,
-				`chmod 777 "%s"`, `touch -d 2001-01-01 "%s"`, `ln "%s/token" "$HOME/hardlink"`, `truncate -s 0 "%s/token"`,
+				`echo x >> "%s"`, `echo x > "%s"`, `rm -f "%s"`, `mv "%s" "%s.moved"`,
+				`chmod 777 "%s"`, `touch -d 2001-01-01 "%s"`, `ln "%s" "$HOME/hardlink"`, `truncate -s 0 "%s"`,
 			} {
-				cmd := strings.ReplaceAll(op, "%s", f)
-				fmt.Fprintf(&b, "( %s ) 2>/dev/null && echo 'CHANGED: %s';\n", cmd, strings.ReplaceAll(cmd, "'", ""))
+				try(strings.ReplaceAll(op, "%s", f))
+			}
+			if len(p.Secrets) == 0 && f != "$HOME/"+p.Rel {
+				d := "$HOME/" + p.Rel
+				for _, op := range []string{`rm -rf "%s"`, `mv "%s" "%s.moved"`, `chmod 777 "%s"`, `touch "%s/new"`} {
+					try(strings.ReplaceAll(op, "%s", d))
+				}
 			}
 		}
 	}
@@ -112,20 +134,16 @@ func TestCredentialsReadOnly(t *testing.T) {
 	var cat strings.Builder
 	for _, c := range auth.Registry {
 		for _, p := range c.Paths {
-			f := "$HOME/" + p.Rel
-			if !strings.HasSuffix(p.Rel, ".json") && !strings.HasPrefix(filepath.Base(p.Rel), ".git") {
-				f += "/token"
-			}
-			fmt.Fprintf(&cat, "cat %q; echo;", f)
+			fmt.Fprintf(&cat, `cat "$HOME/%s"; echo;`, credFile(p))
 		}
 	}
-	res, err := s.Exec(t.Context(), Request{Command: strings.ReplaceAll(cat.String(), `"$HOME`, `"$HOME`)})
+	res, err := s.Exec(t.Context(), Request{Command: cat.String()})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("reading credentials: %v %+v", err, res)
 	}
 	for _, c := range auth.Registry {
 		for _, p := range c.Paths {
-			if !strings.Contains(res.Stdout.Text, "secret of "+p.Rel) {
+			if !strings.Contains(res.Stdout.Text, "secret of "+credFile(p)) {
 				t.Errorf("%s not readable in the jail; output:\n%s\n%s", p.Rel, res.Stdout.Text, res.Stderr.Text)
 			}
 		}
@@ -166,13 +184,19 @@ func TestCredentialState(t *testing.T) {
 	if res.ExitCode != 0 || res.Stdout.Text != "secret of .claude.json\nrewritten\n0\n" {
 		t.Errorf("state copy: %+v %q", res, res.Stderr.Text)
 	}
+	// State directories are the session's own, seeded with the host's
+	// top-level files; only the secrets in them are the host's, read-only.
+	res, _ = s.Exec(t.Context(), Request{Command: `cd $HOME/.codex && cat settings && echo new > sessions.db && mkdir -p tmp && echo changed > settings && cat auth.json && echo; echo x > auth.json || echo auth-read-only; rm auth.json || echo auth-kept`})
+	if res.Stdout.Text != "settings of .codexsecret of .codex/auth.json\nauth-read-only\nauth-kept\n" {
+		t.Errorf("codex state directory: %q %q", res.Stdout.Text, res.Stderr.Text)
+	}
 	// The copy persists in the session, never flows back, and is hidden
 	// from a call that narrows claude away.
-	res, _ = s.Exec(t.Context(), Request{Command: `cat $HOME/.claude.json`})
-	if res.Stdout.Text != "rewritten\n" {
+	res, _ = s.Exec(t.Context(), Request{Command: `cat $HOME/.claude.json $HOME/.codex/sessions.db $HOME/.codex/settings`})
+	if res.Stdout.Text != "rewritten\nnew\nchanged\n" {
 		t.Errorf("state copy did not persist: %q", res.Stdout.Text)
 	}
-	res, _ = s.Exec(t.Context(), Request{Command: `cat $HOME/.claude.json $HOME/.claude/token; echo "[$ANTHROPIC_API_KEY]"; cat $HOME/.config/gh/token`, Auth: []string{"gh"}})
+	res, _ = s.Exec(t.Context(), Request{Command: `cat $HOME/.claude.json $HOME/.claude/.credentials.json $HOME/.claude/settings; echo "[$ANTHROPIC_API_KEY]"; cat $HOME/.config/gh/token`, Auth: []string{"gh"}})
 	if strings.Contains(res.Stdout.Text, "rewritten") || strings.Contains(res.Stdout.Text, "secret of .claude") || !strings.Contains(res.Stdout.Text, "[]") {
 		t.Errorf("narrowed call sees claude's credentials: %q", res.Stdout.Text)
 	}
@@ -211,8 +235,12 @@ func TestCredentialNarrowing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := credManager(t, home, tc.enabled, nil)
 			s := openSession(t, m, "n")
-			probe := `for f in .claude/token .codex/token .gemini/token .config/gh/token .gitconfig .kimi/token .config/opencode/token; do cat "$HOME/$f" 2>/dev/null && echo; done; env | grep -c value-of- || true`
-			res, err := s.Exec(t.Context(), Request{Command: probe, Auth: tc.requested})
+			var probe strings.Builder
+			for _, c := range auth.Registry {
+				fmt.Fprintf(&probe, `cat "$HOME/%s" 2>/dev/null && echo;`, credFile(c.Paths[0]))
+			}
+			probe.WriteString(`env | grep -c value-of- || true`)
+			res, err := s.Exec(t.Context(), Request{Command: probe.String(), Auth: tc.requested})
 			if tc.refused != "" {
 				if _, ok := err.(*InputError); !ok || !strings.Contains(err.Error(), tc.refused) {
 					t.Fatalf("err = %v, want an InputError with %q", err, tc.refused)
@@ -224,7 +252,7 @@ func TestCredentialNarrowing(t *testing.T) {
 			}
 			for _, name := range auth.Names() {
 				c, _ := auth.Lookup(name)
-				seen := strings.Contains(res.Stdout.Text, "secret of "+c.Paths[0].Rel)
+				seen := strings.Contains(res.Stdout.Text, "secret of "+credFile(c.Paths[0]))
 				if want := slices.Contains(tc.visible, name); seen != want {
 					t.Errorf("%s visible %t, want %t; output %q", name, seen, want, res.Stdout.Text)
 				}
@@ -247,8 +275,8 @@ func TestCredentialMountPointPlanted(t *testing.T) {
 	symlink(t, outside, filepath.Join(s.Path, ".codex"))
 	os.RemoveAll(filepath.Join(s.Path, ".config"))
 	symlink(t, outside, filepath.Join(s.Path, ".config"))
-	res, err := s.Exec(t.Context(), Request{Command: "cat $HOME/.codex/token $HOME/.config/gh/token"})
-	if err != nil || res.ExitCode != 0 || res.Stdout.Text != "secret of .codex/tokensecret of .config/gh/token" {
+	res, err := s.Exec(t.Context(), Request{Command: "cat $HOME/.codex/auth.json $HOME/.config/gh/token"})
+	if err != nil || res.ExitCode != 0 || res.Stdout.Text != "secret of .codex/auth.jsonsecret of .config/gh/token" {
 		t.Errorf("credentials over planted symlinks: %v %+v %q", err, res, res.Stderr.Text)
 	}
 	if after := tree(t, outside); !slices.Equal(before, after) {
@@ -276,10 +304,10 @@ func TestCredentialCopies(t *testing.T) {
 		command string
 		cancel  bool
 	}{
-		{name: "succeeds", command: "cat $HOME/.codex/token $HOME/.config/gh/token $HOME/.claude.json"},
-		{name: "fails", command: "cat $HOME/.codex/token; exit 3"},
-		{name: "times out", command: "cat $HOME/.codex/token; sleep 30"},
-		{name: "cancelled", command: "cat $HOME/.codex/token; sleep 30", cancel: true},
+		{name: "succeeds", command: "cat $HOME/.codex/auth.json $HOME/.config/gh/token $HOME/.claude.json"},
+		{name: "fails", command: "cat $HOME/.codex/auth.json; exit 3"},
+		{name: "times out", command: "cat $HOME/.codex/auth.json; sleep 30"},
+		{name: "cancelled", command: "cat $HOME/.codex/auth.json; sleep 30", cancel: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
@@ -295,7 +323,7 @@ func TestCredentialCopies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(res.Stdout.Text, "secret of .codex/token") {
+			if !strings.HasPrefix(res.Stdout.Text, "secret of .codex/auth.json") {
 				t.Errorf("copy not readable during the call: %q %q", res.Stdout.Text, res.Stderr.Text)
 			}
 			got := tree(t, s.Path)

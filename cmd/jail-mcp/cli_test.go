@@ -22,7 +22,8 @@ import (
 type fakeFile struct {
 	rel, content string
 	mode         fs.FileMode
-	// state marks a file the jail shows as a private writable copy
+	// state marks a file the jail shows as a private writable copy (state
+	// files, and the settings in a CLI's state directory)
 	// (auth.Path.State) rather than read-only.
 	state bool
 }
@@ -47,13 +48,13 @@ var realCLIs = []struct {
 		name: "codex", pkg: "@openai/codex", version: "0.171.0",
 		files: []fakeFile{
 			{rel: ".codex/auth.json", mode: 0o600, content: `{"OPENAI_API_KEY":"sk-fake"}` + "\n"},
-			{rel: ".codex/config.toml", mode: 0o644, content: "model = \"gpt-5\"\ncli_auth_credentials_store = \"file\"\n"},
+			{rel: ".codex/config.toml", mode: 0o644, state: true, content: "model = \"gpt-5\"\ncli_auth_credentials_store = \"file\"\n"},
 		},
 	},
 	{
 		name: "gemini", pkg: "@google/gemini-cli", version: "0.61.0",
 		files: []fakeFile{
-			{rel: ".gemini/settings.json", mode: 0o644, content: `{"security":{"auth":{"selectedType":"oauth-personal"}}}` + "\n"},
+			{rel: ".gemini/settings.json", mode: 0o644, state: true, content: `{"security":{"auth":{"selectedType":"oauth-personal"}}}` + "\n"},
 			{rel: ".gemini/oauth_creds.json", mode: 0o600, content: `{"access_token":"ya29.fake","refresh_token":"1//fake","scope":"https://www.googleapis.com/auth/cloud-platform","token_type":"Bearer","expiry_date":4102444800000}` + "\n"},
 		},
 	},
@@ -126,11 +127,11 @@ func TestRealCLIsStartInTheJail(t *testing.T) {
 		{"chmod", `chmod 666 "$HOME/$1"`},
 		{"touch", `touch -d 2001-01-01 "$HOME/$1"`},
 	}
+	// The CLIs' directories are private per-session copies (writable, see
+	// below); removing or renaming them still cannot touch the secrets.
 	dirOps := []struct{ name, script string }{
-		{"add a file", `echo x > "$HOME/$1/added"`},
 		{"remove", `rm -rf "$HOME/$1"`},
 		{"rename", `mv -f "$HOME/$1" "$HOME/$1.moved"`},
-		{"chmod", `chmod 777 "$HOME/$1"`},
 	}
 	refused := regexp.MustCompile(`Read-only file system|Device or resource busy`)
 	try := func(t *testing.T, script, rel string) {
@@ -163,6 +164,28 @@ func TestRealCLIsStartInTheJail(t *testing.T) {
 		for _, op := range dirOps {
 			t.Run(op.name+" "+d, func(t *testing.T) { try(t, op.script, d) })
 		}
+	}
+
+	// The CLIs write their state into their directories: those are the
+	// session's own, so real commands get past start-up. Without network
+	// they fail later; what matters is that no write was refused.
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `mkdir -p "$HOME/$1/tmp" && echo x > "$HOME/$1/added"`, "sh", d}})
+		if res.ExitCode != 0 {
+			t.Errorf("%s is not writable for its CLI: %q", d, res.Stderr)
+		}
+	}
+	for _, argv := range [][]string{
+		{"codex", "exec", "--skip-git-repo-check", "say hi"},
+		{"gemini", "-p", "say hi"},
+	} {
+		res, _ := ts.exec(map[string]any{"argv": argv, "env": env, "timeout_ms": 8000, "network": false})
+		confined(t, argv[0], res)
+		if refused.MatchString(res.Stderr) || refused.MatchString(res.Stdout) {
+			t.Errorf("%v: a write was refused:\n%s", argv, res.Stderr)
+		}
+		first, _, _ := strings.Cut(res.Stderr, "\n")
+		t.Logf("%v: exit %d timed out %t in %d ms; stderr: %s", argv, res.ExitCode, res.TimedOut, res.DurationMS, first)
 	}
 
 	// A state file is the jail's own copy: writable there, never flowing
