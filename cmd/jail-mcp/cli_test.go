@@ -231,7 +231,7 @@ func installCLIs(t *testing.T) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "npm", args...)
 	cmd.Env = append(os.Environ(),
-		"npm_config_cache="+filepath.Join(os.TempDir(), "jail-mcp-npm-cache"),
+		"npm_config_cache="+filepath.Join(os.TempDir(), fmt.Sprintf("jail-mcp-npm-cache-%d", os.Getuid())),
 		"npm_config_update_notifier=false",
 	)
 	start := time.Now()
