@@ -1,14 +1,18 @@
 package jail
 
 import (
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 )
 
 // bwrap confines with bubblewrap: a read-only view of the host, a private
 // /dev, /proc, pid, ipc and uts namespace, and the jail bound writable.
 type bwrap struct {
-	path string // absolute path of the bwrap binary
+	path   string // absolute path of the bwrap binary
+	scope  scoper // Landlock scoping of abstract sockets and signals
+	listen func() []string
 }
 
 func (b *bwrap) Name() string     { return "bwrap" }
@@ -19,7 +23,15 @@ func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
+	// Every host socket a process listens on is masked, wherever it lives,
+	// except the session's own in its jail.
+	for _, p := range b.listen() {
+		if !within(p, spec.Jail) && !within(p, "/dev") && !within(p, "/proc") {
+			spec.Mask = append(spec.Mask, p)
+		}
+	}
 	cmd := exec.Command(b.path, BwrapArgs(spec)...)
+	cmd.ExtraFiles = bwrapFiles(spec)
 	// bwrap itself gets an empty environment: the command's environment
 	// reaches it through --setenv, so nothing in it (LD_PRELOAD, say) can
 	// act on bwrap before the sandbox is in place.
@@ -28,11 +40,36 @@ func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+func (b *bwrap) Start(cmd *exec.Cmd) (func() error, error) { return b.scope.start(cmd) }
+
 func (b *bwrap) Guarantees() Guarantees {
-	return guarantees(map[int]string{
-		2: "host unix sockets, abstract sockets and SysV IPC are not yet closed off",
+	notKept := map[int]string{
 		7: "process count, memory, file size and disk are not yet bounded; timeout and output are",
-	})
+	}
+	if !b.scope.available() {
+		notKept[2] = "with network on, host abstract unix sockets are reachable and signals are only fenced by the pid namespace: Landlock ABI 6 (Linux 6.12) is needed to scope them"
+	}
+	return guarantees(notKept)
+}
+
+// within reports whether path is dir or lies inside it.
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// bwrapFiles are the descriptors BwrapArgs refers to, in the order of the
+// numbers it gives them: fd 3 first.
+func bwrapFiles(spec Spec) []*os.File {
+	var files []*os.File
+	if spec.JailFile != nil {
+		files = append(files, spec.JailFile)
+	}
+	for _, m := range spec.Mounts {
+		if m.File != nil {
+			files = append(files, m.File)
+		}
+	}
+	return files
 }
 
 // BwrapArgs returns the bubblewrap arguments that run spec, without the
@@ -61,15 +98,30 @@ func BwrapArgs(spec Spec) []string {
 		// As root a fresh /proc lets the sandbox write kernel tunables.
 		"--ro-bind", "/proc/sys", "/proc/sys",
 	)
-	args = append(args, "--bind", spec.Jail, spec.Jail)
+	// Listening host sockets: connect(2) on /dev/null is refused.
+	for _, p := range spec.Mask {
+		args = append(args, "--ro-bind", "/dev/null", p)
+	}
+	// Sources the server opened are bound by descriptor (fd 3 on, in the
+	// order of bwrapFiles); bwrap closes them before the command runs.
+	fd := 3
+	bind := func(file *os.File, writable bool, src, dst string) {
+		flag := "--ro-bind"
+		if writable {
+			flag = "--bind"
+		}
+		if file != nil {
+			args = append(args, flag+"-fd", strconv.Itoa(fd), dst)
+			fd++
+			return
+		}
+		args = append(args, flag, src, dst)
+	}
+	bind(spec.JailFile, true, spec.Jail, spec.Jail)
 	// Credentials and state copies go over their places in the jail, so
 	// after it; the directory holding the state copies is hidden last.
 	for _, m := range spec.Mounts {
-		bind := "--ro-bind"
-		if m.Writable {
-			bind = "--bind"
-		}
-		args = append(args, bind, m.Source, m.Target)
+		bind(m.File, m.Writable, m.Source, m.Target)
 	}
 	for _, h := range spec.Hide {
 		args = append(args, "--perms", "0500", "--tmpfs", h)

@@ -6,6 +6,7 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 )
@@ -26,6 +27,10 @@ type Backend interface {
 	// starts it and kills it; killing its process group ends everything the
 	// command started when the backend keeps promise 3.
 	Command(spec Spec) (*exec.Cmd, error)
+	// Start starts a command made by Command and returns the function that
+	// waits for it; a backend may need to start it from a thread of its
+	// own, confined before the fork.
+	Start(cmd *exec.Cmd) (wait func() error, err error)
 	// BindsPaths reports whether the backend shows Spec.Mounts and
 	// Spec.Hide; when it does not, the caller copies
 	// credentials into the jail for the call and removes them after.
@@ -40,6 +45,10 @@ type Mount struct {
 	Source   string // host path
 	Target   string // path inside the jail
 	Writable bool
+	// File, when set, is Source opened with O_PATH|O_NOFOLLOW by the
+	// caller: the backend binds what it refers to, never a path a command
+	// could have swapped since (SECURITY.md promise 4).
+	File *os.File
 }
 
 // Spec is everything a backend needs to confine one command.
@@ -49,12 +58,18 @@ type Spec struct {
 	Env     []string // the complete environment, KEY=VALUE
 	Jail    string   // the only host directory the command may write, absolute
 	Network bool     // false cuts all network, loopback included
+	// JailFile is Jail opened with O_PATH|O_NOFOLLOW; bound by descriptor
+	// when set.
+	JailFile *os.File
 	// Mounts are applied in order over the jail: host credentials shown
 	// read-only at their places, and per-session copies of the state CLIs
 	// rewrite shown writable at theirs. Hide lists directories of the jail
 	// replaced, after the mounts, by an empty read-only tmpfs.
 	Mounts []Mount
 	Hide   []string
+	// Mask lists host paths made unusable in the jail (the backend fills
+	// it with the sockets host processes listen on).
+	Mask []string
 }
 
 // String prints the policy of s for logs and errors; environment values are

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -100,7 +101,7 @@ func probeBwrap(ctx context.Context, opts Options) Report {
 		return r
 	}
 	defer os.Remove(dir)
-	b := &bwrap{path: path}
+	b := newBwrap(path)
 	cmd, err := b.Command(Spec{Argv: []string{"/bin/true"}, Dir: dir, Jail: dir, Env: []string{"PATH=/usr/bin:/bin"}})
 	if err != nil {
 		r.Reason = err.Error()
@@ -111,7 +112,7 @@ func probeBwrap(ctx context.Context, opts Options) Report {
 	cmd.WaitDelay = time.Second
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := runContext(ctx, cmd); err != nil {
+	if err := runContext(ctx, b, cmd); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			msg = err.Error()
@@ -123,15 +124,13 @@ func probeBwrap(ctx context.Context, opts Options) Report {
 	return r
 }
 
-func runContext(ctx context.Context, cmd interface {
-	Start() error
-	Wait() error
-}) error {
-	if err := cmd.Start(); err != nil {
+func runContext(ctx context.Context, b Backend, cmd *exec.Cmd) error {
+	wait, err := b.Start(cmd)
+	if err != nil {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- wait() }()
 	select {
 	case err := <-done:
 		return err

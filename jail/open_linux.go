@@ -1,6 +1,9 @@
 package jail
 
-import "context"
+import (
+	"context"
+	"os"
+)
 
 const (
 	goos      = "linux"
@@ -19,5 +22,20 @@ func probe(ctx context.Context, name string, opts Options) Report {
 }
 
 func construct(name string, r Report) (Backend, error) {
-	return &bwrap{path: r.Path}, nil
+	return newBwrap(r.Path), nil
+}
+
+func newBwrap(path string) *bwrap {
+	return &bwrap{path: path, scope: newScoper(), listen: procNetUnix}
+}
+
+// procNetUnix lists the pathname sockets listening in the server's network
+// namespace.
+func procNetUnix() []string {
+	f, err := os.Open("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	return listeningSockets(f)
 }

@@ -18,3 +18,7 @@ func probe(ctx context.Context, name string, opts Options) Report {
 func construct(name string, r Report) (Backend, error) {
 	return nil, &UnavailableError{Backend: name, Reason: "not supported on " + goos + " yet"}
 }
+
+func newBwrap(path string) *bwrap {
+	return &bwrap{path: path, listen: func() []string { return nil }}
+}

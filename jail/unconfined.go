@@ -20,6 +20,13 @@ func (Unconfined) Command(spec Spec) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+func (Unconfined) Start(cmd *exec.Cmd) (func() error, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd.Wait, nil
+}
+
 func (Unconfined) Guarantees() Guarantees {
 	none := "no confinement: --fallback warn is in effect"
 	return guarantees(map[int]string{1: none, 2: none, 3: none, 5: none, 7: "only timeout and output are bounded", 8: "the operator chose --fallback warn"})

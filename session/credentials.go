@@ -185,7 +185,9 @@ func (s *Session) mountPoint(rel string, dir bool) error {
 // bindCredentials fills spec with the binds of the credentials: host
 // paths read-only at their places, state copies writable at theirs with
 // the host's secrets read-only inside them; the state directory is hidden.
-func (s *Session) bindCredentials(spec *jail.Spec, exps []auth.Exposure) error {
+// The descriptors it opens for the binds are added to opened, for the
+// caller to close once the command has started.
+func (s *Session) bindCredentials(spec *jail.Spec, exps []auth.Exposure, opened *[]*os.File) error {
 	if err := s.ensureDirs(stateDir); err != nil {
 		return fmt.Errorf("prepare %s: %w", stateDir, err)
 	}
@@ -196,23 +198,52 @@ func (s *Session) bindCredentials(spec *jail.Spec, exps []auth.Exposure) error {
 				return fmt.Errorf("prepare mount point %s: %w", target, err)
 			}
 			if !it.State {
-				spec.Mounts = append(spec.Mounts, jail.Mount{Source: it.Host, Target: target})
+				if err := s.addHostMount(spec, it.Host, target, opened); err != nil {
+					return err
+				}
 				continue
 			}
 			if err := s.ensureState(e.Name, it); err != nil {
 				return fmt.Errorf("copy %s: %w", it.Host, err)
 			}
+			// The state copy lives in the jail, so it is bound by a
+			// descriptor opened without following links: a concurrent
+			// command swapping it for a symlink cannot redirect the bind.
 			src := statePath(e.Name, it.Rel)
-			spec.Mounts = append(spec.Mounts, jail.Mount{Source: filepath.Join(s.Path, src), Target: target, Writable: true})
+			f, err := openPath(s.root, src)
+			if err != nil {
+				return fmt.Errorf("open %s: %w", src, err)
+			}
+			if fi, err := f.Stat(); err != nil || fi.IsDir() != it.Dir || !(fi.IsDir() || fi.Mode().IsRegular()) {
+				f.Close()
+				return fmt.Errorf("open %s: not a plain file or directory", src)
+			}
+			*opened = append(*opened, f)
+			spec.Mounts = append(spec.Mounts, jail.Mount{Source: filepath.Join(s.Path, src), Target: target, Writable: true, File: f})
 			for _, sec := range it.Secrets {
 				if err := s.mountPoint(path.Join(src, sec.Name), sec.Dir); err != nil {
 					return fmt.Errorf("prepare mount point for %s: %w", sec.Host, err)
 				}
-				spec.Mounts = append(spec.Mounts, jail.Mount{Source: sec.Host, Target: filepath.Join(target, sec.Name)})
+				if err := s.addHostMount(spec, sec.Host, filepath.Join(target, sec.Name), opened); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	spec.Hide = append(spec.Hide, filepath.Join(s.Path, stateDir))
+	return nil
+}
+
+// addHostMount binds a host credential read-only, by descriptor.
+func (s *Session) addHostMount(spec *jail.Spec, host, target string, opened *[]*os.File) error {
+	f, err := openHostPath(host)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", host, err)
+	}
+	if f != nil {
+		*opened = append(*opened, f)
+	}
+	spec.Mounts = append(spec.Mounts, jail.Mount{Source: host, Target: target, File: f})
 	return nil
 }
 

@@ -124,8 +124,23 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		Jail:    s.Path,
 		Network: network,
 	}
+	var opened []*os.File
+	defer func() { closeAll(opened) }()
 	if cfg.Backend.BindsPaths() {
-		if err := s.bindCredentials(&spec, exps); err != nil {
+		// The jail is bound by a descriptor too, opened without following
+		// a link (its parent is read-only to commands; this keeps it so).
+		jf, err := openPath(s.m.base, s.Name)
+		if err != nil {
+			return nil, fmt.Errorf("open jail %s: %w", s.Path, err)
+		}
+		if jf != nil {
+			opened = append(opened, jf)
+			if fi, err := jf.Stat(); err != nil || !fi.IsDir() {
+				return nil, fmt.Errorf("open jail %s: not a directory", s.Path)
+			}
+			spec.JailFile = jf
+		}
+		if err := s.bindCredentials(&spec, exps, &opened); err != nil {
 			return nil, fmt.Errorf("expose credentials: %w", err)
 		}
 	} else {
@@ -280,7 +295,7 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 	}
 
 	start := time.Now()
-	err = cmd.Start()
+	wait, err := s.m.cfg.Backend.Start(cmd)
 	wout.Close()
 	werr.Close()
 	if err != nil {
@@ -294,7 +309,7 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { exited <- wait() }()
 
 	stopProgress := func() {}
 	if req.Progress != nil {

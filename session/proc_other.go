@@ -2,7 +2,10 @@
 
 package session
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // No backend confines on this OS, so Exec refuses before a process starts;
 // these exist so that the refusal compiles.
@@ -14,3 +17,9 @@ func signalName(sig syscall.Signal) string { return sig.String() }
 
 // closeInheritedFDs is done by the backend's launcher on this OS.
 func closeInheritedFDs() error { return nil }
+
+// openPath and openHostPath return no descriptor: no backend of this OS
+// binds paths, so the session copies credentials instead.
+func openPath(root *os.Root, name string) (*os.File, error) { return nil, nil }
+
+func openHostPath(name string) (*os.File, error) { return nil, nil }

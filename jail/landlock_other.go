@@ -1,0 +1,17 @@
+//go:build !linux
+
+package jail
+
+import "os/exec"
+
+// scoper has nothing to scope with off Linux.
+type scoper struct{}
+
+func (scoper) available() bool { return false }
+
+func (scoper) start(cmd *exec.Cmd) (func() error, error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd.Wait, nil
+}
