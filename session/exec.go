@@ -111,6 +111,11 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 
 	s.resetMu.RLock()
 	defer s.resetMu.RUnlock()
+	if cfg.MaxDisk > 0 {
+		if u, err := count(s.root, false); err == nil && u.Bytes >= cfg.MaxDisk {
+			return nil, inputErrorf("the jail holds %d bytes, at or over --max-disk %d: remove files or call jail_reset", u.Bytes, cfg.MaxDisk)
+		}
+	}
 	s.ensureSkeleton()
 	exps := s.m.exposures(names)
 	var credEnv []string
@@ -255,6 +260,12 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 	}
 	stdout := newCapture(cfg.MaxOutput, spill("stdout"))
 	stderr := newCapture(cfg.MaxOutput, spill("stderr"))
+	if cfg.MaxDisk > 0 {
+		// The kept output counts against the jail's disk bound and must
+		// stay under the per-file bound the server itself is held to.
+		stdout.keepMax = min(MaxKept, cfg.MaxDisk/4)
+		stderr.keepMax = stdout.keepMax
+	}
 
 	// The child gets pipes of its own, never the server's stdin or stdout,
 	// and only fds 0-2: Go opens everything else close-on-exec.
@@ -316,6 +327,10 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		stopProgress = progress(req.Progress, start, stdout, stderr)
 	}
 
+	stopWatch := make(chan struct{})
+	hit := make(chan string, 1)
+	go s.watch(pgid, stopWatch, hit)
+
 	var waitErr error
 	select {
 	case waitErr = <-exited:
@@ -327,7 +342,11 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		res.Cancelled = true
 		killGroup()
 		waitErr = <-exited
+	case res.Limit = <-hit:
+		killGroup()
+		waitErr = <-exited
 	}
+	close(stopWatch)
 	stopProgress()
 	res.Duration = time.Since(start)
 	// Whatever is left of the command (outside a pid namespace, a
@@ -341,10 +360,18 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		return nil, fmt.Errorf("wait %s: %w", cmd.Path, waitErr)
 	case state.Exited():
 		res.ExitCode = state.ExitCode()
+		// bubblewrap reports a command killed by a signal as 128+N; the
+		// kernel sends SIGXFSZ only for the per-file bound.
+		if res.Limit == "" && res.ExitCode == 128+fileSizeSignal {
+			res.Limit = "file_size"
+		}
 	default:
 		res.ExitCode = -1
 		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			res.Signal, res.SignalNumber = signalName(ws.Signal()), int(ws.Signal())
+			if res.Limit == "" && res.SignalNumber == fileSizeSignal {
+				res.Limit = "file_size"
+			}
 		}
 	}
 

@@ -26,6 +26,7 @@ type capture struct {
 	head      []byte // first limit/2 bytes, once cut
 	tail      ring   // last limit-limit/2 bytes, once cut
 	file      io.WriteCloser
+	keepMax   int64 // bytes kept in the file at most: MaxKept, or less under a small --max-disk
 	kept      int64
 	spillErr  error
 	lastLine  []byte // the latest non-empty line, complete or partial, for progress
@@ -33,7 +34,7 @@ type capture struct {
 }
 
 func newCapture(limit int, spill func() (io.WriteCloser, error)) *capture {
-	return &capture{limit: limit, spill: spill}
+	return &capture{limit: limit, spill: spill, keepMax: MaxKept}
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -73,10 +74,10 @@ func (c *capture) cut() {
 }
 
 func (c *capture) keep(p []byte) {
-	if c.file == nil || c.kept >= MaxKept {
+	if c.file == nil || c.kept >= c.keepMax {
 		return
 	}
-	p = p[:min(int64(len(p)), MaxKept-c.kept)]
+	p = p[:min(int64(len(p)), c.keepMax-c.kept)]
 	n, err := c.file.Write(p)
 	c.kept += int64(n)
 	if err != nil && c.spillErr == nil {

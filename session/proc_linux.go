@@ -56,3 +56,7 @@ func openPath(root *os.Root, name string) (*os.File, error) {
 func openHostPath(name string) (*os.File, error) {
 	return os.OpenFile(name, unix.O_PATH, 0)
 }
+
+// fileSizeSignal is SIGXFSZ, sent to a process that writes past the
+// per-file bound.
+const fileSizeSignal = int(unix.SIGXFSZ)

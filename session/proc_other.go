@@ -23,3 +23,5 @@ func closeInheritedFDs() error { return nil }
 func openPath(root *os.Root, name string) (*os.File, error) { return nil, nil }
 
 func openHostPath(name string) (*os.File, error) { return nil, nil }
+
+const fileSizeSignal = -1

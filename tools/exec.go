@@ -156,9 +156,12 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 		OutputPath: res.OutputPath, DurationMS: res.Duration.Milliseconds(),
 		Session: res.Session, Jail: res.Jail, Backend: res.Backend, Confined: res.Confined,
 	}
-	failed := res.ExitCode != 0 || res.TimedOut || res.Cancelled || res.Signal != ""
+	failed := res.ExitCode != 0 || res.TimedOut || res.Cancelled || res.Signal != "" || res.Limit != ""
 	return structured(out, renderExec(res), failed), nil
 }
+
+// limitFlag names the operator's setting behind each bound.
+var limitFlag = map[string]string{"procs": "--max-procs", "memory": "--max-memory", "disk": "--max-disk", "file_size": "--max-disk"}
 
 // renderExec is the short text rendering: one status line a model can act
 // on, then the output.
@@ -171,12 +174,17 @@ func renderExec(r *session.Result) string {
 	switch {
 	case r.TimedOut:
 		fmt.Fprintf(&b, "timed out after %v (timeout %v); the command and everything it started were killed", d, r.Timeout)
+	case r.Limit != "" && r.Limit != "file_size":
+		fmt.Fprintf(&b, "killed after %v: the command went over its %s bound (%s); it and everything it started were killed", d, r.Limit, limitFlag[r.Limit])
 	case r.Cancelled:
 		fmt.Fprintf(&b, "cancelled after %v; the command and everything it started were killed", d)
 	case r.Signal != "":
 		fmt.Fprintf(&b, "killed by %s after %v", r.Signal, d)
 	default:
 		fmt.Fprintf(&b, "exit %d in %v", r.ExitCode, d)
+		if r.Limit == "file_size" {
+			b.WriteString(" (a process wrote past the per-file size bound, --max-disk)")
+		}
 	}
 	b.WriteString("\n")
 	for _, s := range []struct {

@@ -104,12 +104,8 @@ type StatusResult struct {
 	Version    string          `json:"version"`
 }
 
-// Limits the server enforces in this version, by field name; the others
-// are accepted at their defaults only (setting them is refused at start-up).
-var (
-	enforcedLimits    = []string{"timeout_ms", "max_timeout_ms", "max_output_bytes"}
-	notEnforcedLimits = []string{"max_procs", "max_memory_bytes", "max_disk_bytes"}
-)
+// limitNames are the bounds of Limits, by field name.
+var limitNames = []string{"timeout_ms", "max_timeout_ms", "max_output_bytes", "max_procs", "max_memory_bytes", "max_disk_bytes"}
 
 // Status is the jail_status tool.
 func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -134,7 +130,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 			TimeoutMS: cfg.Timeout.Milliseconds(), MaxTimeoutMS: cfg.MaxTimeout.Milliseconds(),
 			MaxOutputBytes: int64(cfg.MaxOutput), MaxProcs: cfg.MaxProcs,
 			MaxMemoryBytes: cfg.MaxMemory, MaxDiskBytes: cfg.MaxDisk,
-			Enforced: enforcedLimits, NotEnforced: notEnforcedLimits,
+			Enforced: enforced(cfg.Backend), NotEnforced: notEnforced(cfg.Backend),
 		},
 		Version: h.Version,
 	}
@@ -160,6 +156,22 @@ func authEntries(m *session.Manager, s *session.Session) []AuthEntry {
 		out = append(out, a)
 	}
 	return out
+}
+
+// enforced lists the bounds that hold here: all of them where the
+// watchdog sees processes (Linux), the time and output bounds elsewhere.
+func enforced(b jail.Backend) []string {
+	if b == nil || !session.Watchable {
+		return limitNames[:3]
+	}
+	return limitNames
+}
+
+func notEnforced(b jail.Backend) []string {
+	if b == nil || !session.Watchable {
+		return limitNames[3:]
+	}
+	return []string{}
 }
 
 func renderStatus(s StatusResult) string {

@@ -61,9 +61,9 @@ var options = []option{
 	{flag: "max-timeout", env: "JAIL_MCP_MAX_TIMEOUT", def: "10m", usage: "upper clamp `DUR` for a request's timeout_ms"},
 	{flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", def: "65536", usage: "`BYTES` of each stream returned inline"},
 	{flag: "pass-env", env: "JAIL_MCP_PASS_ENV", usage: "`LIST` of host variables passed into the jail: names or PREFIX_*"},
-	{flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", def: "512", usage: "processes a command may have at once (`N`)", later: true},
-	{flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", def: "4GiB", usage: "memory `BYTES` of a command's processes together", later: true},
-	{flag: "max-disk", env: "JAIL_MCP_MAX_DISK", def: "10GiB", usage: "disk usage `BYTES` of one session's jail", later: true},
+	{flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", def: "512", usage: "processes a command may have at once (`N`)"},
+	{flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", def: "4GiB", usage: "memory `BYTES` of a command's processes together"},
+	{flag: "max-disk", env: "JAIL_MCP_MAX_DISK", def: "10GiB", usage: "disk usage `BYTES` of one session's jail"},
 	{flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", def: "info", usage: "`LEVEL`: debug, info, warn, error"},
 }
 

@@ -126,9 +126,10 @@ func TestBadConfig(t *testing.T) {
 		}},
 		{name: "listen", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("127.0.0.1:1"), want: []string{"not supported yet"}},
 		{name: "token", flag: "token", env: "JAIL_MCP_TOKEN", value: cfgValue("x"), want: []string{"not supported yet"}},
-		{name: "max-procs", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("10"), want: []string{"not supported yet"}},
-		{name: "max-memory", flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", value: cfgValue("1GiB"), want: []string{"not supported yet"}},
-		{name: "max-disk", flag: "max-disk", env: "JAIL_MCP_MAX_DISK", value: cfgValue("1GiB"), want: []string{"not supported yet"}},
+		{name: "max-procs zero", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("0"), want: []string{"positive integer"}},
+		{name: "max-procs word", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("many"), want: []string{"positive integer"}},
+		{name: "max-memory word", flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", value: cfgValue("lots"), want: []string{"byte count"}},
+		{name: "max-disk negative", flag: "max-disk", env: "JAIL_MCP_MAX_DISK", value: cfgValue("-1GiB"), want: []string{"byte count"}},
 	}
 	for _, tt := range tests {
 		for _, by := range []string{"flag", "env"} {
@@ -220,7 +221,7 @@ func TestBadInvocation(t *testing.T) {
 		{"run without command", []string{"run", "--project", p}, "no command"},
 		{"run without command after dashes", []string{"run", "--project", p, "--"}, "no command"},
 		{"run bad config", []string{"run", "--project", p, "--network", "yes", "--", "true"}, "--network"},
-		{"run not supported", []string{"run", "--project", p, "--max-procs", "10", "--", "true"}, "--max-procs"},
+		{"run not supported", []string{"run", "--project", p, "--listen", "127.0.0.1:1", "--", "true"}, "flag provided but not defined"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

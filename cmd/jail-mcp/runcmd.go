@@ -41,6 +41,9 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 		return usageError("%v", err)
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	if err := session.LimitProcess(cfg.MaxDisk); err != nil {
+		return fmt.Errorf("set resource limits: %w", err)
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
@@ -76,6 +79,8 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	switch {
 	case res.TimedOut:
 		return &exitError{code: exitTimedOut, msg: fmt.Sprintf("timed out after %v; the command and everything it started were killed", res.Timeout)}
+	case res.Limit != "" && res.Limit != "file_size":
+		return &exitError{code: 128 + res.SignalNumber, msg: fmt.Sprintf("killed: the command went over its %s bound; it and everything it started were killed", res.Limit)}
 	case res.Cancelled:
 		return &exitError{code: 130, msg: "interrupted; the command and everything it started were killed"}
 	case res.Signal != "":

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -86,6 +87,9 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return usageError("%v", err)
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	if err := session.LimitProcess(cfg.MaxDisk); err != nil {
+		return fmt.Errorf("set resource limits: %w", err)
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

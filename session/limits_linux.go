@@ -1,0 +1,106 @@
+package session
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// watchInterval is how often the watchdog counts a command's processes and
+// memory. Between two looks a command can overshoot a bound; the look
+// after it kills the command.
+const watchInterval = 50 * time.Millisecond
+
+// procTree is a snapshot of the processes descending from one root.
+type procTree struct {
+	procs int
+	rss   int64 // bytes
+}
+
+// descendants counts the processes below root (root excluded: it is
+// bwrap, or the command itself without a pid namespace) and their resident
+// memory, from /proc. Daemonized and setsid children of a command stay
+// below root: inside a pid namespace they are reparented to its init.
+func descendants(root int) procTree {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return procTree{}
+	}
+	parent := make(map[int]int, len(dirs))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 > len(b) {
+			continue
+		}
+		f := bytes.Fields(b[i+2:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(string(f[1]))
+		parent[pid] = ppid
+	}
+	page := int64(os.Getpagesize())
+	var t procTree
+	for pid := range parent {
+		if pid == root || !below(pid, root, parent) {
+			continue
+		}
+		t.procs++
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm"); err == nil {
+			f := bytes.Fields(b)
+			if len(f) > 1 {
+				n, _ := strconv.ParseInt(string(f[1]), 10, 64)
+				t.rss += n * page
+			}
+		}
+	}
+	return t
+}
+
+func below(pid, root int, parent map[int]int) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		pid = parent[pid]
+		if pid == root {
+			return true
+		}
+	}
+	return false
+}
+
+// limitProcess bounds what every command of this server may do to a file:
+// no core dumps, and no single file larger than maxFile. The limits are
+// the server's own, soft and hard, so no command can raise them; the
+// server itself never writes a file that large.
+func limitProcess(maxFile int64) error {
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return err
+	}
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_FSIZE, &cur); err != nil {
+		return err
+	}
+	lim := uint64(maxFile)
+	if cur.Max < lim {
+		lim = cur.Max
+	}
+	return unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: lim, Max: lim})
+}
+
+// LimitProcess applies the per-file bound (maxFile bytes) and no core
+// dumps to the server process, and so to every command it starts.
+func LimitProcess(maxFile int64) error { return limitProcess(maxFile) }
+
+// Watchable reports whether the watchdog can see processes here.
+const Watchable = true

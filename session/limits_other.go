@@ -1,0 +1,20 @@
+//go:build !linux
+
+package session
+
+import "time"
+
+const watchInterval = 50 * time.Millisecond
+
+type procTree struct {
+	procs int
+	rss   int64
+}
+
+// descendants is not implemented off Linux yet: the watchdog sees nothing.
+func descendants(root int) procTree { return procTree{} }
+
+// LimitProcess is not implemented off Linux yet.
+func LimitProcess(maxFile int64) error { return nil }
+
+const Watchable = false
