@@ -43,13 +43,22 @@ func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 func (b *bwrap) Start(cmd *exec.Cmd) (func() error, error) { return b.scope.start(cmd) }
 
 func (b *bwrap) Guarantees() Guarantees {
-	notKept := map[int]string{
-		7: "process count, memory, file size and disk are not yet bounded; timeout and output are",
-	}
+	g := guarantees(nil)
 	if !b.scope.available() {
-		notKept[2] = "with network on, host abstract unix sockets are reachable and signals are only fenced by the pid namespace: Landlock ABI 6 (Linux 6.12) is needed to scope them"
+		g = guarantees(map[int]string{
+			2: "with network on, host abstract unix sockets are reachable: Landlock ABI 6 (Linux 6.12) is needed to scope them",
+		})
 	}
-	return guarantees(notKept)
+	notes := map[int]string{
+		2: "listening host sockets masked (those of other network namespaces are not listed by the kernel), private IPC, abstract sockets and signals scoped by Landlock, no capabilities, no nested user namespaces",
+		7: "processes, memory and disk watched every 50 ms / 1 s (a command can overshoot by what it does in one interval); per-file size and core dumps by rlimit",
+	}
+	for i, p := range g.Kept {
+		if n, ok := notes[p.ID]; ok {
+			g.Kept[i].Note = n
+		}
+	}
+	return g
 }
 
 // within reports whether path is dir or lies inside it.

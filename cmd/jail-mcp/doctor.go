@@ -85,6 +85,10 @@ func printDoctor(w io.Writer, r doctorReport, asked string) {
 		fmt.Fprintf(w, "\n%s: commands run confined by %s\n", asked, r.Selected)
 		fmt.Fprintln(w, "promises kept (SECURITY.md):")
 		for _, p := range r.Guarantees.Kept {
+			if p.Note != "" {
+				fmt.Fprintf(w, "  %d. %s: %s\n", p.ID, p.Name, p.Note)
+				continue
+			}
 			fmt.Fprintf(w, "  %d. %s\n", p.ID, p.Name)
 		}
 		if len(r.Guarantees.NotKept) > 0 {
