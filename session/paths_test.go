@@ -39,7 +39,7 @@ func TestValidName(t *testing.T) {
 
 // canonTempDir is t.TempDir with its own symlinks (a symlinked /tmp, say)
 // resolved, so that expectations compare canonical paths.
-func canonTempDir(t *testing.T) string {
+func canonTempDir(t testing.TB) string {
 	t.Helper()
 	d, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -48,7 +48,7 @@ func canonTempDir(t *testing.T) string {
 	return d
 }
 
-func mkdirs(t *testing.T, dirs ...string) {
+func mkdirs(t testing.TB, dirs ...string) {
 	t.Helper()
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -57,7 +57,7 @@ func mkdirs(t *testing.T, dirs ...string) {
 	}
 }
 
-func symlink(t *testing.T, target, link string) {
+func symlink(t testing.TB, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)

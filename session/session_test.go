@@ -18,7 +18,7 @@ import (
 
 // newManager returns a manager over a fresh project with the real bwrap
 // backend; prepare, when set, runs on the project before New.
-func newManager(t *testing.T, edit func(*Config), prepare func(t *testing.T, project, root string)) (*Manager, string) {
+func newManager(t testing.TB, edit func(*Config), prepare func(t testing.TB, project, root string)) (*Manager, string) {
 	t.Helper()
 	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
 	if err != nil {
@@ -53,7 +53,7 @@ func newManager(t *testing.T, edit func(*Config), prepare func(t *testing.T, pro
 	return m, project
 }
 
-func openSession(t *testing.T, m *Manager, name string) *Session {
+func openSession(t testing.TB, m *Manager, name string) *Session {
 	t.Helper()
 	s, err := m.Open(name)
 	if err != nil {
@@ -62,7 +62,7 @@ func openSession(t *testing.T, m *Manager, name string) *Session {
 	return s
 }
 
-func writeFile(t *testing.T, name, content string) {
+func writeFile(t testing.TB, name, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func writeFile(t *testing.T, name, content string) {
 
 // tree lists every path under dir with its type and content, without
 // following symlinks, to prove that something was left untouched.
-func tree(t *testing.T, dir string) []string {
+func tree(t testing.TB, dir string) []string {
 	t.Helper()
 	var out []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -106,7 +106,7 @@ var skeletonTree = []string{"./", ".cache/", ".config/", ".local/", ".local/shar
 func TestOpenSkeleton(t *testing.T) {
 	tests := []struct {
 		name          string
-		prepare       func(t *testing.T, project, root string)
+		prepare       func(t testing.TB, project, root string)
 		wantGitignore string
 		wantTree      []string
 	}{
@@ -117,7 +117,7 @@ func TestOpenSkeleton(t *testing.T) {
 		},
 		{
 			name: "existing gitignore kept",
-			prepare: func(t *testing.T, project, root string) {
+			prepare: func(t testing.TB, project, root string) {
 				writeFile(t, root+"/.gitignore", "mine\n")
 			},
 			wantGitignore: "mine\n",
@@ -125,7 +125,7 @@ func TestOpenSkeleton(t *testing.T) {
 		},
 		{
 			name: "existing jail kept and completed",
-			prepare: func(t *testing.T, project, root string) {
+			prepare: func(t testing.TB, project, root string) {
 				writeFile(t, root+"/s/keep", "data")
 				writeFile(t, root+"/s/.config/app", "cfg")
 			},
