@@ -327,9 +327,8 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		stopProgress = progress(req.Progress, start, stdout, stderr)
 	}
 
-	stopWatch := make(chan struct{})
 	hit := make(chan string, 1)
-	go s.watch(pgid, stopWatch, hit)
+	stopWatch := s.m.watch(s, pgid, hit)
 
 	var waitErr error
 	select {
@@ -346,7 +345,7 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		killGroup()
 		waitErr = <-exited
 	}
-	close(stopWatch)
+	stopWatch()
 	stopProgress()
 	res.Duration = time.Since(start)
 	// Whatever is left of the command (outside a pid namespace, a

@@ -20,14 +20,11 @@ type procTree struct {
 	rss   int64 // bytes
 }
 
-// descendants counts the processes below root (root excluded: it is
-// bwrap, or the command itself without a pid namespace) and their resident
-// memory, from /proc. Daemonized and setsid children of a command stay
-// below root: inside a pid namespace they are reparented to its init.
-func descendants(root int) procTree {
+// scanProcs maps every process to its parent, from /proc.
+func scanProcs() map[int]int {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
-		return procTree{}
+		return nil
 	}
 	parent := make(map[int]int, len(dirs))
 	for _, d := range dirs {
@@ -51,6 +48,14 @@ func descendants(root int) procTree {
 		ppid, _ := strconv.Atoi(string(f[1]))
 		parent[pid] = ppid
 	}
+	return parent
+}
+
+// descendants counts the processes below root (root excluded: it is
+// bwrap, or the command itself without a pid namespace) and their resident
+// memory. Daemonized and setsid children of a command stay below root:
+// inside a pid namespace they are reparented to its init.
+func descendants(root int, parent map[int]int) procTree {
 	page := int64(os.Getpagesize())
 	var t procTree
 	for pid := range parent {

@@ -11,8 +11,11 @@ type procTree struct {
 	rss   int64
 }
 
-// descendants is not implemented off Linux yet: the watchdog sees nothing.
-func descendants(root int) procTree { return procTree{} }
+// scanProcs and descendants are not implemented off Linux yet: the
+// watchdog sees nothing.
+func scanProcs() map[int]int { return nil }
+
+func descendants(root int, parent map[int]int) procTree { return procTree{} }
 
 // LimitProcess is not implemented off Linux yet.
 func LimitProcess(maxFile int64) error { return nil }

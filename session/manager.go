@@ -55,6 +55,8 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+
+	dog watchdog
 }
 
 // skeleton is created in every jail; the XDG variables point at it.

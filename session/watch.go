@@ -1,41 +1,102 @@
 package session
 
 import (
+	"sync"
 	"time"
 )
 
-// diskEvery is how many watchdog ticks pass between two counts of the
-// jail's disk usage, which walks the jail.
+// diskEvery is how many watchdog ticks pass between two counts of a jail's
+// disk usage, which walks the jail.
 const diskEvery = 20
 
-// watch enforces the process, memory and disk bounds of one command until
-// stop is closed, and sends the name of the first bound exceeded.
-func (s *Session) watch(root int, stop <-chan struct{}, hit chan<- string) {
-	cfg := s.m.cfg
+// watchdog enforces the process, memory and disk bounds of every running
+// command of a manager with one scan of /proc a tick, however many
+// commands run; it runs only while some command does.
+type watchdog struct {
+	mu      sync.Mutex
+	watched map[int]*watched // by root pid
+	running bool
+}
+
+type watched struct {
+	s   *Session
+	hit chan<- string // receives the name of the first bound exceeded
+}
+
+// watch starts watching the command whose process (bwrap, or the command
+// itself) is root; the returned function stops it.
+func (m *Manager) watch(s *Session, root int, hit chan<- string) (stop func()) {
+	w := &m.dog
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watched == nil {
+		w.watched = map[int]*watched{}
+	}
+	w.watched[root] = &watched{s: s, hit: hit}
+	if !w.running {
+		w.running = true
+		go m.watchLoop()
+	}
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		delete(w.watched, root)
+	}
+}
+
+func (m *Manager) watchLoop() {
+	cfg := m.cfg
+	w := &m.dog
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
 	for tick := 1; ; tick++ {
-		select {
-		case <-stop:
+		<-t.C
+		w.mu.Lock()
+		if len(w.watched) == 0 {
+			w.running = false
+			w.mu.Unlock()
 			return
-		case <-t.C:
 		}
+		roots := make(map[int]*watched, len(w.watched))
+		for r, x := range w.watched {
+			roots[r] = x
+		}
+		w.mu.Unlock()
+
 		if Watchable && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
-			tr := descendants(root)
-			switch {
-			case cfg.MaxProcs > 0 && int64(tr.procs) > cfg.MaxProcs+1: // +1: bwrap's init
-				hit <- "procs"
-				return
-			case cfg.MaxMemory > 0 && tr.rss > cfg.MaxMemory:
-				hit <- "memory"
-				return
+			parent := scanProcs()
+			for root, x := range roots {
+				tr := descendants(root, parent)
+				switch {
+				case cfg.MaxProcs > 0 && int64(tr.procs) > cfg.MaxProcs+1: // +1: bwrap's init
+					report(x, "procs")
+				case cfg.MaxMemory > 0 && tr.rss > cfg.MaxMemory:
+					report(x, "memory")
+				}
 			}
 		}
 		if cfg.MaxDisk > 0 && tick%diskEvery == 0 {
-			if u, err := count(s.root, false); err == nil && u.Bytes > cfg.MaxDisk {
-				hit <- "disk"
-				return
+			over := map[*Session]bool{}
+			for _, x := range roots {
+				if _, done := over[x.s]; done {
+					continue
+				}
+				u, err := count(x.s.root, false)
+				over[x.s] = err == nil && u.Bytes > cfg.MaxDisk
+			}
+			for _, x := range roots {
+				if over[x.s] {
+					report(x, "disk")
+				}
 			}
 		}
+	}
+}
+
+// report sends a bound once; a command already reported is being killed.
+func report(x *watched, limit string) {
+	select {
+	case x.hit <- limit:
+	default:
 	}
 }
