@@ -124,12 +124,29 @@ func (s *Session) copyFileIn(src, dst string) error {
 	return errors.Join(err, out.Close())
 }
 
+// plainRel refuses a jail-relative path that is absolute, empty or has a
+// "." or ".." component: os.Root.RemoveAll("a/..") would empty the jail.
+func plainRel(rel string) error {
+	if rel == "" || strings.HasPrefix(rel, "/") || strings.IndexByte(rel, 0) >= 0 {
+		return fmt.Errorf("invalid jail path %q", rel)
+	}
+	for _, part := range strings.Split(rel, "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("invalid jail path %q", rel)
+		}
+	}
+	return nil
+}
+
 // ensureDirs makes every component of dir (slash-separated, relative to
 // the jail) a real directory: a symlink or a file a command left there is
 // removed, never followed.
 func (s *Session) ensureDirs(dir string) error {
 	if dir == "." || dir == "" {
 		return nil
+	}
+	if err := plainRel(dir); err != nil {
+		return err
 	}
 	p := ""
 	for _, part := range strings.Split(dir, "/") {
@@ -156,6 +173,9 @@ func (s *Session) ensureDirs(dir string) error {
 // a real one of the right kind is there already; a symlink is replaced.
 func (s *Session) mountPoint(rel string, dir bool) error {
 	rel = filepath.ToSlash(rel)
+	if err := plainRel(rel); err != nil {
+		return err
+	}
 	if err := s.ensureDirs(path.Dir(rel)); err != nil {
 		return err
 	}

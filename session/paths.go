@@ -73,34 +73,43 @@ func ResolveRoot(project, root string) (string, error) {
 	return canon, nil
 }
 
-// noSymlinkBelow walks the components of abs and, from the one that
-// resolves to base on, refuses symlinks and non-directories.
+// noSymlinkBelow walks the components of abs: from the first prefix that
+// resolves to the project on, no component may be a symlink (even one
+// pointing back inside) and every existing one must be a directory. A path
+// that reaches the jail base without passing through the project is
+// refused.
 func noSymlinkBelow(abs, base string) error {
-	p := string(filepath.Separator)
-	reached := false
-	for _, part := range strings.Split(strings.TrimPrefix(filepath.Clean(abs), p), p) {
+	project := filepath.Dir(base)
+	sep := string(filepath.Separator)
+	p := sep
+	reached := abs == project
+	for _, part := range strings.Split(strings.TrimPrefix(filepath.Clean(abs), sep), sep) {
 		p = filepath.Join(p, part)
 		fi, err := os.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
+			if !reached {
+				return fmt.Errorf("%s does not lead through the project %s", abs, project)
+			}
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 		if !reached {
-			// Resolve the parent only, so that a symlink (even a dangling
-			// one) named .agent-home is caught by its own name.
-			if dir, err := filepath.EvalSymlinks(filepath.Dir(p)); err == nil && filepath.Join(dir, filepath.Base(p)) == base {
+			if c, err := filepath.EvalSymlinks(p); err == nil && c == project {
 				reached = true
 			}
+			continue
 		}
 		switch {
-		case !reached:
 		case fi.Mode()&fs.ModeSymlink != 0:
 			return fmt.Errorf("%s is a symlink", p)
 		case !fi.IsDir():
 			return fmt.Errorf("%s is not a directory", p)
 		}
+	}
+	if !reached {
+		return fmt.Errorf("%s does not lead through the project %s", abs, project)
 	}
 	return nil
 }
