@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -10,9 +11,9 @@ import (
 // bwrap confines with bubblewrap: a read-only view of the host, a private
 // /dev, /proc, pid, ipc and uts namespace, and the jail bound writable.
 type bwrap struct {
-	path   string // absolute path of the bwrap binary
-	scope  scoper // Landlock scoping of abstract sockets and signals
-	listen func() []string
+	path    string // absolute path of the bwrap binary
+	scope   scoper // Landlock scoping of abstract sockets and signals
+	seccomp []byte // the filter denying unix sockets, as bwrap --seccomp reads it
 }
 
 func (b *bwrap) Name() string     { return "bwrap" }
@@ -23,15 +24,14 @@ func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
-	// Every host socket a process listens on is masked, wherever it lives,
-	// except the session's own in its jail.
-	for _, p := range b.listen() {
-		if !within(p, spec.Jail) && !within(p, "/dev") && !within(p, "/proc") {
-			spec.Mask = append(spec.Mask, p)
-		}
+	filter, err := memfd("jail-mcp-seccomp", b.seccomp)
+	if err != nil {
+		return nil, fmt.Errorf("load seccomp filter: %w", err)
 	}
 	cmd := exec.Command(b.path, BwrapArgs(spec)...)
-	cmd.ExtraFiles = bwrapFiles(spec)
+	// The filter goes last, after the descriptors BwrapArgs numbers; Start
+	// closes it once bwrap has it.
+	cmd.ExtraFiles = append(bwrapFiles(spec), filter)
 	// bwrap itself gets an empty environment: the command's environment
 	// reaches it through --setenv, so nothing in it (LD_PRELOAD, say) can
 	// act on bwrap before the sandbox is in place.
@@ -40,17 +40,18 @@ func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-func (b *bwrap) Start(cmd *exec.Cmd) (func() error, error) { return b.scope.start(cmd) }
+func (b *bwrap) Start(cmd *exec.Cmd) (func() error, error) {
+	wait, err := b.scope.start(cmd)
+	if n := len(cmd.ExtraFiles); n > 0 {
+		cmd.ExtraFiles[n-1].Close()
+	}
+	return wait, err
+}
 
 func (b *bwrap) Guarantees() Guarantees {
 	g := guarantees(nil)
-	if !b.scope.available() {
-		g = guarantees(map[int]string{
-			2: "with network on, host abstract unix sockets are reachable: Landlock ABI 6 (Linux 6.12) is needed to scope them",
-		})
-	}
 	notes := map[int]string{
-		2: "listening host sockets masked (those of other network namespaces are not listed by the kernel), private IPC, abstract sockets and signals scoped by Landlock, no capabilities, no nested user namespaces",
+		2: "no unix sockets can be created (seccomp), private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces",
 		7: "processes, memory and disk watched every 50 ms / 1 s (a command can overshoot by what it does in one interval); per-file size and core dumps by rlimit",
 	}
 	for i, p := range g.Kept {
@@ -107,10 +108,6 @@ func BwrapArgs(spec Spec) []string {
 		// As root a fresh /proc lets the sandbox write kernel tunables.
 		"--ro-bind", "/proc/sys", "/proc/sys",
 	)
-	// Listening host sockets: connect(2) on /dev/null is refused.
-	for _, p := range spec.Mask {
-		args = append(args, "--ro-bind", "/dev/null", p)
-	}
 	// Sources the server opened are bound by descriptor (fd 3 on, in the
 	// order of bwrapFiles); bwrap closes them before the command runs.
 	fd := 3
@@ -135,6 +132,9 @@ func BwrapArgs(spec Spec) []string {
 	for _, h := range spec.Hide {
 		args = append(args, "--perms", "0500", "--tmpfs", h)
 	}
+	// No unix sockets (see seccomp.go); the filter is the descriptor after
+	// the bound ones.
+	args = append(args, "--seccomp", strconv.Itoa(fd))
 	args = append(args, "--chdir", spec.Dir, "--clearenv")
 	for _, kv := range spec.Env {
 		k, v, _ := strings.Cut(kv, "=")

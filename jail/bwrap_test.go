@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -304,5 +305,47 @@ func TestOpenBwrapMissing(t *testing.T) {
 				t.Errorf("got backend %q hint %q, want bwrap, %q", ue.Backend, ue.Hint, "sudo apt-get install bubblewrap")
 			}
 		})
+	}
+}
+
+// TestSeccompFilter pins the filter bwrap loads, per architecture, as hex:
+// any change to it shows in review.
+func TestSeccompFilter(t *testing.T) {
+	for _, arch := range []string{"amd64", "arm64"} {
+		t.Run(arch, func(t *testing.T) {
+			got, err := jail.SeccompFilter(arch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got)%8 != 0 || len(got) == 0 {
+				t.Fatalf("filter of %d bytes is not a sock_filter array", len(got))
+			}
+			var b strings.Builder
+			for i := 0; i < len(got); i += 8 {
+				fmt.Fprintf(&b, "%x\n", got[i:i+8])
+			}
+			golden(t, filepath.Join("testdata", "seccomp_"+arch+".golden"), b.String())
+		})
+	}
+	if _, err := jail.SeccompFilter("riscv64"); err == nil {
+		t.Error("a filter for an architecture without syscall numbers")
+	}
+}
+
+// golden compares got with the file at path, or rewrites it with -update.
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs (run go test -update if intended):\ngot:\n%s", path, got)
 	}
 }

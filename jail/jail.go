@@ -67,9 +67,6 @@ type Spec struct {
 	// replaced, after the mounts, by an empty read-only tmpfs.
 	Mounts []Mount
 	Hide   []string
-	// Mask lists host paths made unusable in the jail (the backend fills
-	// it with the sockets host processes listen on).
-	Mask []string
 }
 
 // String prints the policy of s for logs and errors; environment values are

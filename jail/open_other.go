@@ -4,6 +4,7 @@ package jail
 
 import (
 	"context"
+	"os"
 	"runtime"
 )
 
@@ -19,6 +20,8 @@ func construct(name string, r Report) (Backend, error) {
 	return nil, &UnavailableError{Backend: name, Reason: "not supported on " + goos + " yet"}
 }
 
-func newBwrap(path string) *bwrap {
-	return &bwrap{path: path, listen: func() []string { return nil }}
+func newBwrap(path string) *bwrap { return &bwrap{path: path} }
+
+func memfd(name string, data []byte) (*os.File, error) {
+	return nil, &UnavailableError{Backend: "bwrap", Reason: "not supported on " + goos}
 }

@@ -1,0 +1,4 @@
+package jail
+
+// SeccompFilter exposes the filter builder to the golden test.
+var SeccompFilter = seccompFilter
