@@ -40,8 +40,8 @@ func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-func (b *bwrap) Start(cmd *exec.Cmd) (func() error, error) {
-	wait, err := b.scope.start(cmd)
+func (b *bwrap) Start(cmd *exec.Cmd, join Join) (func() error, error) {
+	wait, err := b.scope.start(cmd, join)
 	if n := len(cmd.ExtraFiles); n > 0 {
 		cmd.ExtraFiles[n-1].Close()
 	}
@@ -52,7 +52,7 @@ func (b *bwrap) Guarantees() Guarantees {
 	g := guarantees(nil)
 	notes := map[int]string{
 		2: "no unix sockets can be created (seccomp), private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces",
-		7: "processes, memory and disk watched every 50 ms / 1 s (a command can overshoot by what it does in one interval); per-file size and core dumps by rlimit",
+		7: "processes and memory exactly by cgroups where the server can create them (threads count as processes there), else by a watchdog every 50 ms; disk by a watchdog every second; per-file size and core dumps by rlimit",
 	}
 	for i, p := range g.Kept {
 		if n, ok := notes[p.ID]; ok {

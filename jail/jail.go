@@ -29,8 +29,10 @@ type Backend interface {
 	Command(spec Spec) (*exec.Cmd, error)
 	// Start starts a command made by Command and returns the function that
 	// waits for it; a backend may need to start it from a thread of its
-	// own, confined before the fork.
-	Start(cmd *exec.Cmd) (wait func() error, err error)
+	// own, confined before the fork. join, when not nil, runs on the thread
+	// that forks, just before the fork (to enter the call's cgroups), and
+	// the function it returns runs just after.
+	Start(cmd *exec.Cmd, join Join) (wait func() error, err error)
 	// BindsPaths reports whether the backend shows Spec.Mounts and
 	// Spec.Hide; when it does not, the caller copies
 	// credentials into the jail for the call and removes them after.
@@ -39,6 +41,10 @@ type Backend interface {
 	// those it does not.
 	Guarantees() Guarantees
 }
+
+// Join moves the calling OS thread somewhere its children start (a
+// cgroup) and returns the function that moves it back.
+type Join func() (leave func(), err error)
 
 // Mount is a host path shown at a place inside the jail.
 type Mount struct {

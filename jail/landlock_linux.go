@@ -37,7 +37,7 @@ func (s scoper) available() bool { return s.abi >= scopeABI }
 // waits for it on that thread, which dies with it: the thread is never
 // handed back to the Go runtime, and a parent-death signal tied to the
 // forking thread fires only when the command is gone.
-func (s scoper) start(cmd *exec.Cmd) (wait func() error, err error) {
+func (s scoper) start(cmd *exec.Cmd, join Join) (wait func() error, err error) {
 	started := make(chan error, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -48,7 +48,17 @@ func (s scoper) start(cmd *exec.Cmd) (wait func() error, err error) {
 				return
 			}
 		}
-		if err := cmd.Start(); err != nil {
+		leave := func() {}
+		if join != nil {
+			var err error
+			if leave, err = join(); err != nil {
+				started <- err
+				return
+			}
+		}
+		err := cmd.Start()
+		leave()
+		if err != nil {
 			started <- err
 			return
 		}

@@ -125,7 +125,7 @@ func probeBwrap(ctx context.Context, opts Options) Report {
 }
 
 func runContext(ctx context.Context, b Backend, cmd *exec.Cmd) error {
-	wait, err := b.Start(cmd)
+	wait, err := b.Start(cmd, nil)
 	if err != nil {
 		return err
 	}

@@ -20,11 +20,8 @@ func (Unconfined) Command(spec Spec) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-func (Unconfined) Start(cmd *exec.Cmd) (func() error, error) {
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return cmd.Wait, nil
+func (Unconfined) Start(cmd *exec.Cmd, join Join) (func() error, error) {
+	return scoper{}.start(cmd, join)
 }
 
 func (Unconfined) Guarantees() Guarantees {

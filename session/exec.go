@@ -305,8 +305,16 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		cmd.WaitDelay = grace
 	}
 
+	// Where the server can make cgroups, the kernel bounds the call's
+	// processes and memory exactly; the watchdog covers the rest.
+	cc := s.m.cg.call(id, cfg.MaxProcs, cfg.MaxMemory)
+	var join jail.Join
+	if cc != nil {
+		defer cc.remove()
+		join = cc.join
+	}
 	start := time.Now()
-	wait, err := s.m.cfg.Backend.Start(cmd)
+	wait, err := s.m.cfg.Backend.Start(cmd, join)
 	wout.Close()
 	werr.Close()
 	if err != nil {
@@ -328,7 +336,7 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 	}
 
 	hit := make(chan string, 1)
-	stopWatch := s.m.watch(s, pgid, hit)
+	stopWatch := s.m.watch(s, pgid, cc, hit)
 
 	var waitErr error
 	select {
@@ -346,6 +354,11 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		waitErr = <-exited
 	}
 	stopWatch()
+	if res.Limit == "" && cc != nil {
+		// The kernel enforces cgroup bounds by itself (a refused fork, an
+		// OOM kill), often before the watchdog looks: ask it.
+		res.Limit = cc.exceeded()
+	}
 	stopProgress()
 	res.Duration = time.Since(start)
 	// Whatever is left of the command (outside a pid namespace, a

@@ -57,6 +57,7 @@ type Manager struct {
 	sessions map[string]*Session
 
 	dog watchdog
+	cg  *cgroupSet // nil where the server cannot create cgroups
 }
 
 // skeleton is created in every jail; the XDG variables point at it.
@@ -101,7 +102,11 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	getenv := func(k string) string { return env[k] }
-	return &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}, nil
+	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
+	if cfg.Backend != nil && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
+		m.cg = newCgroups()
+	}
+	return m, nil
 }
 
 // mkdirNoFollow creates dir and its missing parents below project, refusing
@@ -147,6 +152,7 @@ func (m *Manager) Close() error {
 	for _, s := range m.all() {
 		s.Close()
 	}
+	m.cg.close()
 	return m.base.Close()
 }
 

@@ -20,19 +20,20 @@ type watchdog struct {
 
 type watched struct {
 	s   *Session
+	cc  *callCgroup   // the call's cgroups, or nil
 	hit chan<- string // receives the name of the first bound exceeded
 }
 
 // watch starts watching the command whose process (bwrap, or the command
 // itself) is root; the returned function stops it.
-func (m *Manager) watch(s *Session, root int, hit chan<- string) (stop func()) {
+func (m *Manager) watch(s *Session, root int, cc *callCgroup, hit chan<- string) (stop func()) {
 	w := &m.dog
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watched == nil {
 		w.watched = map[int]*watched{}
 	}
-	w.watched[root] = &watched{s: s, hit: hit}
+	w.watched[root] = &watched{s: s, cc: cc, hit: hit}
 	if !w.running {
 		w.running = true
 		go m.watchLoop()
@@ -63,16 +64,28 @@ func (m *Manager) watchLoop() {
 		}
 		w.mu.Unlock()
 
-		if Watchable && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
-			parent := scanProcs()
-			for root, x := range roots {
-				tr := descendants(root, parent)
-				switch {
-				case cfg.MaxProcs > 0 && int64(tr.procs) > cfg.MaxProcs+1: // +1: bwrap's init
-					report(x, "procs")
-				case cfg.MaxMemory > 0 && tr.rss > cfg.MaxMemory:
-					report(x, "memory")
+		var parent map[int]int // scanned once a tick, only if some call needs it
+		for root, x := range roots {
+			if x.cc != nil {
+				if lim := x.cc.exceeded(); lim != "" {
+					report(x, lim)
+					continue
 				}
+			}
+			procs := cfg.MaxProcs > 0 && (x.cc == nil || !x.cc.enforced["procs"])
+			memory := cfg.MaxMemory > 0 && (x.cc == nil || !x.cc.enforced["memory"])
+			if !Watchable || !(procs || memory) {
+				continue
+			}
+			if parent == nil {
+				parent = scanProcs()
+			}
+			tr := descendants(root, parent)
+			switch {
+			case procs && int64(tr.procs) > cfg.MaxProcs+1: // +1: bwrap's init
+				report(x, "procs")
+			case memory && tr.rss > cfg.MaxMemory:
+				report(x, "memory")
 			}
 		}
 		if cfg.MaxDisk > 0 && tick%diskEvery == 0 {

@@ -80,7 +80,11 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	case res.TimedOut:
 		return &exitError{code: exitTimedOut, msg: fmt.Sprintf("timed out after %v; the command and everything it started were killed", res.Timeout)}
 	case res.Limit != "" && res.Limit != "file_size":
-		return &exitError{code: 128 + res.SignalNumber, msg: fmt.Sprintf("killed: the command went over its %s bound; it and everything it started were killed", res.Limit)}
+		code := res.ExitCode
+		if res.SignalNumber > 0 {
+			code = 128 + res.SignalNumber
+		}
+		return &exitError{code: code, msg: fmt.Sprintf("killed: the command went over its %s bound; it and everything it started were killed", res.Limit)}
 	case res.Cancelled:
 		return &exitError{code: 130, msg: "interrupted; the command and everything it started were killed"}
 	case res.Signal != "":

@@ -1,0 +1,232 @@
+package session
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupSet is the server's own cgroups (v1 pids and memory hierarchies)
+// under which each call gets one of its own, so that the kernel bounds its
+// processes and memory exactly. Where the server cannot create them (no
+// write access, a cgroup v2-only host whose controllers are not delegated)
+// it is nil, and the watchdog alone bounds commands.
+type cgroupSet struct {
+	pids, memory string // directories made for this server; "" when absent
+	home         map[string]string
+}
+
+// v1Root is where cgroup v1 hierarchies are mounted.
+const v1Root = "/sys/fs/cgroup"
+
+// newCgroups creates the server's cgroups: jail-mcp-<pid> under the
+// server's own cgroup in the pids and memory v1 hierarchies.
+func newCgroups() *cgroupSet {
+	own := ownCgroups()
+	cs := &cgroupSet{home: map[string]string{}}
+	for _, ctrl := range []string{"pids", "memory"} {
+		rel, ok := own[ctrl]
+		if !ok {
+			continue
+		}
+		parent := filepath.Join(v1Root, ctrl, rel)
+		removeStale(parent)
+		dir := filepath.Join(parent, fmt.Sprintf("jail-mcp-%d", os.Getpid()))
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			continue
+		}
+		cs.home[ctrl] = parent
+		switch ctrl {
+		case "pids":
+			cs.pids = dir
+		case "memory":
+			cs.memory = dir
+		}
+	}
+	if cs.pids == "" && cs.memory == "" {
+		return nil
+	}
+	return cs
+}
+
+// removeStale removes the cgroups of servers that are gone (killed before
+// they could clean up); their processes died with them.
+func removeStale(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, "jail-mcp-*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "jail-mcp-"))
+		if err != nil || unix.Kill(pid, 0) == nil || pid == os.Getpid() {
+			continue
+		}
+		calls, _ := filepath.Glob(filepath.Join(d, "*"))
+		for _, c := range calls {
+			if fi, err := os.Stat(c); err == nil && fi.IsDir() {
+				os.Remove(c)
+			}
+		}
+		os.Remove(d)
+	}
+}
+
+// ownCgroups maps each v1 controller to the server's cgroup in it.
+func ownCgroups() map[string]string {
+	out := map[string]string{}
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 || parts[1] == "" {
+			continue
+		}
+		for _, ctrl := range strings.Split(parts[1], ",") {
+			if _, err := os.Stat(filepath.Join(v1Root, ctrl, parts[2], "tasks")); err == nil {
+				out[ctrl] = parts[2]
+			}
+		}
+	}
+	return out
+}
+
+// close removes the server's cgroups once every call's is gone.
+func (cs *cgroupSet) close() {
+	if cs == nil {
+		return
+	}
+	for _, d := range []string{cs.pids, cs.memory} {
+		if d != "" {
+			os.Remove(d)
+		}
+	}
+}
+
+// callCgroup is one call's cgroups.
+type callCgroup struct {
+	cs         *cgroupSet
+	pids, mem  string
+	maxProcs   int64
+	enforced   map[string]bool // bound names the kernel enforces for this call
+	lastPidMax int64
+}
+
+// call creates the cgroups of one call with its bounds. A bound that
+// cannot be set is left to the watchdog.
+func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
+	if cs == nil {
+		return nil
+	}
+	cc := &callCgroup{cs: cs, maxProcs: maxProcs, enforced: map[string]bool{}}
+	if cs.pids != "" && maxProcs > 0 {
+		d := filepath.Join(cs.pids, id)
+		// bwrap and its init run in the cgroup too.
+		if os.Mkdir(d, 0o755) == nil {
+			if write(filepath.Join(d, "pids.max"), strconv.FormatInt(maxProcs+2, 10)) == nil {
+				cc.pids, cc.enforced["procs"] = d, true
+			} else {
+				os.Remove(d)
+			}
+		}
+	}
+	if cs.memory != "" && maxMemory > 0 {
+		d := filepath.Join(cs.memory, id)
+		if os.Mkdir(d, 0o755) == nil {
+			if write(filepath.Join(d, "memory.limit_in_bytes"), strconv.FormatInt(maxMemory, 10)) == nil {
+				write(filepath.Join(d, "memory.memsw.limit_in_bytes"), strconv.FormatInt(maxMemory, 10))
+				cc.mem, cc.enforced["memory"] = d, true
+			} else {
+				os.Remove(d)
+			}
+		}
+	}
+	if cc.pids == "" && cc.mem == "" {
+		return nil
+	}
+	return cc
+}
+
+func write(path, value string) error {
+	return os.WriteFile(path, []byte(value), 0o644)
+}
+
+// join moves the calling thread into the call's cgroups, so that the
+// process it forks starts there, and returns the move back. cgroup v1
+// moves single threads through "tasks".
+func (cc *callCgroup) join() (func(), error) {
+	tid := strconv.Itoa(unix.Gettid())
+	var joined []string
+	leave := func() {
+		for _, ctrl := range joined {
+			write(filepath.Join(cc.cs.home[ctrl], "tasks"), tid)
+		}
+	}
+	for ctrl, d := range map[string]string{"pids": cc.pids, "memory": cc.mem} {
+		if d == "" {
+			continue
+		}
+		if err := write(filepath.Join(d, "tasks"), tid); err != nil {
+			leave()
+			return nil, fmt.Errorf("join cgroup %s: %w", d, err)
+		}
+		joined = append(joined, ctrl)
+	}
+	return leave, nil
+}
+
+// exceeded names the bound the kernel hit, or "": a fork refused at
+// pids.max, or a process killed by the OOM killer at the memory limit.
+func (cc *callCgroup) exceeded() string {
+	if cc.mem != "" && cgroupCounter(filepath.Join(cc.mem, "memory.oom_control"), "oom_kill") > 0 {
+		return "memory"
+	}
+	if cc.pids != "" && cgroupCounter(filepath.Join(cc.pids, "pids.events"), "max") > 0 {
+		return "procs"
+	}
+	return ""
+}
+
+// cgroupCounter reads "name N" from a cgroup file of such lines.
+func cgroupCounter(path, name string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// remove kills whatever is left in the call's cgroups and removes them.
+func (cc *callCgroup) remove() {
+	for _, d := range []string{cc.pids, cc.mem} {
+		if d == "" {
+			continue
+		}
+		for i := 0; i < 50; i++ {
+			if os.Remove(d) == nil || errors.Is(os.Remove(d), os.ErrNotExist) {
+				break
+			}
+			if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
+				for _, f := range strings.Fields(string(b)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			}
+			unix.Nanosleep(&unix.Timespec{Nsec: 10e6}, nil)
+		}
+	}
+}
