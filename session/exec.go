@@ -310,7 +310,9 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 	cc := s.m.cg.call(id, cfg.MaxProcs, cfg.MaxMemory)
 	var join jail.Join
 	if cc != nil {
-		defer cc.remove()
+		// Removing a cgroup waits for its last process to be reaped by the
+		// kernel; the result need not wait for that.
+		defer func() { go cc.remove() }()
 		join = cc.join
 	}
 	start := time.Now()
