@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // bwrap confines with bubblewrap: a read-only view of the host, a private
@@ -14,6 +15,9 @@ type bwrap struct {
 	path    string // absolute path of the bwrap binary
 	scope   scoper // Landlock scoping of abstract sockets and signals
 	seccomp []byte // the filter denying unix sockets, as bwrap --seccomp reads it
+
+	mu   sync.Mutex
+	info map[*exec.Cmd]*os.File // read end of each command's --info-fd pipe, until Start
 }
 
 func (b *bwrap) Name() string     { return "bwrap" }
@@ -28,24 +32,57 @@ func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load seccomp filter: %w", err)
 	}
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		filter.Close()
+		return nil, fmt.Errorf("create info pipe: %w", err)
+	}
 	cmd := exec.Command(b.path, BwrapArgs(spec)...)
-	// The filter goes last, after the descriptors BwrapArgs numbers; Start
-	// closes it once bwrap has it.
-	cmd.ExtraFiles = append(bwrapFiles(spec), filter)
+	// The filter and the info pipe go last, after the descriptors
+	// BwrapArgs numbers; Start closes them once bwrap has them.
+	cmd.ExtraFiles = append(bwrapFiles(spec), filter, infoW)
 	// bwrap itself gets an empty environment: the command's environment
 	// reaches it through --setenv, so nothing in it (LD_PRELOAD, say) can
 	// act on bwrap before the sandbox is in place.
 	cmd.Env = []string{}
 	cmd.Dir = "/"
+	b.mu.Lock()
+	if b.info == nil {
+		b.info = map[*exec.Cmd]*os.File{}
+	}
+	b.info[cmd] = infoR
+	b.mu.Unlock()
 	return cmd, nil
 }
 
+// Start starts bwrap and returns a wait that returns only once the
+// sandbox's pid namespace is empty. bwrap exits as soon as the command
+// does, while its init, the namespace's pid 1, is still killing what the
+// command left behind; waiting for that init (known from --info-fd) keeps
+// promise 3 for the caller that checks right after.
 func (b *bwrap) Start(cmd *exec.Cmd, join Join) (func() error, error) {
+	b.mu.Lock()
+	infoR := b.info[cmd]
+	delete(b.info, cmd)
+	b.mu.Unlock()
 	wait, err := b.scope.start(cmd, join)
-	if n := len(cmd.ExtraFiles); n > 0 {
-		cmd.ExtraFiles[n-1].Close()
+	if n := len(cmd.ExtraFiles); n >= 2 {
+		cmd.ExtraFiles[n-2].Close() // the seccomp filter
+		cmd.ExtraFiles[n-1].Close() // the write end of the info pipe
 	}
-	return wait, err
+	if err != nil {
+		if infoR != nil {
+			infoR.Close()
+		}
+		return nil, err
+	}
+	initDone := make(chan func(), 1)
+	go func() { initDone <- watchInit(infoR) }()
+	return func() error {
+		err := wait()
+		(<-initDone)()
+		return err
+	}, nil
 }
 
 func (b *bwrap) Guarantees() Guarantees {
@@ -133,8 +170,8 @@ func BwrapArgs(spec Spec) []string {
 		args = append(args, "--perms", "0500", "--tmpfs", h)
 	}
 	// No unix sockets (see seccomp.go); the filter is the descriptor after
-	// the bound ones.
-	args = append(args, "--seccomp", strconv.Itoa(fd))
+	// the bound ones, then the pipe where bwrap says its init's pid.
+	args = append(args, "--seccomp", strconv.Itoa(fd), "--info-fd", strconv.Itoa(fd+1))
 	args = append(args, "--chdir", spec.Dir, "--clearenv")
 	for _, kv := range spec.Env {
 		k, v, _ := strings.Cut(kv, "=")
