@@ -25,7 +25,7 @@ type doctorReport struct {
 // others cannot, and the command that enables them. Exit status 0 when a
 // confining backend is usable, 1 otherwise.
 func doctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("doctor", stderr)
+	fs := newFlagSet("doctor")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	backend := fs.String("backend", or(getenv("JAIL_MCP_BACKEND"), "auto"), "`NAME` to check: auto, bwrap, landlock, sandbox-exec [$JAIL_MCP_BACKEND]")
 	if err := parseFlags(fs, args, "jail-mcp doctor [--json] [--backend NAME]", stdout); err != nil {

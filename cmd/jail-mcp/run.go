@@ -112,13 +112,12 @@ func envMap(environ []string) map[string]string {
 	return m
 }
 
-// newFlagSet returns a flag set that reports errors in one line and prints
-// help, when asked, to out.
-func newFlagSet(name string, out io.Writer) *flag.FlagSet {
+// newFlagSet returns a flag set that prints nothing itself: errors become
+// one line from exitCode, and parseFlags prints help to stdout.
+func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	_ = out
 	return fs
 }
 

@@ -26,7 +26,7 @@ const (
 // under the same policy as jailed_exec. Its output streams through, its
 // standard input is jail-mcp's, and jail-mcp exits with its status.
 func runCommand(ctx context.Context, args, environ []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", stderr)
+	fs := newFlagSet("run")
 	rc := bindConfig(fs, getenv, "listen", "token")
 	cwd := fs.String("cwd", "", "working `DIR` (default: the current directory when inside the project, else the project)")
 	if err := parseFlags(fs, args, "jail-mcp run [flags] -- CMD [ARGS...]", stdout); err != nil {
@@ -41,9 +41,6 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 		return usageError("%v", err)
 	}
 	log := newLogger(stderr, cfg.LogLevel)
-	if err := session.LimitProcess(cfg.MaxDisk); err != nil {
-		return fmt.Errorf("set resource limits: %w", err)
-	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()

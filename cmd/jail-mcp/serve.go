@@ -38,6 +38,10 @@ type backendState struct {
 // every refusal can say why.
 func openJail(ctx context.Context, cfg config, environ []string, getenv func(string) string, log *slog.Logger) (*session.Manager, backendState, error) {
 	var st backendState
+	// Every command inherits the server's per-file bound and no core dumps.
+	if err := session.LimitProcess(cfg.MaxDisk); err != nil {
+		return nil, st, fmt.Errorf("set resource limits: %w", err)
+	}
 	home := getenv("HOME")
 	if home == "" {
 		home, _ = os.UserHomeDir()
@@ -74,7 +78,7 @@ func openJail(ctx context.Context, cfg config, environ []string, getenv func(str
 }
 
 func serve(ctx context.Context, args, environ []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", stderr)
+	fs := newFlagSet("serve")
 	rc := bindConfig(fs, getenv)
 	if err := parseFlags(fs, args, "jail-mcp [serve] [flags]", stdout); err != nil {
 		return err
@@ -87,9 +91,6 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return usageError("%v", err)
 	}
 	log := newLogger(stderr, cfg.LogLevel)
-	if err := session.LimitProcess(cfg.MaxDisk); err != nil {
-		return fmt.Errorf("set resource limits: %w", err)
-	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
