@@ -60,12 +60,12 @@ func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 // does, while its init, the namespace's pid 1, is still killing what the
 // command left behind; waiting for that init (known from --info-fd) keeps
 // promise 3 for the caller that checks right after.
-func (b *bwrap) Start(cmd *exec.Cmd, join Join) (func() error, error) {
+func (b *bwrap) Start(cmd *exec.Cmd, launch Launcher) (func() error, error) {
 	b.mu.Lock()
 	infoR := b.info[cmd]
 	delete(b.info, cmd)
 	b.mu.Unlock()
-	wait, err := b.scope.start(cmd, join)
+	wait, err := b.scope.start(cmd, launch)
 	if n := len(cmd.ExtraFiles); n >= 2 {
 		cmd.ExtraFiles[n-2].Close() // the seccomp filter
 		cmd.ExtraFiles[n-1].Close() // the write end of the info pipe

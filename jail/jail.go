@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 )
 
@@ -28,11 +29,10 @@ type Backend interface {
 	// command started when the backend keeps promise 3.
 	Command(spec Spec) (*exec.Cmd, error)
 	// Start starts a command made by Command and returns the function that
-	// waits for it; a backend may need to start it from a thread of its
-	// own, confined before the fork. join, when not nil, runs on the thread
-	// that forks, just before the fork (to enter the call's cgroups), and
-	// the function it returns runs just after.
-	Start(cmd *exec.Cmd, join Join) (wait func() error, err error)
+	// waits for it. It forks from a locked OS thread that launch provides
+	// (nil: a fresh one), confined before the fork where the backend needs
+	// it; that thread waits for the command and then dies with it.
+	Start(cmd *exec.Cmd, launch Launcher) (wait func() error, err error)
 	// BindsPaths reports whether the backend shows Spec.Mounts and
 	// Spec.Hide; when it does not, the caller copies
 	// credentials into the jail for the call and removes them after.
@@ -42,9 +42,19 @@ type Backend interface {
 	Guarantees() Guarantees
 }
 
-// Join moves the calling OS thread somewhere its children start (a
-// cgroup) and returns the function that moves it back.
-type Join func() (leave func(), err error)
+// Launcher runs fn on a locked OS thread that is never handed back to the
+// Go runtime: the thread exits when fn returns. A caller may give one
+// whose thread it prepared ahead (moved into the call's cgroups, which is
+// slow), so that the work is off the call's path.
+type Launcher func(fn func())
+
+// FreshThread is the Launcher of a new locked thread.
+func FreshThread(fn func()) {
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with fn
+		fn()
+	}()
+}
 
 // Mount is a host path shown at a place inside the jail.
 type Mount struct {

@@ -3,7 +3,6 @@ package jail
 import (
 	"fmt"
 	"os/exec"
-	"runtime"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -37,34 +36,26 @@ func (s scoper) available() bool { return s.abi >= scopeABI }
 // waits for it on that thread, which dies with it: the thread is never
 // handed back to the Go runtime, and a parent-death signal tied to the
 // forking thread fires only when the command is gone.
-func (s scoper) start(cmd *exec.Cmd, join Join) (wait func() error, err error) {
+func (s scoper) start(cmd *exec.Cmd, launch Launcher) (wait func() error, err error) {
+	if launch == nil {
+		launch = FreshThread
+	}
 	started := make(chan error, 1)
 	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+	launch(func() {
 		if s.available() {
 			if err := restrictThread(); err != nil {
 				started <- err
 				return
 			}
 		}
-		leave := func() {}
-		if join != nil {
-			var err error
-			if leave, err = join(); err != nil {
-				started <- err
-				return
-			}
-		}
-		err := cmd.Start()
-		leave()
-		if err != nil {
+		if err := cmd.Start(); err != nil {
 			started <- err
 			return
 		}
 		started <- nil
 		done <- cmd.Wait()
-	}()
+	})
 	if err := <-started; err != nil {
 		return nil, err
 	}

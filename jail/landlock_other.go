@@ -9,7 +9,7 @@ type scoper struct{}
 
 func (scoper) available() bool { return false }
 
-func (scoper) start(cmd *exec.Cmd, join Join) (func() error, error) {
+func (scoper) start(cmd *exec.Cmd, launch Launcher) (func() error, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

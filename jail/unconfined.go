@@ -20,8 +20,8 @@ func (Unconfined) Command(spec Spec) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-func (Unconfined) Start(cmd *exec.Cmd, join Join) (func() error, error) {
-	return scoper{}.start(cmd, join)
+func (Unconfined) Start(cmd *exec.Cmd, launch Launcher) (func() error, error) {
+	return scoper{}.start(cmd, launch)
 }
 
 func (Unconfined) Guarantees() Guarantees {

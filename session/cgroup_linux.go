@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -128,9 +129,9 @@ func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
 	cc := &callCgroup{cs: cs, maxProcs: maxProcs, enforced: map[string]bool{}}
 	if cs.pids != "" && maxProcs > 0 {
 		d := filepath.Join(cs.pids, id)
-		// bwrap and its init run in the cgroup too.
+		// bwrap, its init and the thread that forks bwrap count too.
 		if os.Mkdir(d, 0o755) == nil {
-			if write(filepath.Join(d, "pids.max"), strconv.FormatInt(maxProcs+2, 10)) == nil {
+			if write(filepath.Join(d, "pids.max"), strconv.FormatInt(maxProcs+3, 10)) == nil {
 				cc.pids, cc.enforced["procs"] = d, true
 			} else {
 				os.Remove(d)
@@ -159,27 +160,66 @@ func write(path, value string) error {
 }
 
 // join moves the calling thread into the call's cgroups, so that the
-// process it forks starts there, and returns the move back. cgroup v1
-// moves single threads through "tasks".
-func (cc *callCgroup) join() (func(), error) {
+// process it forks starts there. cgroup v1 moves single threads through
+// "tasks". The thread never leaves: it forks one command, waits for it and
+// dies, which leaves the groups empty for removal.
+func (cc *callCgroup) join() error {
 	tid := strconv.Itoa(unix.Gettid())
-	var joined []string
-	leave := func() {
-		for _, ctrl := range joined {
-			write(filepath.Join(cc.cs.home[ctrl], "tasks"), tid)
-		}
-	}
-	for ctrl, d := range map[string]string{"pids": cc.pids, "memory": cc.mem} {
+	for _, d := range []string{cc.pids, cc.mem} {
 		if d == "" {
 			continue
 		}
 		if err := write(filepath.Join(d, "tasks"), tid); err != nil {
-			leave()
-			return nil, fmt.Errorf("join cgroup %s: %w", d, err)
+			return fmt.Errorf("join cgroup %s: %w", d, err)
 		}
-		joined = append(joined, ctrl)
 	}
-	return leave, nil
+	return nil
+}
+
+// launcher is a locked OS thread already moved into a call's cgroups,
+// waiting to fork that call's command. Moving a thread between cgroup v1
+// groups waits for an RCU grace period (milliseconds), so launchers are
+// prepared ahead, off the calls' path.
+type launcher struct {
+	cc  *callCgroup
+	run chan func()
+}
+
+// prepare makes a call's cgroups and a launcher thread inside them, or
+// returns nil where that cannot be done.
+func (cs *cgroupSet) prepare(id string, maxProcs, maxMemory int64) *launcher {
+	cc := cs.call(id, maxProcs, maxMemory)
+	if cc == nil {
+		return nil
+	}
+	l := &launcher{cc: cc, run: make(chan func())}
+	ready := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the call
+		err := cc.join()
+		ready <- err
+		if err != nil {
+			return
+		}
+		if fn, ok := <-l.run; ok {
+			fn()
+		}
+	}()
+	if err := <-ready; err != nil {
+		cc.remove()
+		return nil
+	}
+	return l
+}
+
+// launch is the jail.Launcher of l: fn runs on its thread.
+func (l *launcher) launch(fn func()) { l.run <- fn }
+
+// discard ends an unused launcher and removes its cgroups once its thread
+// is gone.
+func (l *launcher) discard() {
+	close(l.run)
+	l.cc.remove()
 }
 
 // exceeded names the bound the kernel hit, or "": a fork refused at
@@ -215,13 +255,15 @@ func (cc *callCgroup) remove() {
 		if d == "" {
 			continue
 		}
-		for i := 0; i < 50; i++ {
+		for i := 0; i < 200; i++ {
 			if os.Remove(d) == nil || errors.Is(os.Remove(d), os.ErrNotExist) {
 				break
 			}
+			// cgroup.procs also lists the server while its launcher
+			// thread is still on its way out: never kill the server.
 			if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
 				for _, f := range strings.Fields(string(b)) {
-					if pid, err := strconv.Atoi(f); err == nil {
+					if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
 						syscall.Kill(pid, syscall.SIGKILL)
 					}
 				}

@@ -307,16 +307,16 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 
 	// Where the server can make cgroups, the kernel bounds the call's
 	// processes and memory exactly; the watchdog covers the rest.
-	cc := s.m.cg.call(id, cfg.MaxProcs, cfg.MaxMemory)
-	var join jail.Join
-	if cc != nil {
+	var cc *callCgroup
+	var launch jail.Launcher
+	if l := s.m.takeLauncher(); l != nil {
+		cc, launch = l.cc, l.launch
 		// Removing a cgroup waits for its last process to be reaped by the
 		// kernel; the result need not wait for that.
 		defer func() { go cc.remove() }()
-		join = cc.join
 	}
 	start := time.Now()
-	wait, err := s.m.cfg.Backend.Start(cmd, join)
+	wait, err := s.m.cfg.Backend.Start(cmd, launch)
 	wout.Close()
 	werr.Close()
 	if err != nil {

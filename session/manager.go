@@ -58,6 +58,7 @@ type Manager struct {
 
 	dog watchdog
 	cg  *cgroupSet // nil where the server cannot create cgroups
+	ls  launchers
 }
 
 // skeleton is created in every jail; the XDG variables point at it.
@@ -103,6 +104,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
+	m.ls.spare = make(chan *launcher, spareLaunchers)
 	if cfg.Backend != nil && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
 		m.cg = newCgroups()
 	}
@@ -152,6 +154,7 @@ func (m *Manager) Close() error {
 	for _, s := range m.all() {
 		s.Close()
 	}
+	m.closeLaunchers()
 	m.cg.close()
 	return m.base.Close()
 }
