@@ -99,11 +99,6 @@ func (b *bwrap) Guarantees() Guarantees {
 	return g
 }
 
-// within reports whether path is dir or lies inside it.
-func within(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
-}
-
 // bwrapFiles are the descriptors BwrapArgs refers to, in the order of the
 // numbers it gives them: fd 3 first.
 func bwrapFiles(spec Spec) []*os.File {

@@ -64,10 +64,7 @@ func (s scoper) start(cmd *exec.Cmd, launch Launcher) (wait func() error, err er
 
 // restrictThread applies the scoping domain to the calling thread only.
 func restrictThread() error {
-	cfg, err := landlock.NewConfig(landlock.ScopedSet(ll.ScopeAbstractUnixSocket | ll.ScopeSignal))
-	if err != nil {
-		return fmt.Errorf("landlock scope: %w", err)
-	}
+	cfg := landlock.Config{Scoped: ll.ScopeAbstractUnixSocket | ll.ScopeSignal}
 	fd, flags, err := cfg.NewRulesetFD()
 	if err != nil {
 		return fmt.Errorf("landlock scope: %w", err)

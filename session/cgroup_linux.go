@@ -21,7 +21,6 @@ import (
 // it is nil, and the watchdog alone bounds commands.
 type cgroupSet struct {
 	pids, memory string // directories made for this server; "" when absent
-	home         map[string]string
 }
 
 // v1Root is where cgroup v1 hierarchies are mounted.
@@ -31,7 +30,7 @@ const v1Root = "/sys/fs/cgroup"
 // server's own cgroup in the pids and memory v1 hierarchies.
 func newCgroups() *cgroupSet {
 	own := ownCgroups()
-	cs := &cgroupSet{home: map[string]string{}}
+	cs := &cgroupSet{}
 	for _, ctrl := range []string{"pids", "memory"} {
 		rel, ok := own[ctrl]
 		if !ok {
@@ -43,7 +42,6 @@ func newCgroups() *cgroupSet {
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			continue
 		}
-		cs.home[ctrl] = parent
 		switch ctrl {
 		case "pids":
 			cs.pids = dir
@@ -113,11 +111,8 @@ func (cs *cgroupSet) close() {
 
 // callCgroup is one call's cgroups.
 type callCgroup struct {
-	cs         *cgroupSet
-	pids, mem  string
-	maxProcs   int64
-	enforced   map[string]bool // bound names the kernel enforces for this call
-	lastPidMax int64
+	pids, mem string
+	enforced  map[string]bool // bound names the kernel enforces for this call
 }
 
 // call creates the cgroups of one call with its bounds. A bound that
@@ -126,7 +121,7 @@ func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
 	if cs == nil {
 		return nil
 	}
-	cc := &callCgroup{cs: cs, maxProcs: maxProcs, enforced: map[string]bool{}}
+	cc := &callCgroup{enforced: map[string]bool{}}
 	if cs.pids != "" && maxProcs > 0 {
 		d := filepath.Join(cs.pids, id)
 		// bwrap, its init and the thread that forks bwrap count too.

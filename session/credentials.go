@@ -142,11 +142,18 @@ func plainRel(rel string) error {
 // the jail) a real directory: a symlink or a file a command left there is
 // removed, never followed.
 func (s *Session) ensureDirs(dir string) error {
+	_, err := s.makeDirs(dir)
+	return err
+}
+
+// makeDirs is ensureDirs, returning the components that did not exist
+// before, outermost first.
+func (s *Session) makeDirs(dir string) (made []string, err error) {
 	if dir == "." || dir == "" {
-		return nil
+		return nil, nil
 	}
 	if err := plainRel(dir); err != nil {
-		return err
+		return nil, err
 	}
 	p := ""
 	for _, part := range strings.Split(dir, "/") {
@@ -157,16 +164,18 @@ func (s *Session) ensureDirs(dir string) error {
 			continue
 		case err == nil:
 			if err := s.root.Remove(p); err != nil {
-				return err
+				return made, err
 			}
-		case !errors.Is(err, fs.ErrNotExist):
-			return err
+		case errors.Is(err, fs.ErrNotExist):
+			made = append(made, p)
+		default:
+			return made, err
 		}
 		if err := s.root.Mkdir(p, 0o700); err != nil {
-			return err
+			return made, err
 		}
 	}
-	return nil
+	return made, nil
 }
 
 // mountPoint makes rel an empty directory or file for a bind mount, unless
@@ -315,14 +324,11 @@ func (s *Session) copyCredentials(exps []auth.Exposure) (undo func() error, err 
 	for _, e := range exps {
 		for _, it := range e.Items {
 			rel := filepath.ToSlash(it.Rel)
-			newDirs, err := s.missingDirs(path.Dir(rel))
+			newDirs, err := s.makeDirs(path.Dir(rel))
+			made = append(made, newDirs...)
 			if err != nil {
 				return undo, err
 			}
-			if err := s.ensureDirs(path.Dir(rel)); err != nil {
-				return undo, err
-			}
-			made = append(made, newDirs...)
 			// Credential places are reserved: what a command left there
 			// gives way to the credential.
 			if err := s.root.RemoveAll(rel); err != nil {
@@ -356,24 +362,6 @@ func (s *Session) copyCredentials(exps []auth.Exposure) (undo func() error, err 
 		}
 	}
 	return undo, nil
-}
-
-// missingDirs lists the components of dir that do not exist yet.
-func (s *Session) missingDirs(dir string) ([]string, error) {
-	var out []string
-	if dir == "." || dir == "" {
-		return nil, nil
-	}
-	p := ""
-	for _, part := range strings.Split(dir, "/") {
-		p = path.Join(p, part)
-		if _, err := s.root.Lstat(p); errors.Is(err, fs.ErrNotExist) {
-			out = append(out, p)
-		} else if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 // copyTreeIn copies a host file or directory tree to dst in the jail:

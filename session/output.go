@@ -172,12 +172,6 @@ func (c *capture) inline() ([]byte, bool) {
 	return c.all, c.head == nil
 }
 
-func (c *capture) cutOff() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.head != nil
-}
-
 // ring keeps the last cap(buf) bytes written to it.
 type ring struct {
 	buf  []byte

@@ -18,7 +18,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 // ValidName reports why name cannot be a session name, or nil.
 func ValidName(name string) error {
 	if !nameRE.MatchString(name) || name == "." || name == ".." {
-		return fmt.Errorf("invalid session name %q: want 1 to 64 of A-Z a-z 0-9 . _ - and not . or ..", name)
+		return fmt.Errorf("invalid session name %q: want 1 to 64 of A-Z a-z 0-9 . _ - other than . and .. themselves", name)
 	}
 	return nil
 }

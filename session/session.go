@@ -10,7 +10,6 @@ import (
 	"path"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -28,7 +27,6 @@ type Session struct {
 	mu      sync.Mutex
 	nextID  uint64
 	running map[uint64]*call
-	outSeq  atomic.Uint64
 }
 
 type call struct {

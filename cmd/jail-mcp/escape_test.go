@@ -26,8 +26,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/sys/unix"
 
@@ -219,6 +217,25 @@ def attempt(what, f, *a, **kw):
     except (OSError, ValueError):
         return
     escaped(what)
+def reach_unix(addr, what):
+    import socket
+    for kind in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET, socket.SOCK_DGRAM):
+        try:
+            # The jail denies unix sockets outright (seccomp): EACCES here
+            # is the attack failing.
+            s = socket.socket(socket.AF_UNIX, kind)
+        except PermissionError:
+            continue
+        s.settimeout(2)
+        try:
+            if kind == socket.SOCK_DGRAM:
+                s.sendto(b"x", addr)
+            else:
+                s.connect(addr)
+            escaped("%s (type %d)" % (what, kind))
+        except OSError:
+            pass
+        s.close()
 `
 
 const pyDone = "python-attack-finished"
@@ -704,23 +721,7 @@ with open("/proc/net/unix") as f:
         if len(fields) == 8 and fields[7].startswith("@"):
             names.append(fields[7][1:])
 for n in names:
-    for kind in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET, socket.SOCK_DGRAM):
-        try:
-            # The jail denies unix sockets outright (seccomp): EACCES here
-            # is the attack failing.
-            s = socket.socket(socket.AF_UNIX, kind)
-        except PermissionError:
-            continue
-        s.settimeout(2)
-        try:
-            if kind == socket.SOCK_DGRAM:
-                s.sendto(b"x", "\0" + n)
-            else:
-                s.connect("\0" + n)
-            escaped("abstract socket @%s (type %d)" % (n, kind))
-        except OSError:
-            pass
-        s.close()
+    reach_unix("\0" + n, "abstract socket @%s" % n)
 `), map[string]any{"network": network, "env": map[string]any{"ABSTRACT": strings.TrimPrefix(fx.abstract.addr, "@")}})
 		}
 		fx.abstract.mustBeUntouched(t)
@@ -1042,23 +1043,7 @@ with open("/proc/net/unix") as f:
         if len(fields) == 8 and int(fields[3], 16) & 0x10000 and fields[7].startswith("/") and not fields[7].startswith(HOME + "/"):
             targets.append(fields[7])
 for p in targets:
-    for kind in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET, socket.SOCK_DGRAM):
-        try:
-            # The jail denies unix sockets outright (seccomp): EACCES here
-            # is the attack failing.
-            s = socket.socket(socket.AF_UNIX, kind)
-        except PermissionError:
-            continue
-        s.settimeout(2)
-        try:
-            if kind == socket.SOCK_DGRAM:
-                s.sendto(b"x", p)
-            else:
-                s.connect(p)
-            escaped("unix socket %s (type %d)" % (p, kind))
-        except OSError:
-            pass
-        s.close()
+    reach_unix(p, "unix socket %s" % p)
 `)
 
 // checkStdout applies attack's verdict to a result run outside attack.
@@ -1589,32 +1574,11 @@ func (fx *escapeFixture) failClosed(t *testing.T) {
 func startServerWithTTY(t *testing.T, project string, env []string, args ...string) (*testServer, *os.File) {
 	t.Helper()
 	master, slave := openPTY(t)
-	ts := &testServer{t: t, stderr: &syncBuffer{}, project: project}
+	ts := startServerCmd(t, project, env, func(cmd *exec.Cmd) {
+		cmd.Stderr = slave
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 2}
+	}, args...)
 	go io.Copy(ts.stderr, master)
-	args = append([]string{"serve", "--project", project}, args...)
-	tr := transport.NewStdioWithOptions(os.Args[0], env, args,
-		transport.WithCommandFunc(func(ctx context.Context, command string, env []string, args []string) (*exec.Cmd, error) {
-			cmd := exec.Command(command, args...)
-			cmd.Env = env
-			cmd.Dir = project
-			cmd.Stderr = slave
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 2}
-			ts.cmd = cmd
-			return cmd, nil
-		}))
-	ts.c = client.NewClient(tr)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	if err := ts.c.Start(ctx); err != nil {
-		t.Fatalf("start server: %v", err)
-	}
-	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	req.Params.ClientInfo = mcp.Implementation{Name: "jail-mcp-escape", Version: "1"}
-	if _, err := ts.c.Initialize(ctx, req); err != nil {
-		t.Fatalf("initialize: %v; server stderr:\n%s", err, ts.stderr.String())
-	}
-	t.Cleanup(func() { ts.c.Close() })
 	return ts, slave
 }
 

@@ -110,6 +110,13 @@ func newProject(t *testing.T) string {
 
 func startServer(t *testing.T, project string, env []string, args ...string) *testServer {
 	t.Helper()
+	return startServerCmd(t, project, env, nil, args...)
+}
+
+// startServerCmd is startServer with setup, when not nil, adjusting the
+// server's command before it starts (its stderr defaults to ts.stderr).
+func startServerCmd(t *testing.T, project string, env []string, setup func(*exec.Cmd), args ...string) *testServer {
+	t.Helper()
 	ts := &testServer{t: t, stderr: &syncBuffer{}, project: project}
 	args = append([]string{"serve", "--project", project}, args...)
 	tr := transport.NewStdioWithOptions(os.Args[0], env, args,
@@ -118,6 +125,9 @@ func startServer(t *testing.T, project string, env []string, args ...string) *te
 			cmd.Env = env
 			cmd.Dir = project
 			cmd.Stderr = ts.stderr
+			if setup != nil {
+				setup(cmd)
+			}
 			ts.cmd = cmd
 			return cmd, nil
 		}))

@@ -144,5 +144,5 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 			noColor = false
 		}
 	}
-	return slog.New(tint.NewHandler(w, &tint.Options{Level: level, NoColor: noColor}))
+	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, NoColor: noColor}))
 }
