@@ -20,9 +20,9 @@ type bwrap struct {
 	info map[*exec.Cmd]*os.File // read end of each command's --info-fd pipe, until Start
 }
 
-func (b *bwrap) Name() string     { return "bwrap" }
-func (b *bwrap) Confined() bool   { return true }
-func (b *bwrap) BindsPaths() bool { return true }
+func (b *bwrap) Name() string                { return "bwrap" }
+func (b *bwrap) Confined() bool              { return true }
+func (b *bwrap) Credentials() CredentialMode { return BindCredentials }
 
 func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 	if err := spec.validate(); err != nil {
@@ -60,7 +60,7 @@ func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 // does, while its init, the namespace's pid 1, is still killing what the
 // command left behind; waiting for that init (known from --info-fd) keeps
 // promise 3 for the caller that checks right after.
-func (b *bwrap) Start(cmd *exec.Cmd, launch Launcher) (func() error, error) {
+func (b *bwrap) Start(cmd *exec.Cmd, launch Launcher) (Process, error) {
 	b.mu.Lock()
 	infoR := b.info[cmd]
 	delete(b.info, cmd)
@@ -74,15 +74,15 @@ func (b *bwrap) Start(cmd *exec.Cmd, launch Launcher) (func() error, error) {
 		if infoR != nil {
 			infoR.Close()
 		}
-		return nil, err
+		return Process{}, err
 	}
 	initDone := make(chan func(), 1)
 	go func() { initDone <- watchInit(infoR) }()
-	return func() error {
+	return Process{Wait: func() error {
 		err := wait()
 		(<-initDone)()
 		return err
-	}, nil
+	}}, nil
 }
 
 func (b *bwrap) Guarantees() Guarantees {

@@ -280,6 +280,7 @@ func TestOpenBwrapMissing(t *testing.T) {
 		{"nonexistent dir", "bwrap", "/nonexistent"},
 		{"empty PATH", "bwrap", ""},
 		{"relative dirs only", "bwrap", "usr/bin:bin"},
+		// Landlock too old here: auto has nothing to fall back to.
 		{"auto explains with bwrap", "auto", "/nonexistent"},
 	}
 	for _, tt := range tests {
@@ -290,7 +291,8 @@ func TestOpenBwrapMissing(t *testing.T) {
 				}
 				return ""
 			}
-			b, err := jail.Open(t.Context(), tt.backend, jail.Options{Getenv: getenv})
+			tooOld := func() (int, error) { return jail.MinLandlockABI - 1, nil }
+			b, err := jail.Open(t.Context(), tt.backend, jail.Options{Getenv: getenv, LandlockABI: tooOld})
 			if err == nil {
 				t.Fatalf("Open(%s) with PATH=%q = %s, want error", tt.backend, tt.path, b.Name())
 			}

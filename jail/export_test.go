@@ -2,3 +2,8 @@ package jail
 
 // SeccompFilter exposes the filter builder to the golden test.
 var SeccompFilter = seccompFilter
+
+// LandlockSeccomp exposes the landlock backend's filter to the golden test.
+func LandlockSeccomp(goarch string, network, root bool) ([]byte, error) {
+	return buildSeccomp(goarch, landlockPolicy(network, root))
+}

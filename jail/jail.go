@@ -28,19 +28,43 @@ type Backend interface {
 	// starts it and kills it; killing its process group ends everything the
 	// command started when the backend keeps promise 3.
 	Command(spec Spec) (*exec.Cmd, error)
-	// Start starts a command made by Command and returns the function that
-	// waits for it. It forks from a locked OS thread that launch provides
-	// (nil: a fresh one), confined before the fork where the backend needs
-	// it; that thread waits for the command and then dies with it.
-	Start(cmd *exec.Cmd, launch Launcher) (wait func() error, err error)
-	// BindsPaths reports whether the backend shows Spec.Mounts and
-	// Spec.Hide; when it does not, the caller copies
-	// credentials into the jail for the call and removes them after.
-	BindsPaths() bool
+	// Start starts a command made by Command. It forks from a locked OS
+	// thread that launch provides (nil: a fresh one), confined before the
+	// fork where the backend needs it; that thread waits for the command
+	// and then dies with it. The Process's Wait returns once the command
+	// and everything it started are gone.
+	Start(cmd *exec.Cmd, launch Launcher) (Process, error)
+	// Credentials is how the backend shows host credentials in the jail.
+	Credentials() CredentialMode
 	// Guarantees lists the promises of SECURITY.md this backend keeps and
 	// those it does not.
 	Guarantees() Guarantees
 }
+
+// Process is a started command.
+type Process struct {
+	// Wait waits for the command and for every process it started.
+	Wait func() error
+	// Tree, when set, counts the processes of the command wherever they
+	// went and their resident memory in bytes, as last seen (at most
+	// TreeInterval ago); when nil, the caller counts the descendants of
+	// the command's process.
+	Tree func() (procs int, rss int64)
+}
+
+// CredentialMode is how a backend shows host credentials in the jail.
+type CredentialMode int
+
+const (
+	// BindCredentials: the backend shows Spec.Mounts and Spec.Hide.
+	BindCredentials CredentialMode = iota
+	// LinkCredentials: the caller places symlinks to the host paths in
+	// the jail for the call; the backend denies writes through them.
+	LinkCredentials
+	// CopyCredentials: the caller places copies in the jail for the call
+	// and removes them after.
+	CopyCredentials
+)
 
 // Launcher runs fn on a locked OS thread that is never handed back to the
 // Go runtime: the thread exits when fn returns. A caller may give one
@@ -48,10 +72,23 @@ type Backend interface {
 // slow), so that the work is off the call's path.
 type Launcher func(fn func())
 
-// FreshThread is the Launcher of a new locked thread.
+// FreshThread is the Launcher of a new locked thread. The thread is never
+// the process's main thread: what a backend does to a launcher thread
+// (a Landlock domain, a cgroup) would otherwise become the face the whole
+// server shows to others, since signals and cgroup membership are judged
+// by the thread group's leader; and Go never ends the main thread.
 func FreshThread(fn func()) {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread exits with fn
+		if isMainThread() {
+			// Hold the main thread until fn runs elsewhere, so that the
+			// new goroutine cannot be scheduled on it, then give it back.
+			running := make(chan struct{})
+			FreshThread(func() { close(running); fn() })
+			<-running
+			runtime.UnlockOSThread()
+			return
+		}
 		fn()
 	}()
 }
@@ -141,9 +178,16 @@ type Report struct {
 	Backend   string `json:"backend"`
 	Available bool   `json:"available"`
 	Path      string `json:"path,omitempty"`
+	ABI       int    `json:"abi,omitempty"` // landlock: the kernel's ABI version
 	Reason    string `json:"reason,omitempty"`
 	Hint      string `json:"hint,omitempty"`
 }
+
+// MinLandlockABI is the oldest Landlock ABI the landlock backend accepts:
+// ABI 6 (Linux 6.12) is the first that fences signals to processes
+// outside the sandbox. Below it the backend refuses to run rather than
+// drop rights silently.
+const MinLandlockABI = 6
 
 // Names lists the backends of the contract in the order auto tries them.
 var Names = []string{"bwrap", "landlock", "sandbox-exec"}

@@ -19,6 +19,15 @@ type Options struct {
 	Getenv func(string) string
 	// ReadFile reads kernel settings under /proc/sys to explain a failure.
 	ReadFile func(string) ([]byte, error)
+	// LandlockABI reads the kernel's Landlock ABI version.
+	LandlockABI func() (int, error)
+}
+
+func (o Options) landlockABI() (int, error) {
+	if o.LandlockABI == nil {
+		return landlockABI()
+	}
+	return o.LandlockABI()
 }
 
 func (o Options) getenv(k string) string {
@@ -46,11 +55,19 @@ func Open(ctx context.Context, name string, opts Options) (Backend, error) {
 				return Open(ctx, r.Backend, opts)
 			}
 		}
-		// Explain with the backend this OS would prefer.
+		// Explain with the backend this OS would prefer, and say why the
+		// others of this OS cannot stand in.
 		for _, r := range reports {
-			if r.Backend == preferred {
-				return nil, &UnavailableError{Backend: r.Backend, Reason: r.Reason, Hint: r.Hint}
+			if r.Backend != preferred {
+				continue
 			}
+			ue := &UnavailableError{Backend: r.Backend, Reason: r.Reason, Hint: r.Hint}
+			for _, o := range reports {
+				if o.Backend != preferred && native(o.Backend) {
+					ue.Reason += "; " + o.Backend + ": " + o.Reason
+				}
+			}
+			return nil, ue
 		}
 		return nil, &UnavailableError{Backend: "auto", Reason: "no confining backend exists on " + goos}
 	}
@@ -125,12 +142,12 @@ func probeBwrap(ctx context.Context, opts Options) Report {
 }
 
 func runContext(ctx context.Context, b Backend, cmd *exec.Cmd) error {
-	wait, err := b.Start(cmd, nil)
+	p, err := b.Start(cmd, nil)
 	if err != nil {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() { done <- wait() }()
+	go func() { done <- p.Wait() }()
 	select {
 	case err := <-done:
 		return err

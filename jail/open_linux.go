@@ -2,8 +2,10 @@ package jail
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,18 +15,24 @@ const (
 	preferred = "bwrap"
 )
 
+// native reports whether backend name exists on this OS.
+func native(name string) bool { return name == "bwrap" || name == "landlock" }
+
 func probe(ctx context.Context, name string, opts Options) Report {
 	switch name {
 	case "bwrap":
 		return probeBwrap(ctx, opts)
 	case "landlock":
-		return Report{Backend: name, Reason: "the landlock backend is not supported yet"}
+		return probeLandlock(ctx, opts)
 	default:
 		return Report{Backend: name, Reason: name + " exists only on macOS"}
 	}
 }
 
 func construct(name string, r Report) (Backend, error) {
+	if name == "landlock" {
+		return newLandlock(r.ABI)
+	}
 	return newBwrap(r.Path), nil
 }
 
@@ -55,3 +63,48 @@ func memfd(name string, data []byte) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// probeLandlock checks the kernel's Landlock ABI, then runs /bin/true
+// under the real policy once.
+func probeLandlock(ctx context.Context, opts Options) Report {
+	r := Report{Backend: "landlock"}
+	abi, err := opts.landlockABI()
+	switch {
+	case err != nil:
+		r.Reason = fmt.Sprintf("Landlock is not enabled in this kernel (%v)", err)
+		r.Hint = "boot Linux 6.12 or later with landlock in the lsm= list (see /sys/kernel/security/lsm), or install bubblewrap: sudo apt-get install bubblewrap"
+		return r
+	case abi < MinLandlockABI:
+		r.ABI = abi
+		r.Reason = fmt.Sprintf("Landlock ABI %d here; jail-mcp needs ABI %d (Linux 6.12 or later), the first that fences signals to host processes", abi, MinLandlockABI)
+		r.Hint = "upgrade to Linux 6.12 or later, or install bubblewrap: sudo apt-get install bubblewrap"
+		return r
+	}
+	r.ABI = abi
+	l, err := newLandlock(abi)
+	if err != nil {
+		r.Reason = err.Error()
+		return r
+	}
+	dir, err := os.MkdirTemp("", "jail-mcp-probe-")
+	if err != nil {
+		r.Reason = fmt.Sprintf("create probe directory: %v", err)
+		return r
+	}
+	defer os.Remove(dir)
+	cmd, err := l.Command(Spec{Argv: []string{"/bin/true"}, Dir: dir, Jail: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		r.Reason = err.Error()
+		return r
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := runContext(ctx, l, cmd); err != nil {
+		r.Reason = "Landlock cannot confine a command here: " + err.Error()
+		return r
+	}
+	r.Available = true
+	return r
+}
+
+func isMainThread() bool { return unix.Gettid() == unix.Getpid() }

@@ -6,9 +6,9 @@ import "os/exec"
 // --fallback warn; every result of a command it ran says confined: false.
 type Unconfined struct{}
 
-func (Unconfined) Name() string     { return "none" }
-func (Unconfined) Confined() bool   { return false }
-func (Unconfined) BindsPaths() bool { return false }
+func (Unconfined) Name() string                { return "none" }
+func (Unconfined) Confined() bool              { return false }
+func (Unconfined) Credentials() CredentialMode { return CopyCredentials }
 
 func (Unconfined) Command(spec Spec) (*exec.Cmd, error) {
 	if err := spec.validate(); err != nil {
@@ -20,8 +20,9 @@ func (Unconfined) Command(spec Spec) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
-func (Unconfined) Start(cmd *exec.Cmd, launch Launcher) (func() error, error) {
-	return scoper{}.start(cmd, launch)
+func (Unconfined) Start(cmd *exec.Cmd, launch Launcher) (Process, error) {
+	wait, err := scoper{}.start(cmd, launch)
+	return Process{Wait: wait}, err
 }
 
 func (Unconfined) Guarantees() Guarantees {

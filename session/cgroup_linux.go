@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // cgroupSet is the server's own cgroups (v1 pids and memory hierarchies)
@@ -189,8 +190,7 @@ func (cs *cgroupSet) prepare(id string, maxProcs, maxMemory int64) *launcher {
 	}
 	l := &launcher{cc: cc, run: make(chan func())}
 	ready := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies with the call
+	jail.FreshThread(func() { // never the main thread; it dies with the call
 		err := cc.join()
 		ready <- err
 		if err != nil {
@@ -199,7 +199,7 @@ func (cs *cgroupSet) prepare(id string, maxProcs, maxMemory int64) *launcher {
 		if fn, ok := <-l.run; ok {
 			fn()
 		}
-	}()
+	})
 	if err := <-ready; err != nil {
 		cc.remove()
 		return nil

@@ -49,6 +49,11 @@ func (s *Session) ensureState(cli string, it auth.Item) error {
 	if err == nil && fi.IsDir() == it.Dir && (fi.IsDir() || fi.Mode().IsRegular()) {
 		return nil
 	}
+	if err == nil {
+		if err := s.removeAll(statePath(cli, it.Rel)); err != nil {
+			return err
+		}
+	}
 	return s.copyState(cli, it)
 }
 
@@ -172,6 +177,14 @@ func (s *Session) makeDirs(dir string) (made []string, err error) {
 			return made, err
 		}
 		if err := s.root.Mkdir(p, 0o700); err != nil {
+			// A call running at the same time made it first: fine, if it
+			// is a directory now; it is not ours to remove later.
+			if fi, lerr := s.root.Lstat(p); errors.Is(err, fs.ErrExist) && lerr == nil && fi.IsDir() {
+				if n := len(made); n > 0 && made[n-1] == p {
+					made = made[:n-1]
+				}
+				continue
+			}
 			return made, err
 		}
 	}
@@ -201,11 +214,20 @@ func (s *Session) mountPoint(rel string, dir bool) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
+	// Calls running at the same time may race to make the same mount
+	// point: one of the right kind made by another is as good.
 	if dir {
-		return s.root.Mkdir(rel, 0o700)
+		err := s.root.Mkdir(rel, 0o700)
+		if fi, lerr := s.root.Lstat(rel); errors.Is(err, fs.ErrExist) && lerr == nil && fi.IsDir() {
+			return nil
+		}
+		return err
 	}
 	f, err := s.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
+		if fi, lerr := s.root.Lstat(rel); errors.Is(err, fs.ErrExist) && lerr == nil && fi.Mode().IsRegular() {
+			return nil
+		}
 		return err
 	}
 	return f.Close()
@@ -217,6 +239,10 @@ func (s *Session) mountPoint(rel string, dir bool) error {
 // The descriptors it opens for the binds are added to opened, for the
 // caller to close once the command has started.
 func (s *Session) bindCredentials(spec *jail.Spec, exps []auth.Exposure, opened *[]*os.File) error {
+	// Calls of the session starting at once would race to make the same
+	// mount points and state copies.
+	s.credMu.Lock()
+	defer s.credMu.Unlock()
 	if err := s.ensureDirs(stateDir); err != nil {
 		return fmt.Errorf("prepare %s: %w", stateDir, err)
 	}
@@ -276,46 +302,41 @@ func (s *Session) addHostMount(spec *jail.Spec, host, target string, opened *[]*
 	return nil
 }
 
-// copyCredentials is the path of backends that cannot bind host files into
-// the jail: each credential is copied to its place before the call, and the
-// returned undo removes the copies after it (state copies are saved back to
-// the state directory first, never to the host). The caller runs undo also
-// when the call fails or is cancelled.
-func (s *Session) copyCredentials(exps []auth.Exposure) (undo func() error, err error) {
-	var placed []string  // jail-relative paths to remove after the call
-	var secrets []string // secret copies inside state copies, removed first
-	var made []string    // directories created for them, deepest last
-	var saveBack [][2]string
-	undo = func() error {
+// placeCredentials is the path of backends that cannot bind host files
+// into the jail: each credential is placed at its home-relative place for
+// the call, a symlink to the host path (link, for a backend that denies
+// writes through it) or a copy, and the returned undo removes it after the
+// call (state copies are moved back to the state directory, never to the
+// host). Calls of one session that run at once share what they placed: a
+// credential goes when the last call that needed it ends. The caller runs
+// undo also when the call fails or is cancelled.
+func (s *Session) placeCredentials(exps []auth.Exposure, link bool) (undo func() error, err error) {
+	s.credMu.Lock()
+	defer s.credMu.Unlock()
+	if s.placed == nil {
+		s.placed = map[string]*placement{}
+	}
+	var mine []string         // places this call holds
+	release := func() error { // with credMu held
 		var errs []error
-		for _, p := range secrets {
-			if err := s.root.RemoveAll(p); err != nil {
-				errs = append(errs, err)
+		for _, rel := range mine {
+			p := s.placed[rel]
+			if p.n--; p.n > 0 {
+				continue
 			}
-		}
-		for _, sb := range saveBack {
-			if _, err := s.root.Lstat(sb[0]); err == nil {
-				if err := s.root.RemoveAll(sb[1]); err != nil {
-					errs = append(errs, err)
-				}
-				if err := s.root.Rename(sb[0], sb[1]); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		}
-		for _, p := range placed {
-			if err := s.root.RemoveAll(p); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		for i := len(made) - 1; i >= 0; i-- {
-			s.root.Remove(made[i]) // only if empty: the command may have used it
+			delete(s.placed, rel)
+			errs = append(errs, p.remove())
 		}
 		return errors.Join(errs...)
 	}
+	undo = func() error {
+		s.credMu.Lock()
+		defer s.credMu.Unlock()
+		return release()
+	}
 	defer func() {
 		if err != nil {
-			undo()
+			release()
 		}
 	}()
 	if err := s.ensureDirs(stateDir); err != nil {
@@ -324,44 +345,97 @@ func (s *Session) copyCredentials(exps []auth.Exposure) (undo func() error, err 
 	for _, e := range exps {
 		for _, it := range e.Items {
 			rel := filepath.ToSlash(it.Rel)
-			newDirs, err := s.makeDirs(path.Dir(rel))
-			made = append(made, newDirs...)
+			if p, ok := s.placed[rel]; ok {
+				p.n++
+				mine = append(mine, rel)
+				continue
+			}
+			remove, err := s.placeItem(e.Name, it, link)
 			if err != nil {
 				return undo, err
 			}
-			// Credential places are reserved: what a command left there
-			// gives way to the credential.
-			if err := s.root.RemoveAll(rel); err != nil {
-				return undo, err
-			}
-			placed = append(placed, rel)
-			if it.State {
-				src := statePath(e.Name, it.Rel)
-				if err := s.ensureState(e.Name, it); err != nil {
-					return undo, err
-				}
-				if err := s.root.Rename(src, rel); err != nil {
-					return undo, err
-				}
-				saveBack = append(saveBack, [2]string{rel, src})
-				for _, sec := range it.Secrets {
-					p := path.Join(rel, sec.Name)
-					if err := s.root.RemoveAll(p); err != nil {
-						return undo, err
-					}
-					secrets = append(secrets, p)
-					if err := s.copyTreeIn(sec.Host, p); err != nil {
-						return undo, fmt.Errorf("copy %s: %w", sec.Host, err)
-					}
-				}
-				continue
-			}
-			if err := s.copyTreeIn(it.Host, rel); err != nil {
-				return undo, fmt.Errorf("copy %s: %w", it.Host, err)
-			}
+			s.placed[rel] = &placement{n: 1, remove: remove}
+			mine = append(mine, rel)
 		}
 	}
 	return undo, nil
+}
+
+// placement is one credential placed in the jail and how many running
+// calls need it.
+type placement struct {
+	n      int
+	remove func() error
+}
+
+// placeItem places one credential path for placeCredentials and returns
+// what removes it; on error, what it placed is removed already.
+func (s *Session) placeItem(cli string, it auth.Item, link bool) (remove func() error, err error) {
+	rel := filepath.ToSlash(it.Rel)
+	var secrets []string // secrets inside a state copy, removed first
+	var made []string    // directories created for rel, outermost first
+	saveBack := ""       // the state copy's home in the state directory
+	remove = func() error {
+		var errs []error
+		for _, p := range secrets {
+			errs = append(errs, s.root.RemoveAll(p))
+		}
+		if saveBack != "" {
+			if _, err := s.root.Lstat(rel); err == nil {
+				errs = append(errs, s.root.RemoveAll(saveBack), s.root.Rename(rel, saveBack))
+			}
+		}
+		errs = append(errs, s.root.RemoveAll(rel))
+		for i := len(made) - 1; i >= 0; i-- {
+			s.root.Remove(made[i]) // only if empty: the command may have used it
+		}
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if err != nil {
+			remove()
+		}
+	}()
+	place := func(host, dst string) error {
+		if link {
+			return s.root.Symlink(host, dst)
+		}
+		if err := s.copyTreeIn(host, dst); err != nil {
+			return fmt.Errorf("copy %s: %w", host, err)
+		}
+		return nil
+	}
+	made, err = s.makeDirs(path.Dir(rel))
+	if err != nil {
+		return remove, err
+	}
+	// Credential places are reserved: what a command left there gives way
+	// to the credential.
+	if err := s.removeAll(rel); err != nil {
+		return remove, err
+	}
+	if !it.State {
+		return remove, place(it.Host, rel)
+	}
+	src := statePath(cli, it.Rel)
+	if err := s.ensureState(cli, it); err != nil {
+		return remove, err
+	}
+	if err := s.root.Rename(src, rel); err != nil {
+		return remove, err
+	}
+	saveBack = src
+	for _, sec := range it.Secrets {
+		p := path.Join(rel, sec.Name)
+		if err := s.root.RemoveAll(p); err != nil {
+			return remove, err
+		}
+		secrets = append(secrets, p)
+		if err := place(sec.Host, p); err != nil {
+			return remove, err
+		}
+	}
+	return remove, nil
 }
 
 // copyTreeIn copies a host file or directory tree to dst in the jail:
@@ -391,4 +465,24 @@ func (s *Session) copyTreeIn(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+// removeAll is os.Root.RemoveAll that, when a command left directories it
+// made unwritable, opens them up (inside rel only) and tries again.
+func (s *Session) removeAll(rel string) error {
+	err := s.root.RemoveAll(rel)
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	fi, lerr := s.root.Lstat(rel)
+	if lerr != nil || !fi.IsDir() {
+		return err
+	}
+	sub, oerr := s.root.OpenRoot(rel)
+	if oerr != nil {
+		return err
+	}
+	count(sub, true)
+	sub.Close()
+	return s.root.RemoveAll(rel)
 }

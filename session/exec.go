@@ -2,8 +2,10 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,35 +133,41 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	}
 	var opened []*os.File
 	defer func() { closeAll(opened) }()
-	if cfg.Backend.BindsPaths() {
-		// The jail is bound by a descriptor too, opened without following
-		// a link (its parent is read-only to commands; this keeps it so).
-		jf, err := openPath(s.m.base, s.Name)
-		if err != nil {
-			return nil, fmt.Errorf("open jail %s: %w", s.Path, err)
+	// The jail is given by a descriptor too, opened without following a
+	// link (its parent is read-only to commands; this keeps it so).
+	jf, err := openPath(s.m.base, s.Name)
+	if err != nil {
+		return nil, fmt.Errorf("open jail %s: %w", s.Path, err)
+	}
+	if jf != nil {
+		opened = append(opened, jf)
+		if fi, err := jf.Stat(); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("open jail %s: not a directory", s.Path)
 		}
-		if jf != nil {
-			opened = append(opened, jf)
-			if fi, err := jf.Stat(); err != nil || !fi.IsDir() {
-				return nil, fmt.Errorf("open jail %s: not a directory", s.Path)
-			}
-			spec.JailFile = jf
-		}
+		spec.JailFile = jf
+	}
+	switch mode := cfg.Backend.Credentials(); mode {
+	case jail.BindCredentials:
 		if err := s.bindCredentials(&spec, exps, &opened); err != nil {
 			return nil, fmt.Errorf("expose credentials: %w", err)
 		}
-	} else {
-		undo, err := s.copyCredentials(exps)
+	default:
+		undo, err := s.placeCredentials(exps, mode == jail.LinkCredentials)
 		if err != nil {
-			return nil, fmt.Errorf("copy credentials into %s: %w", s.Path, err)
+			return nil, fmt.Errorf("place credentials in %s: %w", s.Path, err)
 		}
 		defer func() {
 			if err := undo(); err != nil {
-				s.m.log.Warn("remove credential copies", "session", s.Name, "err", err)
+				s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)
 			}
 		}()
 	}
 	cmd, err := cfg.Backend.Command(spec)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A backend that looks the program up itself (landlock) found
+		// nothing: the request names a program the jail does not have.
+		return nil, inputErrorf("argv[0] %q: not found in the jail's PATH", argv[0])
+	}
 	if err != nil {
 		return nil, fmt.Errorf("prepare %s: %w", spec, err)
 	}
@@ -316,7 +324,7 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		defer func() { go cc.remove() }()
 	}
 	start := time.Now()
-	wait, err := s.m.cfg.Backend.Start(cmd, launch)
+	proc, err := s.m.cfg.Backend.Start(cmd, launch)
 	wout.Close()
 	werr.Close()
 	if err != nil {
@@ -330,7 +338,7 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	exited := make(chan error, 1)
-	go func() { exited <- wait() }()
+	go func() { exited <- proc.Wait() }()
 
 	stopProgress := func() {}
 	if req.Progress != nil {
@@ -338,7 +346,7 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 	}
 
 	hit := make(chan string, 1)
-	stopWatch := s.m.watch(s, pgid, cc, hit)
+	stopWatch := s.m.watch(s, pgid, proc.Tree, cc, hit)
 
 	var waitErr error
 	select {

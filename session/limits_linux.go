@@ -63,15 +63,22 @@ func descendants(root int, parent map[int]int) procTree {
 			continue
 		}
 		t.procs++
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm"); err == nil {
-			f := bytes.Fields(b)
-			if len(f) > 1 {
-				n, _ := strconv.ParseInt(string(f[1]), 10, 64)
-				t.rss += n * page
-			}
-		}
+		t.rss += rss(pid, page)
 	}
 	return t
+}
+
+func rss(pid int, page int64) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(string(f[1]), 10, 64)
+	return n * page
 }
 
 func below(pid, root int, parent map[int]int) bool {

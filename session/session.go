@@ -27,6 +27,13 @@ type Session struct {
 	mu      sync.Mutex
 	nextID  uint64
 	running map[uint64]*call
+
+	// credMu serialises the credential work of starting calls, and
+	// guards placed: the credentials placed in the jail for running
+	// calls, by jail-relative path, under backends that place them rather
+	// than bind them.
+	credMu sync.Mutex
+	placed map[string]*placement
 }
 
 type call struct {

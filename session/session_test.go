@@ -16,13 +16,41 @@ import (
 	"github.com/jail-mcp/jail-mcp/jail"
 )
 
+// backends are the Linux backends the confinement tests run under, each
+// as a subtest of its name: bwrap binds credentials, landlock places them
+// as links for the call.
+var backends = []string{"bwrap", "landlock"}
+
+// forEachBackend runs f as one subtest per backend.
+func forEachBackend(t *testing.T, f func(t *testing.T, backend string)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) { f(t, b) })
+	}
+}
+
 // newManager returns a manager over a fresh project with the real bwrap
 // backend; prepare, when set, runs on the project before New.
 func newManager(t testing.TB, edit func(*Config), prepare func(t testing.TB, project, root string)) (*Manager, string) {
 	t.Helper()
-	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
+	return newManagerOn(t, "bwrap", edit, prepare)
+}
+
+// newManagerOn is newManager with the named real backend.
+func newManagerOn(t testing.TB, backend string, edit func(*Config), prepare func(t testing.TB, project, root string)) (*Manager, string) {
+	t.Helper()
+	m, project := buildManager(t, backend, edit, prepare)
+	t.Cleanup(func() { m.Close() })
+	return m, project
+}
+
+// buildManager is newManagerOn without closing the manager at the end of
+// the test, for a test that must not wait on a session that hangs.
+func buildManager(t testing.TB, backend string, edit func(*Config), prepare func(t testing.TB, project, root string)) (*Manager, string) {
+	t.Helper()
+	b, err := jail.Open(t.Context(), backend, jail.Options{})
 	if err != nil {
-		t.Fatalf("open bwrap backend: %v", err)
+		t.Fatalf("open %s backend: %v", backend, err)
 	}
 	project := canonTempDir(t)
 	root, err := ResolveRoot(project, "")
@@ -49,7 +77,6 @@ func newManager(t testing.TB, edit func(*Config), prepare func(t testing.TB, pro
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() { m.Close() })
 	return m, project
 }
 
@@ -197,181 +224,187 @@ func TestOpenRefuses(t *testing.T) {
 }
 
 func TestExecCwd(t *testing.T) {
-	m, project := newManager(t, nil, nil)
-	s1, s2 := openSession(t, m, "s1"), openSession(t, m, "s2")
-	outside := canonTempDir(t)
-	mkdirs(t, project+"/sub", s1.Path+"/work")
-	writeFile(t, project+"/file", "")
-	symlink(t, "sub", project+"/link-sub")
-	symlink(t, s2.Path, project+"/to-s2")
-	symlink(t, s1.Path+"/work", project+"/to-s1")
-	symlink(t, "/etc", s1.Path+"/etc-link")
-	symlink(t, outside, s1.Path+"/out-link")
+	forEachBackend(t, func(t *testing.T, backend string) {
+		m, project := newManagerOn(t, backend, nil, nil)
+		s1, s2 := openSession(t, m, "s1"), openSession(t, m, "s2")
+		outside := canonTempDir(t)
+		mkdirs(t, project+"/sub", s1.Path+"/work")
+		writeFile(t, project+"/file", "")
+		symlink(t, "sub", project+"/link-sub")
+		symlink(t, s2.Path, project+"/to-s2")
+		symlink(t, s1.Path+"/work", project+"/to-s1")
+		symlink(t, "/etc", s1.Path+"/etc-link")
+		symlink(t, outside, s1.Path+"/out-link")
 
-	tests := []struct {
-		name string
-		cwd  string
-		want string // "" for an *InputError
-	}{
-		{"default is the project", "", project},
-		{"dot", ".", project},
-		{"relative to the project", "sub", project + "/sub"},
-		{"trailing slash", "sub/", project + "/sub"},
-		{"absolute in the project", project + "/sub", project + "/sub"},
-		{"symlink in the project", "link-sub", project + "/sub"},
-		{"own jail", s1.Path, s1.Path},
-		{"inside own jail", s1.Path + "/work", s1.Path + "/work"},
-		{"own jail, relative", ".agent-home/s1/work", s1.Path + "/work"},
-		{"symlink to own jail", "to-s1", s1.Path + "/work"},
-		{"other jail refused", s2.Path, ""},
-		{"other jail, relative, refused", ".agent-home/s2", ""},
-		{"symlink to other jail refused", "to-s2", ""},
-		{"dotdot into other jail refused", s1.Path + "/../s2", ""},
-		{"jail base refused", ".agent-home", ""},
-		{"outside the project refused", outside, ""},
-		{"filesystem root refused", "/", ""},
-		{"parent refused", "..", ""},
-		{"dotdot escape refused", "sub/../..", ""},
-		{"missing refused", "missing", ""},
-		{"file refused", "file", ""},
-		{"jail symlink to /etc refused", s1.Path + "/etc-link", ""},
-		{"jail symlink outside refused", s1.Path + "/out-link", ""},
-		{"NUL refused", "sub\x00", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := s1.Exec(t.Context(), Request{Command: "pwd", Cwd: tt.cwd})
-			if tt.want == "" {
-				var ie *InputError
-				if !errors.As(err, &ie) {
-					t.Fatalf("Exec with cwd %q: %v, %+v; want *InputError", tt.cwd, err, res)
+		tests := []struct {
+			name string
+			cwd  string
+			want string // "" for an *InputError
+		}{
+			{"default is the project", "", project},
+			{"dot", ".", project},
+			{"relative to the project", "sub", project + "/sub"},
+			{"trailing slash", "sub/", project + "/sub"},
+			{"absolute in the project", project + "/sub", project + "/sub"},
+			{"symlink in the project", "link-sub", project + "/sub"},
+			{"own jail", s1.Path, s1.Path},
+			{"inside own jail", s1.Path + "/work", s1.Path + "/work"},
+			{"own jail, relative", ".agent-home/s1/work", s1.Path + "/work"},
+			{"symlink to own jail", "to-s1", s1.Path + "/work"},
+			{"other jail refused", s2.Path, ""},
+			{"other jail, relative, refused", ".agent-home/s2", ""},
+			{"symlink to other jail refused", "to-s2", ""},
+			{"dotdot into other jail refused", s1.Path + "/../s2", ""},
+			{"jail base refused", ".agent-home", ""},
+			{"outside the project refused", outside, ""},
+			{"filesystem root refused", "/", ""},
+			{"parent refused", "..", ""},
+			{"dotdot escape refused", "sub/../..", ""},
+			{"missing refused", "missing", ""},
+			{"file refused", "file", ""},
+			{"jail symlink to /etc refused", s1.Path + "/etc-link", ""},
+			{"jail symlink outside refused", s1.Path + "/out-link", ""},
+			{"NUL refused", "sub\x00", ""},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				res, err := s1.Exec(t.Context(), Request{Command: "pwd", Cwd: tt.cwd})
+				if tt.want == "" {
+					var ie *InputError
+					if !errors.As(err, &ie) {
+						t.Fatalf("Exec with cwd %q: %v, %+v; want *InputError", tt.cwd, err, res)
+					}
+					return
 				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Exec with cwd %q: %v", tt.cwd, err)
-			}
-			if res.ExitCode != 0 || res.Stdout.Text != tt.want+"\n" {
-				t.Errorf("pwd in %q: exit %d stdout %q stderr %q; want %q", tt.cwd, res.ExitCode, res.Stdout.Text, res.Stderr.Text, tt.want)
-			}
-		})
-	}
+				if err != nil {
+					t.Fatalf("Exec with cwd %q: %v", tt.cwd, err)
+				}
+				if res.ExitCode != 0 || res.Stdout.Text != tt.want+"\n" {
+					t.Errorf("pwd in %q: exit %d stdout %q stderr %q; want %q", tt.cwd, res.ExitCode, res.Stdout.Text, res.Stderr.Text, tt.want)
+				}
+			})
+		}
+	})
 }
 
 func TestExecRefusals(t *testing.T) {
-	m, _ := newManager(t, func(c *Config) { c.Network = false }, nil)
-	s := openSession(t, m, "s")
-	yes := true
-	tests := []struct {
-		name string
-		req  Request
-	}{
-		{"nothing to run", Request{}},
-		{"command and argv", Request{Command: "true", Argv: []string{"true"}}},
-		{"empty argv[0]", Request{Argv: []string{"", "x"}}},
-		{"NUL in command", Request{Command: "echo a\x00b"}},
-		{"NUL in argv", Request{Argv: []string{"echo", "a\x00b"}}},
-		{"reserved env", Request{Command: "true", Env: map[string]string{"HOME": "/"}}},
-		{"bad env name", Request{Command: "true", Env: map[string]string{"A-B": "x"}}},
-		{"negative timeout", Request{Command: "true", Timeout: -time.Second}},
-		{"network on when operator said off", Request{Command: "true", Network: &yes}},
-		{"auth not enabled", Request{Command: "true", Auth: []string{"gh"}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := s.Exec(t.Context(), tt.req)
-			var ie *InputError
-			if !errors.As(err, &ie) {
-				t.Errorf("Exec: %v, %+v; want *InputError", err, res)
-			}
-		})
-	}
+	forEachBackend(t, func(t *testing.T, backend string) {
+		m, _ := newManagerOn(t, backend, func(c *Config) { c.Network = false }, nil)
+		s := openSession(t, m, "s")
+		yes := true
+		tests := []struct {
+			name string
+			req  Request
+		}{
+			{"nothing to run", Request{}},
+			{"command and argv", Request{Command: "true", Argv: []string{"true"}}},
+			{"empty argv[0]", Request{Argv: []string{"", "x"}}},
+			{"NUL in command", Request{Command: "echo a\x00b"}},
+			{"NUL in argv", Request{Argv: []string{"echo", "a\x00b"}}},
+			{"reserved env", Request{Command: "true", Env: map[string]string{"HOME": "/"}}},
+			{"bad env name", Request{Command: "true", Env: map[string]string{"A-B": "x"}}},
+			{"negative timeout", Request{Command: "true", Timeout: -time.Second}},
+			{"network on when operator said off", Request{Command: "true", Network: &yes}},
+			{"auth not enabled", Request{Command: "true", Auth: []string{"gh"}}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				res, err := s.Exec(t.Context(), tt.req)
+				var ie *InputError
+				if !errors.As(err, &ie) {
+					t.Errorf("Exec: %v, %+v; want *InputError", err, res)
+				}
+			})
+		}
+	})
 }
 
 func TestReset(t *testing.T) {
-	tests := []struct {
-		name      string
-		plant     func(t *testing.T, s *Session, outside string)
-		wantFiles int64
-		wantBytes int64
-	}{
-		{"empty jail", func(t *testing.T, s *Session, outside string) {}, 0, 0},
-		{"files and directories", func(t *testing.T, s *Session, outside string) {
-			writeFile(t, s.Path+"/a", "abc")
-			writeFile(t, s.Path+"/d/b", "12345")
-			writeFile(t, s.Path+"/d/e/c", "")
-			writeFile(t, s.Path+"/.cache/x", "1234567")
-		}, 4, 15},
-		{"symlink to a file outside", func(t *testing.T, s *Session, outside string) {
-			writeFile(t, outside+"/secret", "do not delete")
-			symlink(t, outside+"/secret", s.Path+"/link")
-		}, 1, 0},
-		{"symlink to a directory outside", func(t *testing.T, s *Session, outside string) {
-			writeFile(t, outside+"/dir/f1", "one")
-			writeFile(t, outside+"/dir/sub/f2", "two")
-			symlink(t, outside+"/dir", s.Path+"/dlink")
-			symlink(t, outside+"/dir/", s.Path+"/.cache/dlink-slash")
-		}, 2, 0},
-		{"skeleton directory replaced by a symlink outside", func(t *testing.T, s *Session, outside string) {
-			writeFile(t, outside+"/cache/keep", "keep")
-			if err := os.Remove(s.Path + "/.cache"); err != nil {
-				t.Fatal(err)
-			}
-			symlink(t, outside+"/cache", s.Path+"/.cache")
-		}, 1, 0},
-		{"dangling symlink", func(t *testing.T, s *Session, outside string) {
-			symlink(t, outside+"/missing", s.Path+"/dangling")
-		}, 1, 0},
-		{"hard link to a file outside", func(t *testing.T, s *Session, outside string) {
-			writeFile(t, outside+"/hard", "shared")
-			if err := os.Link(outside+"/hard", s.Path+"/hard"); err != nil {
-				t.Fatal(err)
-			}
-		}, 1, 6},
-		{"read-only directory", func(t *testing.T, s *Session, outside string) {
-			writeFile(t, s.Path+"/ro/f", "xy")
-			if err := os.Chmod(s.Path+"/ro", 0o500); err != nil {
-				t.Fatal(err)
-			}
-		}, 1, 2},
-		{"planted by a jailed command", func(t *testing.T, s *Session, outside string) {
-			writeFile(t, outside+"/dir/f", "outside")
-			res, err := s.Exec(t.Context(), Request{
-				Command: `mkdir -p d/e && printf 12345 > d/e/f && ln -s "$OUT/dir" link && ln -s "$OUT/dir/f" .config/flink && mkfifo fifo`,
-				Cwd:     s.Path,
-				Env:     map[string]string{"OUT": outside},
-			})
-			if err != nil || res.ExitCode != 0 {
-				t.Fatalf("plant: %v %+v", err, res)
-			}
-		}, 4, 5},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, _ := newManager(t, nil, nil)
-			s := openSession(t, m, "s")
-			outside := canonTempDir(t)
-			tt.plant(t, s, outside)
-			before := tree(t, outside)
+	forEachBackend(t, func(t *testing.T, backend string) {
+		tests := []struct {
+			name      string
+			plant     func(t *testing.T, s *Session, outside string)
+			wantFiles int64
+			wantBytes int64
+		}{
+			{"empty jail", func(t *testing.T, s *Session, outside string) {}, 0, 0},
+			{"files and directories", func(t *testing.T, s *Session, outside string) {
+				writeFile(t, s.Path+"/a", "abc")
+				writeFile(t, s.Path+"/d/b", "12345")
+				writeFile(t, s.Path+"/d/e/c", "")
+				writeFile(t, s.Path+"/.cache/x", "1234567")
+			}, 4, 15},
+			{"symlink to a file outside", func(t *testing.T, s *Session, outside string) {
+				writeFile(t, outside+"/secret", "do not delete")
+				symlink(t, outside+"/secret", s.Path+"/link")
+			}, 1, 0},
+			{"symlink to a directory outside", func(t *testing.T, s *Session, outside string) {
+				writeFile(t, outside+"/dir/f1", "one")
+				writeFile(t, outside+"/dir/sub/f2", "two")
+				symlink(t, outside+"/dir", s.Path+"/dlink")
+				symlink(t, outside+"/dir/", s.Path+"/.cache/dlink-slash")
+			}, 2, 0},
+			{"skeleton directory replaced by a symlink outside", func(t *testing.T, s *Session, outside string) {
+				writeFile(t, outside+"/cache/keep", "keep")
+				if err := os.Remove(s.Path + "/.cache"); err != nil {
+					t.Fatal(err)
+				}
+				symlink(t, outside+"/cache", s.Path+"/.cache")
+			}, 1, 0},
+			{"dangling symlink", func(t *testing.T, s *Session, outside string) {
+				symlink(t, outside+"/missing", s.Path+"/dangling")
+			}, 1, 0},
+			{"hard link to a file outside", func(t *testing.T, s *Session, outside string) {
+				writeFile(t, outside+"/hard", "shared")
+				if err := os.Link(outside+"/hard", s.Path+"/hard"); err != nil {
+					t.Fatal(err)
+				}
+			}, 1, 6},
+			{"read-only directory", func(t *testing.T, s *Session, outside string) {
+				writeFile(t, s.Path+"/ro/f", "xy")
+				if err := os.Chmod(s.Path+"/ro", 0o500); err != nil {
+					t.Fatal(err)
+				}
+			}, 1, 2},
+			{"planted by a jailed command", func(t *testing.T, s *Session, outside string) {
+				writeFile(t, outside+"/dir/f", "outside")
+				res, err := s.Exec(t.Context(), Request{
+					Command: `mkdir -p d/e && printf 12345 > d/e/f && ln -s "$OUT/dir" link && ln -s "$OUT/dir/f" .config/flink && mkfifo fifo`,
+					Cwd:     s.Path,
+					Env:     map[string]string{"OUT": outside},
+				})
+				if err != nil || res.ExitCode != 0 {
+					t.Fatalf("plant: %v %+v", err, res)
+				}
+			}, 4, 5},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				m, _ := newManagerOn(t, backend, nil, nil)
+				s := openSession(t, m, "s")
+				outside := canonTempDir(t)
+				tt.plant(t, s, outside)
+				before := tree(t, outside)
 
-			r, err := s.Reset(t.Context())
-			if err != nil {
-				t.Fatalf("Reset: %v", err)
-			}
-			if r.RemovedFiles != tt.wantFiles || r.RemovedBytes != tt.wantBytes || r.Killed != 0 {
-				t.Errorf("Reset = %+v, want %d files %d bytes 0 killed", r, tt.wantFiles, tt.wantBytes)
-			}
-			if got := sorted(tree(t, s.Path)); !slices.Equal(got, skeletonTree) {
-				t.Errorf("jail after reset holds %q, want the skeleton %q", got, skeletonTree)
-			}
-			if after := tree(t, outside); !slices.Equal(before, after) {
-				t.Errorf("outside changed from %q to %q", before, after)
-			}
-			if u, err := s.Usage(); err != nil || u != (Usage{}) {
-				t.Errorf("Usage after reset = %+v, %v; want zero", u, err)
-			}
-		})
-	}
+				r, err := s.Reset(t.Context())
+				if err != nil {
+					t.Fatalf("Reset: %v", err)
+				}
+				if r.RemovedFiles != tt.wantFiles || r.RemovedBytes != tt.wantBytes || r.Killed != 0 {
+					t.Errorf("Reset = %+v, want %d files %d bytes 0 killed", r, tt.wantFiles, tt.wantBytes)
+				}
+				if got := sorted(tree(t, s.Path)); !slices.Equal(got, skeletonTree) {
+					t.Errorf("jail after reset holds %q, want the skeleton %q", got, skeletonTree)
+				}
+				if after := tree(t, outside); !slices.Equal(before, after) {
+					t.Errorf("outside changed from %q to %q", before, after)
+				}
+				if u, err := s.Usage(); err != nil || u != (Usage{}) {
+					t.Errorf("Usage after reset = %+v, %v; want zero", u, err)
+				}
+			})
+		}
+	})
 }
 
 func TestUsage(t *testing.T) {
@@ -424,86 +457,88 @@ func seqOutput(n int) string {
 }
 
 func TestExecOutput(t *testing.T) {
-	seq := seqOutput(200000)
-	tests := []struct {
-		name       string
-		command    string
-		plant      func(t *testing.T, s *Session, outside string)
-		wantStdout string // whole stream
-		wantStderr string
-		wantKept   bool // OutputPath holds the whole output
-	}{
-		{name: "small output inline", command: "echo hi; echo err >&2", wantStdout: "hi\n", wantStderr: "err\n"},
-		{name: "stdout cut", command: "seq 1 200000; echo err >&2", wantStdout: seq, wantStderr: "err\n", wantKept: true},
-		{name: "stderr cut", command: "seq 1 200000 >&2; echo out", wantStdout: "out\n", wantStderr: seq, wantKept: true},
-		{
-			name:    "output directory planted as a symlink outside",
-			command: "seq 1 200000",
-			plant: func(t *testing.T, s *Session, outside string) {
-				if err := os.MkdirAll(s.Path+"/.jail-mcp", 0o700); err != nil {
-					t.Fatal(err)
-				}
-				symlink(t, outside, s.Path+"/.jail-mcp/output")
-			},
-			wantStdout: seq,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, _ := newManager(t, nil, nil)
-			s := openSession(t, m, "s")
-			outside := canonTempDir(t)
-			if tt.plant != nil {
-				tt.plant(t, s, outside)
-			}
-			res, err := s.Exec(t.Context(), Request{Command: tt.command})
-			if err != nil || res.ExitCode != 0 {
-				t.Fatalf("Exec: %v %+v", err, res)
-			}
-			limit := m.Config().MaxOutput
-			for _, st := range []struct {
-				name string
-				got  Stream
-				want string
-			}{{"stdout", res.Stdout, tt.wantStdout}, {"stderr", res.Stderr, tt.wantStderr}} {
-				cut := len(st.want) > limit
-				if st.got.Bytes != int64(len(st.want)) || st.got.Truncated != cut {
-					t.Errorf("%s: Bytes %d Truncated %t, want %d %t", st.name, st.got.Bytes, st.got.Truncated, len(st.want), cut)
-				}
-				if !cut {
-					if st.got.Text != st.want {
-						t.Errorf("%s: Text %q, want %q", st.name, st.got.Text, st.want)
+	forEachBackend(t, func(t *testing.T, backend string) {
+		seq := seqOutput(200000)
+		tests := []struct {
+			name       string
+			command    string
+			plant      func(t *testing.T, s *Session, outside string)
+			wantStdout string // whole stream
+			wantStderr string
+			wantKept   bool // OutputPath holds the whole output
+		}{
+			{name: "small output inline", command: "echo hi; echo err >&2", wantStdout: "hi\n", wantStderr: "err\n"},
+			{name: "stdout cut", command: "seq 1 200000; echo err >&2", wantStdout: seq, wantStderr: "err\n", wantKept: true},
+			{name: "stderr cut", command: "seq 1 200000 >&2; echo out", wantStdout: "out\n", wantStderr: seq, wantKept: true},
+			{
+				name:    "output directory planted as a symlink outside",
+				command: "seq 1 200000",
+				plant: func(t *testing.T, s *Session, outside string) {
+					if err := os.MkdirAll(s.Path+"/.jail-mcp", 0o700); err != nil {
+						t.Fatal(err)
 					}
-					continue
+					symlink(t, outside, s.Path+"/.jail-mcp/output")
+				},
+				wantStdout: seq,
+			},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				m, _ := newManagerOn(t, backend, nil, nil)
+				s := openSession(t, m, "s")
+				outside := canonTempDir(t)
+				if tt.plant != nil {
+					tt.plant(t, s, outside)
 				}
-				_, marker, _ := checkCut(t, st.want, st.got, limit)
-				if tt.wantKept && !strings.Contains(marker, res.OutputPath) {
-					t.Errorf("%s: marker does not name %s: %q", st.name, res.OutputPath, marker)
+				res, err := s.Exec(t.Context(), Request{Command: tt.command})
+				if err != nil || res.ExitCode != 0 {
+					t.Fatalf("Exec: %v %+v", err, res)
 				}
-				if !tt.wantKept && !strings.Contains(marker, "could not be kept") {
-					t.Errorf("%s: marker does not say the output could not be kept: %q", st.name, marker)
+				limit := m.Config().MaxOutput
+				for _, st := range []struct {
+					name string
+					got  Stream
+					want string
+				}{{"stdout", res.Stdout, tt.wantStdout}, {"stderr", res.Stderr, tt.wantStderr}} {
+					cut := len(st.want) > limit
+					if st.got.Bytes != int64(len(st.want)) || st.got.Truncated != cut {
+						t.Errorf("%s: Bytes %d Truncated %t, want %d %t", st.name, st.got.Bytes, st.got.Truncated, len(st.want), cut)
+					}
+					if !cut {
+						if st.got.Text != st.want {
+							t.Errorf("%s: Text %q, want %q", st.name, st.got.Text, st.want)
+						}
+						continue
+					}
+					_, marker, _ := checkCut(t, st.want, st.got, limit)
+					if tt.wantKept && !strings.Contains(marker, res.OutputPath) {
+						t.Errorf("%s: marker does not name %s: %q", st.name, res.OutputPath, marker)
+					}
+					if !tt.wantKept && !strings.Contains(marker, "could not be kept") {
+						t.Errorf("%s: marker does not say the output could not be kept: %q", st.name, marker)
+					}
 				}
-			}
-			if !tt.wantKept {
-				if res.OutputPath != "" {
-					t.Errorf("OutputPath %q, want none", res.OutputPath)
+				if !tt.wantKept {
+					if res.OutputPath != "" {
+						t.Errorf("OutputPath %q, want none", res.OutputPath)
+					}
+					if got := tree(t, outside); !slices.Equal(got, []string{"./"}) {
+						t.Errorf("output written outside the jail: %q", got)
+					}
+					return
 				}
-				if got := tree(t, outside); !slices.Equal(got, []string{"./"}) {
-					t.Errorf("output written outside the jail: %q", got)
+				if !strings.HasPrefix(res.OutputPath, s.Path+"/.jail-mcp/output/") {
+					t.Fatalf("OutputPath %q is not inside the jail's output directory", res.OutputPath)
 				}
-				return
-			}
-			if !strings.HasPrefix(res.OutputPath, s.Path+"/.jail-mcp/output/") {
-				t.Fatalf("OutputPath %q is not inside the jail's output directory", res.OutputPath)
-			}
-			for name, want := range map[string]string{"stdout": tt.wantStdout, "stderr": tt.wantStderr} {
-				got, err := os.ReadFile(filepath.Join(res.OutputPath, name))
-				if err != nil || string(got) != want {
-					t.Errorf("%s file: %d bytes, %v; want %d bytes byte-identical", name, len(got), err, len(want))
+				for name, want := range map[string]string{"stdout": tt.wantStdout, "stderr": tt.wantStderr} {
+					got, err := os.ReadFile(filepath.Join(res.OutputPath, name))
+					if err != nil || string(got) != want {
+						t.Errorf("%s file: %d bytes, %v; want %d bytes byte-identical", name, len(got), err, len(want))
+					}
 				}
-			}
-		})
-	}
+			})
+		}
+	})
 }
 
 // survivors lists the processes that have marker as an argument.
@@ -527,58 +562,139 @@ func survivors(t *testing.T, marker string) []string {
 }
 
 func TestExecKillsEverything(t *testing.T) {
-	tests := []struct {
-		name        string
-		command     string // %[1]s is the marker, a sleep duration no other process uses
-		timeout     time.Duration
-		cancelAfter time.Duration
-	}{
-		{"timeout, background sleeps", "sleep %[1]s & sleep %[1]s", time.Second, 0},
-		{"timeout, setsid daemon", "setsid sleep %[1]s > /dev/null 2>&1 < /dev/null & sleep %[1]s", time.Second, 0},
-		{"timeout, double fork", "(sleep %[1]s &) ; sleep %[1]s", time.Second, 0},
-		{"cancel, background sleeps", "sleep %[1]s & sleep %[1]s", 20 * time.Second, 300 * time.Millisecond},
-	}
-	m, _ := newManager(t, nil, nil)
-	s := openSession(t, m, "s")
-	for i, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			marker := fmt.Sprintf("9%d%d.5", os.Getpid(), i)
-			ctx := t.Context()
-			if tt.cancelAfter > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithCancel(ctx)
-				defer cancel()
-				time.AfterFunc(tt.cancelAfter, cancel)
-			}
-			deadline := tt.timeout
-			if tt.cancelAfter > 0 {
-				deadline = tt.cancelAfter
-			}
-			start := time.Now()
-			res, err := s.Exec(ctx, Request{Command: fmt.Sprintf(tt.command, marker), Timeout: tt.timeout})
-			elapsed := time.Since(start)
-			if err != nil {
-				t.Fatalf("Exec: %v", err)
-			}
-			if tt.cancelAfter > 0 {
-				if !res.Cancelled || res.TimedOut || res.Limit != "" {
-					t.Errorf("Cancelled %t TimedOut %t Limit %q, want cancelled only", res.Cancelled, res.TimedOut, res.Limit)
+	forEachBackend(t, func(t *testing.T, backend string) {
+		tests := []struct {
+			name        string
+			command     string // %[1]s is the marker, a sleep duration no other process uses
+			timeout     time.Duration
+			cancelAfter time.Duration
+		}{
+			{"timeout, background sleeps", "sleep %[1]s & sleep %[1]s", time.Second, 0},
+			{"timeout, setsid daemon", "setsid sleep %[1]s > /dev/null 2>&1 < /dev/null & sleep %[1]s", time.Second, 0},
+			{"timeout, double fork", "(sleep %[1]s &) ; sleep %[1]s", time.Second, 0},
+			{"cancel, background sleeps", "sleep %[1]s & sleep %[1]s", 20 * time.Second, 300 * time.Millisecond},
+		}
+		m, _ := newManagerOn(t, backend, nil, nil)
+		s := openSession(t, m, "s")
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				marker := fmt.Sprintf("9%d%d.5", os.Getpid(), i)
+				ctx := t.Context()
+				if tt.cancelAfter > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithCancel(ctx)
+					defer cancel()
+					time.AfterFunc(tt.cancelAfter, cancel)
 				}
-			} else if !res.TimedOut || res.Limit != "timeout" || res.Cancelled {
-				t.Errorf("TimedOut %t Limit %q Cancelled %t, want timed out by timeout", res.TimedOut, res.Limit, res.Cancelled)
-			}
-			if res.ExitCode != -1 || res.Signal != "SIGKILL" {
-				t.Errorf("exit %d signal %q, want -1 SIGKILL", res.ExitCode, res.Signal)
-			}
-			if elapsed < deadline || elapsed > deadline+3*time.Second {
-				t.Errorf("returned after %v, want between %v and %v", elapsed, deadline, deadline+3*time.Second)
-			}
-			if got := survivors(t, marker); len(got) > 0 {
-				t.Errorf("processes outlived the call: %q", got)
-			}
-			if n := s.Running(); n != 0 {
-				t.Errorf("Running() = %d after Exec returned", n)
-			}
-		})
+				deadline := tt.timeout
+				if tt.cancelAfter > 0 {
+					deadline = tt.cancelAfter
+				}
+				start := time.Now()
+				res, err := s.Exec(ctx, Request{Command: fmt.Sprintf(tt.command, marker), Timeout: tt.timeout})
+				elapsed := time.Since(start)
+				if err != nil {
+					t.Fatalf("Exec: %v", err)
+				}
+				if tt.cancelAfter > 0 {
+					if !res.Cancelled || res.TimedOut || res.Limit != "" {
+						t.Errorf("Cancelled %t TimedOut %t Limit %q, want cancelled only", res.Cancelled, res.TimedOut, res.Limit)
+					}
+				} else if !res.TimedOut || res.Limit != "timeout" || res.Cancelled {
+					t.Errorf("TimedOut %t Limit %q Cancelled %t, want timed out by timeout", res.TimedOut, res.Limit, res.Cancelled)
+				}
+				if res.ExitCode != -1 || res.Signal != "SIGKILL" {
+					t.Errorf("exit %d signal %q, want -1 SIGKILL", res.ExitCode, res.Signal)
+				}
+				if elapsed < deadline || elapsed > deadline+3*time.Second {
+					t.Errorf("returned after %v, want between %v and %v", elapsed, deadline, deadline+3*time.Second)
+				}
+				if got := survivors(t, marker); len(got) > 0 {
+					t.Errorf("processes outlived the call: %q", got)
+				}
+				if n := s.Running(); n != 0 {
+					t.Errorf("Running() = %d after Exec returned", n)
+				}
+			})
+		}
+	})
+}
+
+// TestExecExitKillsLeftovers: a command that exits at once, leaving
+// background, setsid and double-forked processes behind, returns at once
+// and takes them with it (bwrap: its pid namespace ends; landlock: the
+// backend kills the call's domain).
+func TestExecExitKillsLeftovers(t *testing.T) {
+	tests := []struct {
+		name    string
+		command string // %[1]s is the marker
+	}{
+		{"background sleep holding the output", "sleep %[1]s & exit 3"},
+		{"setsid daemon", "setsid sleep %[1]s > /dev/null 2>&1 < /dev/null & exit 3"},
+		{"double fork", "(sleep %[1]s > /dev/null 2>&1 < /dev/null &) ; exit 3"},
+		{"setsid double fork", "setsid sh -c '(sleep %[1]s > /dev/null 2>&1 < /dev/null &)' ; exit 3"},
 	}
+	forEachBackend(t, func(t *testing.T, backend string) {
+		m, _ := newManagerOn(t, backend, nil, nil)
+		s := openSession(t, m, "left")
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				marker := fmt.Sprintf("8%d%d.5", os.Getpid(), i)
+				start := time.Now()
+				res, err := s.Exec(t.Context(), Request{Command: fmt.Sprintf(tt.command, marker), Timeout: 20 * time.Second})
+				elapsed := time.Since(start)
+				if err != nil {
+					t.Fatalf("Exec: %v", err)
+				}
+				if res.ExitCode != 3 || res.TimedOut || res.Cancelled || res.Limit != "" {
+					t.Errorf("exit %d TimedOut %t Cancelled %t Limit %q, want exit 3 only", res.ExitCode, res.TimedOut, res.Cancelled, res.Limit)
+				}
+				if elapsed > 3*time.Second {
+					t.Errorf("returned after %v, want at once", elapsed)
+				}
+				if got := survivors(t, marker); len(got) > 0 {
+					t.Errorf("processes outlived the call: %q", got)
+				}
+			})
+		}
+	})
+}
+
+func TestExecSignal(t *testing.T) {
+	tests := []struct {
+		name      string
+		signal    string
+		number    int
+		wantLimit string
+	}{
+		{"terminated", "TERM", 15, ""},
+		{"file size signal names the bound", "XFSZ", fileSizeSignal, "file_size"},
+	}
+	forEachBackend(t, func(t *testing.T, backend string) {
+		m, _ := newManagerOn(t, backend, nil, nil)
+		s := openSession(t, m, "sig")
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				res, err := s.Exec(t.Context(), Request{Command: "echo before; kill -s " + tt.signal + " $$; echo after"})
+				if err != nil {
+					t.Fatalf("Exec: %v", err)
+				}
+				if res.Stdout.Text != "before\n" || res.Limit != tt.wantLimit {
+					t.Errorf("stdout %q limit %q, want %q %q", res.Stdout.Text, res.Limit, "before\n", tt.wantLimit)
+				}
+				switch backend {
+				case "bwrap":
+					// bubblewrap outlives the command and exits 128+N.
+					if res.ExitCode != 128+tt.number || res.Signal != "" {
+						t.Errorf("exit %d signal %q, want %d and no signal", res.ExitCode, res.Signal, 128+tt.number)
+					}
+				case "landlock":
+					// The command is the server's own child: its signal is seen.
+					if res.ExitCode != -1 || res.Signal != "SIG"+tt.signal || res.SignalNumber != tt.number {
+						t.Errorf("exit %d signal %q (%d), want -1 SIG%s (%d)", res.ExitCode, res.Signal, res.SignalNumber, tt.signal, tt.number)
+					}
+				}
+			})
+		}
+	})
 }

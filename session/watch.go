@@ -19,21 +19,22 @@ type watchdog struct {
 }
 
 type watched struct {
-	s   *Session
-	cc  *callCgroup   // the call's cgroups, or nil
-	hit chan<- string // receives the name of the first bound exceeded
+	s    *Session
+	tree func() (int, int64) // the backend's count of the call's processes, or nil
+	cc   *callCgroup         // the call's cgroups, or nil
+	hit  chan<- string       // receives the name of the first bound exceeded
 }
 
 // watch starts watching the command whose process (bwrap, or the command
 // itself) is root; the returned function stops it.
-func (m *Manager) watch(s *Session, root int, cc *callCgroup, hit chan<- string) (stop func()) {
+func (m *Manager) watch(s *Session, root int, tree func() (int, int64), cc *callCgroup, hit chan<- string) (stop func()) {
 	w := &m.dog
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watched == nil {
 		w.watched = map[int]*watched{}
 	}
-	w.watched[root] = &watched{s: s, cc: cc, hit: hit}
+	w.watched[root] = &watched{s: s, tree: tree, cc: cc, hit: hit}
 	if !w.running {
 		w.running = true
 		go m.watchLoop()
@@ -77,12 +78,17 @@ func (m *Manager) watchLoop() {
 			if !Watchable || !(procs || memory) {
 				continue
 			}
-			if parent == nil {
-				parent = scanProcs()
+			var tr procTree
+			if x.tree != nil {
+				tr.procs, tr.rss = x.tree()
+			} else {
+				if parent == nil {
+					parent = scanProcs()
+				}
+				tr = descendants(root, parent)
 			}
-			tr := descendants(root, parent)
 			switch {
-			case procs && int64(tr.procs) > cfg.MaxProcs+1: // +1: bwrap's init
+			case procs && int64(tr.procs) > cfg.MaxProcs+1: // +1: bwrap's init, or the landlock guard
 				report(x, "procs")
 			case memory && tr.rss > cfg.MaxMemory:
 				report(x, "memory")

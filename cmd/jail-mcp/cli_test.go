@@ -62,14 +62,23 @@ var realCLIs = []struct {
 
 // TestRealCLIsStartInTheJail installs the real assistant CLIs and runs
 // them in the jail with fake credentials in the operator's HOME: they must
-// start, see their credentials, and leave that HOME exactly as it was.
+// start, see their credentials, and leave that HOME exactly as it was. It
+// runs on every backend, the backends at once: the CLIs are slow to start,
+// and each backend has its own project, HOME and server.
 func TestRealCLIsStartInTheJail(t *testing.T) {
 	bin := installCLIs(t)
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		t.Parallel()
+		testRealCLIs(t, b, bin)
+	})
+}
+
+func testRealCLIs(t *testing.T, b testBackend, bin string) {
 	home := fakeHome(t)
 	before := snapshot(t, home)
 
 	project := newProject(t)
-	ts := startServer(t, project, serverEnv(
+	ts := b.start(t, project, serverEnv(
 		"HOME="+home, "ANTHROPIC_API_KEY=sk-ant-fake", "OPENAI_API_KEY=sk-fake",
 		// A tester's own relocations would expose their real credentials.
 		"CLAUDE_CONFIG_DIR=", "CODEX_HOME=",
@@ -77,7 +86,7 @@ func TestRealCLIsStartInTheJail(t *testing.T) {
 	env := map[string]any{"PATH": bin + string(os.PathListSeparator) + os.Getenv("PATH")}
 	confined := func(t *testing.T, what string, res tools.ExecResult) {
 		t.Helper()
-		if !res.Confined || res.Backend != "bwrap" {
+		if !res.Confined || res.Backend != b.name {
 			t.Errorf("%s ran with confined %t backend %q", what, res.Confined, res.Backend)
 		}
 	}
@@ -133,13 +142,46 @@ func TestRealCLIsStartInTheJail(t *testing.T) {
 		{"remove", `rm -rf "$HOME/$1"`},
 		{"rename", `mv -f "$HOME/$1" "$HOME/$1.moved"`},
 	}
+	// bwrap shows the credentials as read-only mounts: every one of these
+	// operations is refused. landlock places symlinks to them in the jail:
+	// a write through one is refused (and, by seccomp, a root server's
+	// chmod); deleting or renaming the jail's own link, or its directory,
+	// is the jail's business and leaves the host as it was; a change of
+	// metadata through a link is not promised (promise 1 is listed as not
+	// kept, see TestStatus), so it is logged and undone for the HOME check
+	// below, which covers all the rest.
 	refused := regexp.MustCompile(`Read-only file system|Device or resource busy`)
-	try := func(t *testing.T, script, rel string) {
+	if b.name == "landlock" {
+		refused = regexp.MustCompile(`Permission denied|Operation not permitted`)
+	}
+	try := func(t *testing.T, op, script, rel string) {
 		t.Helper()
 		res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", script, "sh", rel}})
 		confined(t, script, res)
-		if res.ExitCode == 0 || !refused.MatchString(res.Stderr) {
+		mustRefuse := true
+		if b.name == "landlock" {
+			switch op {
+			case "delete", "rename", "remove", "touch":
+				mustRefuse = false
+			case "chmod":
+				mustRefuse = os.Geteuid() == 0
+			}
+		}
+		if mustRefuse && (res.ExitCode == 0 || !refused.MatchString(res.Stderr)) {
 			t.Errorf("not refused by the jail: exit %d stderr %q", res.ExitCode, res.Stderr)
+		}
+		e, ok := before[rel]
+		if !ok || !e.Mode.IsRegular() {
+			return
+		}
+		now := snapshot(t, filepath.Join(home, rel))["."]
+		if now.SHA256 != e.SHA256 {
+			t.Errorf("%s changed on the host", rel)
+		}
+		if !mustRefuse && now != e {
+			t.Logf("not promised under landlock: %s changed %s on the host: now %v, was %v", op, rel, now, e)
+			os.Chmod(filepath.Join(home, rel), e.Mode.Perm())
+			os.Chtimes(filepath.Join(home, rel), time.Unix(0, e.ModTime), time.Unix(0, e.ModTime))
 		}
 	}
 	dirs := map[string]bool{}
@@ -152,7 +194,7 @@ func TestRealCLIsStartInTheJail(t *testing.T) {
 				dirs[d] = true
 			}
 			for _, op := range fileOps {
-				t.Run(op.name+" "+f.rel, func(t *testing.T) { try(t, op.script, f.rel) })
+				t.Run(op.name+" "+f.rel, func(t *testing.T) { try(t, op.name, op.script, f.rel) })
 			}
 			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `cat "$HOME/$1"`, "sh", f.rel}})
 			if res.Stdout != f.content {
@@ -162,7 +204,7 @@ func TestRealCLIsStartInTheJail(t *testing.T) {
 	}
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		for _, op := range dirOps {
-			t.Run(op.name+" "+d, func(t *testing.T) { try(t, op.script, d) })
+			t.Run(op.name+" "+d, func(t *testing.T) { try(t, op.name, op.script, d) })
 		}
 	}
 
@@ -181,7 +223,13 @@ func TestRealCLIsStartInTheJail(t *testing.T) {
 	} {
 		res, _ := ts.exec(map[string]any{"argv": argv, "env": env, "timeout_ms": 8000, "network": false})
 		confined(t, argv[0], res)
-		if refused.MatchString(res.Stderr) || refused.MatchString(res.Stdout) {
+		out := res.Stderr + res.Stdout
+		if b.name == "landlock" && os.Geteuid() == 0 {
+			// Documented: as root, the landlock backend denies chmod in
+			// the jail too; codex says so and goes on.
+			out = strings.ReplaceAll(out, "could not create PATH aliases: Operation not permitted", "")
+		}
+		if refused.MatchString(out) {
 			t.Errorf("%v: a write was refused:\n%s", argv, res.Stderr)
 		}
 		first, _, _ := strings.Cut(res.Stderr, "\n")
@@ -204,11 +252,11 @@ func TestRealCLIsStartInTheJail(t *testing.T) {
 
 	ts.c.Close()
 	after := snapshot(t, home)
-	for rel, b := range before {
+	for rel, e := range before {
 		if a, ok := after[rel]; !ok {
 			t.Errorf("%s was removed from HOME", rel)
-		} else if a != b {
-			t.Errorf("%s changed in HOME: now %v, was %v", rel, a, b)
+		} else if a != e {
+			t.Errorf("%s changed in HOME: now %v, was %v", rel, a, e)
 		}
 	}
 	for rel := range after {

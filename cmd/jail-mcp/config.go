@@ -146,8 +146,8 @@ func (rc *rawConfig) parse(fs *flag.FlagSet) (config, error) {
 	}
 
 	switch c.Backend = get("backend"); c.Backend {
-	case "auto", "bwrap":
-	case "landlock", "sandbox-exec":
+	case "auto", "bwrap", "landlock":
+	case "sandbox-exec":
 		return c, fmt.Errorf("%s %s: not supported yet", or(rc.set["backend"], "--backend"), c.Backend)
 	default:
 		return c, bad("backend", "want auto, bwrap, landlock or sandbox-exec")

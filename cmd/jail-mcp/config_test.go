@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -81,7 +82,6 @@ func TestBadConfig(t *testing.T) {
 		noEnv bool
 	}{
 		{name: "backend nope", flag: "backend", env: "JAIL_MCP_BACKEND", value: cfgValue("nope"), want: []string{"auto, bwrap, landlock or sandbox-exec"}},
-		{name: "backend landlock", flag: "backend", env: "JAIL_MCP_BACKEND", value: cfgValue("landlock"), want: []string{"not supported yet"}},
 		{name: "backend sandbox-exec", flag: "backend", env: "JAIL_MCP_BACKEND", value: cfgValue("sandbox-exec"), want: []string{"not supported yet"}},
 		{name: "fallback maybe", flag: "fallback", env: "JAIL_MCP_FALLBACK", value: cfgValue("maybe"), want: []string{"fail or warn"}},
 		{name: "network yes", flag: "network", env: "JAIL_MCP_NETWORK", value: cfgValue("yes"), want: []string{"on or off"}},
@@ -178,6 +178,47 @@ func TestBadConfig(t *testing.T) {
 
 func cfgValue(v string) func(*testing.T, string) string {
 	return func(*testing.T, string) string { return v }
+}
+
+// TestBackendValues: landlock is a backend of Linux, named by the flag or
+// the variable; sandbox-exec, macOS's, is refused here (TestBadConfig).
+func TestBackendValues(t *testing.T) {
+	t.Parallel()
+	for _, by := range []string{"flag", "env"} {
+		t.Run("landlock/"+by, func(t *testing.T) {
+			t.Parallel()
+			p := cfgProject(t)
+			args := []string{"run", "--project", p, "--session", "s", "--log-level", "debug"}
+			environ := cfgEnv()
+			if by == "flag" {
+				args = append(args, "--backend", "landlock")
+			} else {
+				environ = cfgEnv("JAIL_MCP_BACKEND=landlock")
+			}
+			res := runInProcess(t, append(args, "--", "sh", "-c", `echo hi > "$HOME/f" && cat "$HOME/f"`), environ)
+			if res.code != 0 || res.stdout != "hi\n" {
+				t.Fatalf("exit %d, stdout %q; stderr:\n%s", res.code, res.stdout, res.stderr)
+			}
+			if !strings.Contains(res.stderr, "backend=landlock") {
+				t.Errorf("stderr does not say the backend is landlock:\n%s", res.stderr)
+			}
+		})
+	}
+	t.Run("doctor landlock", func(t *testing.T) {
+		t.Parallel()
+		res := runInProcess(t, []string{"doctor", "--backend", "landlock"}, cfgEnv())
+		if res.code != 0 || !strings.Contains(res.stdout, "landlock: commands run confined by landlock") {
+			t.Errorf("exit %d; stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+		}
+	})
+	t.Run("sandbox-exec", func(t *testing.T) {
+		t.Parallel()
+		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--backend", "sandbox-exec", "--", "true"}, cfgEnv())
+		if res.code != 2 || !strings.Contains(res.stderr, "--backend sandbox-exec: not supported yet") {
+			t.Errorf("exit %d, want 2; stderr:\n%s", res.code, res.stderr)
+		}
+		cfgOneLine(t, res.stderr)
+	})
 }
 
 // TestBadConfigDefaultRoot: without --root, a symlinked .agent-home is
@@ -369,88 +410,117 @@ func TestRootInsideAgentHome(t *testing.T) {
 func TestRunCommand(t *testing.T) {
 	cfgNeedBwrap(t)
 	t.Parallel()
-
-	t.Run("exit status", func(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b testBackend) {
 		t.Parallel()
-		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--", "sh", "-c", "exit 7"}, cfgEnv())
-		if res.code != 7 {
-			t.Errorf("exit %d, want 7; stderr:\n%s", res.code, res.stderr)
+		// runOn is "jail-mcp run" on b: b's flags first, its environment
+		// over cfgEnv's.
+		runOn := func(t *testing.T, args ...string) cfgResult {
+			t.Helper()
+			return runInProcess(t, append(append([]string{"run"}, b.args...), args...), cfgEnv(b.env...))
 		}
-		if res.stderr != "" {
-			t.Errorf("stderr:\n%s", res.stderr)
-		}
-	})
 
-	t.Run("output streams through", func(t *testing.T) {
-		t.Parallel()
-		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--", "sh", "-c", "echo out; echo err >&2"}, cfgEnv())
-		if res.code != 0 || res.stdout != "out\n" || res.stderr != "err\n" {
-			t.Errorf("exit %d, stdout %q, stderr %q; want 0, %q, %q", res.code, res.stdout, res.stderr, "out\n", "err\n")
-		}
-	})
+		t.Run("backend", func(t *testing.T) {
+			t.Parallel()
+			res := runOn(t, "--project", cfgProject(t), "--log-level", "debug", "--", "true")
+			if res.code != 0 || !strings.Contains(res.stderr, "backend="+b.name) {
+				t.Errorf("exit %d, want 0 and backend=%s on stderr:\n%s", res.code, b.name, res.stderr)
+			}
+		})
 
-	t.Run("write to HOME", func(t *testing.T) {
-		t.Parallel()
-		p := cfgProject(t)
-		res := runInProcess(t, []string{"run", "--project", p, "--session", "t", "--", "sh", "-c", `echo x > "$HOME/f" && cat "$HOME/f" && echo "$HOME"`}, cfgEnv())
-		if res.code != 0 {
-			t.Fatalf("exit %d, want 0; stderr:\n%s", res.code, res.stderr)
-		}
-		jail := filepath.Join(p, ".agent-home", "t")
-		if want := "x\n" + jail + "\n"; res.stdout != want {
-			t.Errorf("stdout %q, want %q", res.stdout, want)
-		}
-		if b, err := os.ReadFile(filepath.Join(jail, "f")); err != nil || string(b) != "x\n" {
-			t.Errorf("host sees %q, %v in the jail, want %q", b, err, "x\n")
-		}
-		if b, err := os.ReadFile(filepath.Join(p, ".agent-home", ".gitignore")); err != nil || string(b) != "*\n" {
-			t.Errorf(".gitignore is %q, %v; want %q", b, err, "*\n")
-		}
-	})
+		t.Run("exit status", func(t *testing.T) {
+			t.Parallel()
+			res := runOn(t, "--project", cfgProject(t), "--", "sh", "-c", "exit 7")
+			if res.code != 7 {
+				t.Errorf("exit %d, want 7; stderr:\n%s", res.code, res.stderr)
+			}
+			if res.stderr != "" {
+				t.Errorf("stderr:\n%s", res.stderr)
+			}
+		})
 
-	t.Run("write to project", func(t *testing.T) {
-		t.Parallel()
-		p := cfgProject(t)
-		target := filepath.Join(p, "g")
-		res := runInProcess(t, []string{"run", "--project", p, "--", "sh", "-c", "echo y > " + target}, cfgEnv())
-		if res.code == 0 {
-			t.Errorf("writing to the project exited 0")
-		}
-		if _, err := os.Lstat(target); err == nil {
-			t.Errorf("the jailed command created %s", target)
-		}
-	})
+		t.Run("output streams through", func(t *testing.T) {
+			t.Parallel()
+			res := runOn(t, "--project", cfgProject(t), "--", "sh", "-c", "echo out; echo err >&2")
+			if res.code != 0 || res.stdout != "out\n" || res.stderr != "err\n" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 0, %q, %q", res.code, res.stdout, res.stderr, "out\n", "err\n")
+			}
+		})
 
-	t.Run("not found", func(t *testing.T) {
-		t.Parallel()
-		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--", "/nonexistent/cmd"}, cfgEnv())
-		if res.code == 0 {
-			t.Errorf("running a missing program exited 0")
-		}
-	})
+		t.Run("write to HOME", func(t *testing.T) {
+			t.Parallel()
+			p := cfgProject(t)
+			res := runOn(t, "--project", p, "--session", "t", "--", "sh", "-c", `echo x > "$HOME/f" && cat "$HOME/f" && echo "$HOME"`)
+			if res.code != 0 {
+				t.Fatalf("exit %d, want 0; stderr:\n%s", res.code, res.stderr)
+			}
+			jail := filepath.Join(p, ".agent-home", "t")
+			if want := "x\n" + jail + "\n"; res.stdout != want {
+				t.Errorf("stdout %q, want %q", res.stdout, want)
+			}
+			if got, err := os.ReadFile(filepath.Join(jail, "f")); err != nil || string(got) != "x\n" {
+				t.Errorf("host sees %q, %v in the jail, want %q", got, err, "x\n")
+			}
+			if got, err := os.ReadFile(filepath.Join(p, ".agent-home", ".gitignore")); err != nil || string(got) != "*\n" {
+				t.Errorf(".gitignore is %q, %v; want %q", got, err, "*\n")
+			}
+		})
 
-	t.Run("timeout", func(t *testing.T) {
-		t.Parallel()
-		start := time.Now()
-		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--timeout", "1s", "--", "sleep", "5"}, cfgEnv())
-		if d := time.Since(start); d > 4*time.Second {
-			t.Errorf("took %v, want about 1s", d)
-		}
-		if res.code != exitTimedOut {
-			t.Fatalf("exit %d, want %d; stderr:\n%s", res.code, exitTimedOut, res.stderr)
-		}
-		cfgOneLine(t, res.stderr)
-		if !strings.Contains(res.stderr, "timed out") {
-			t.Errorf("stderr does not say it timed out:\n%s", res.stderr)
-		}
-	})
+		t.Run("write to project", func(t *testing.T) {
+			t.Parallel()
+			p := cfgProject(t)
+			target := filepath.Join(p, "g")
+			res := runOn(t, "--project", p, "--", "sh", "-c", "echo y > "+target)
+			if res.code == 0 {
+				t.Errorf("writing to the project exited 0")
+			}
+			if _, err := os.Lstat(target); err == nil {
+				t.Errorf("the jailed command created %s", target)
+			}
+		})
 
-	t.Run("killed by a signal", func(t *testing.T) {
-		t.Parallel()
-		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--", "sh", "-c", "kill -TERM $$"}, cfgEnv())
-		if res.code != 128+15 {
-			t.Errorf("exit %d, want %d; stderr:\n%s", res.code, 128+15, res.stderr)
-		}
+		t.Run("not found", func(t *testing.T) {
+			t.Parallel()
+			res := runOn(t, "--project", cfgProject(t), "--", "/nonexistent/cmd")
+			if res.code == 0 {
+				t.Errorf("running a missing program exited 0")
+			}
+		})
+
+		t.Run("timeout", func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			res := runOn(t, "--project", cfgProject(t), "--timeout", "1s", "--", "sleep", "5")
+			if d := time.Since(start); d > 4*time.Second {
+				t.Errorf("took %v, want about 1s", d)
+			}
+			if res.code != exitTimedOut {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", res.code, exitTimedOut, res.stderr)
+			}
+			cfgOneLine(t, res.stderr)
+			if !strings.Contains(res.stderr, "timed out") {
+				t.Errorf("stderr does not say it timed out:\n%s", res.stderr)
+			}
+		})
+
+		t.Run("nothing outlives", func(t *testing.T) {
+			t.Parallel()
+			marker := fmt.Sprintf("432109.%d%d", os.Getpid(), len(b.name))
+			res := runOn(t, "--project", cfgProject(t), "--", "sh", "-c", fmt.Sprintf("setsid sleep %s & (sleep %s &); echo started", marker, marker))
+			if res.code != 0 || res.stdout != "started\n" {
+				t.Errorf("exit %d, stdout %q; stderr:\n%s", res.code, res.stdout, res.stderr)
+			}
+			if !waitFor(2*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+				t.Errorf("left running after run returned: %v", processesWith(marker))
+			}
+		})
+
+		t.Run("killed by a signal", func(t *testing.T) {
+			t.Parallel()
+			res := runOn(t, "--project", cfgProject(t), "--", "sh", "-c", "kill -TERM $$")
+			if res.code != 128+15 {
+				t.Errorf("exit %d, want %d; stderr:\n%s", res.code, 128+15, res.stderr)
+			}
+		})
 	})
 }
 

@@ -71,7 +71,11 @@ func printDoctor(w io.Writer, r doctorReport, asked string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, b := range r.Backends {
 		if b.Available {
-			fmt.Fprintf(tw, "%s\tavailable\t%s\n", b.Backend, b.Path)
+			where := b.Path
+			if b.ABI > 0 {
+				where = fmt.Sprintf("Landlock ABI %d", b.ABI)
+			}
+			fmt.Fprintf(tw, "%s\tavailable\t%s\n", b.Backend, where)
 			continue
 		}
 		line := b.Reason
@@ -83,6 +87,15 @@ func printDoctor(w io.Writer, r doctorReport, asked string) {
 	tw.Flush()
 	if r.Confined {
 		fmt.Fprintf(w, "\n%s: commands run confined by %s\n", asked, r.Selected)
+		// Say why auto passed over the backends it prefers.
+		for _, b := range r.Backends {
+			if b.Backend == r.Selected || asked != "auto" {
+				break
+			}
+			if !b.Available {
+				fmt.Fprintf(w, "(not %s: %s)\n", b.Backend, b.Reason)
+			}
+		}
 		fmt.Fprintln(w, "promises kept (SECURITY.md):")
 		for _, p := range r.Guarantees.Kept {
 			if p.Note != "" {

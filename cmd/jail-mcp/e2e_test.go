@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,237 +20,341 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/tools"
 )
 
+// e2eMarkerDigits tells the backends apart in the numeric markers the
+// tests pass to sleep, so that what one arm leaves behind never counts
+// in the other's.
+func e2eMarkerDigits(b testBackend) string {
+	return strconv.Itoa(len(b.name))
+}
+
 func TestWritesOnlyInsideTheJail(t *testing.T) {
-	project := newProject(t)
-	home, err := os.UserHomeDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := startServer(t, project, serverEnv(), "--session", "w")
-	jail := filepath.Join(project, ".agent-home", "w")
-	marker := fmt.Sprintf("jail-mcp-test-%d", time.Now().UnixNano())
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		home, err := os.UserHomeDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := b.start(t, project, serverEnv(), "--session", "w")
+		jail := filepath.Join(project, ".agent-home", "w")
+		marker := fmt.Sprintf("jail-mcp-test-%d", time.Now().UnixNano())
 
-	res, _ := ts.exec(map[string]any{"command": "echo inside > $HOME/in.txt && cat $HOME/in.txt"})
-	if res.ExitCode != 0 || res.Stdout != "inside\n" || !res.Confined || res.Backend != "bwrap" {
-		t.Fatalf("write in the jail: %+v", res)
-	}
-	if got := mustRead(t, filepath.Join(jail, "in.txt")); got != "inside\n" {
-		t.Errorf("jail file = %q", got)
-	}
-
-	for _, target := range []string{
-		filepath.Join(project, marker),
-		filepath.Join("/tmp", marker),
-		filepath.Join(home, marker),
-		filepath.Join("/etc", marker),
-		filepath.Join(project, ".agent-home", marker),
-		filepath.Join(project, ".agent-home", "other-session", marker),
-		filepath.Join("/var/tmp", marker),
-	} {
-		t.Run(target, func(t *testing.T) {
-			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo x > "$1"`, "sh", target}})
-			if res.ExitCode == 0 {
-				t.Errorf("write to %s succeeded", target)
+		res, _ := ts.exec(map[string]any{"command": "echo inside > $HOME/in.txt && cat $HOME/in.txt"})
+		if res.ExitCode != 0 || res.Stdout != "inside\n" || !res.Confined || res.Backend != b.name {
+			t.Fatalf("write in the jail: %+v", res)
+		}
+		if got := mustRead(t, filepath.Join(jail, "in.txt")); got != "inside\n" {
+			t.Errorf("jail file = %q", got)
+		}
+		t.Run("metadata in the jail", func(t *testing.T) {
+			if b.name == "landlock" && os.Geteuid() == 0 {
+				// Documented: as root, the landlock backend denies chmod
+				// and chown everywhere, the jail too (root owns the
+				// host's files and Landlock does not see metadata).
+				res, _ := ts.exec(map[string]any{"command": `echo x > "$HOME/r" && chmod 755 "$HOME/r"`})
+				if res.ExitCode == 0 || !strings.Contains(res.Stderr, "Operation not permitted") {
+					t.Errorf("chmod as root under landlock: exit %d stderr %q, want Operation not permitted", res.ExitCode, res.Stderr)
+				}
+				res, _ = ts.exec(map[string]any{"command": `touch -d 2001-01-01 "$HOME/r"`})
+				if res.ExitCode != 0 {
+					t.Errorf("utime in the jail: exit %d stderr %q", res.ExitCode, res.Stderr)
+				}
+				return
 			}
-			if fileExists(target) {
-				os.Remove(target)
-				t.Errorf("%s exists on the host", target)
+			// The jail is the command's own: it makes a script executable
+			// and dates a file as it likes (tar, npm and codex all do).
+			res, _ := ts.exec(map[string]any{"command": `printf '#!/bin/sh\necho ran\n' > "$HOME/s.sh" && chmod 755 "$HOME/s.sh" && "$HOME/s.sh" && touch -d 2001-01-01 "$HOME/s.sh"`})
+			if res.ExitCode != 0 || res.Stdout != "ran\n" {
+				t.Errorf("chmod and utime of a file in the jail: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+			}
+			if fi, err := os.Stat(filepath.Join(jail, "s.sh")); err != nil {
+				t.Error(err)
+			} else if fi.Mode() != 0o755 || fi.ModTime().Year() != 2001 {
+				t.Errorf("s.sh in the jail: mode %v mtime %v, want -rwxr-xr-x and 2001", fi.Mode(), fi.ModTime())
 			}
 		})
-	}
-	t.Run("project file unchanged", func(t *testing.T) {
-		f := filepath.Join(project, "keep.txt")
-		os.WriteFile(f, []byte("keep"), 0o644)
-		res, _ := ts.exec(map[string]any{"command": "echo gone > keep.txt; rm -f keep.txt; mv keep.txt x; chmod 777 keep.txt; touch -d 2000-01-01 keep.txt"})
-		if res.ExitCode == 0 {
-			t.Errorf("changing the project succeeded: %+v", res)
+
+		for _, target := range []string{
+			filepath.Join(project, marker),
+			filepath.Join("/tmp", marker),
+			filepath.Join(home, marker),
+			filepath.Join("/etc", marker),
+			filepath.Join(project, ".agent-home", marker),
+			filepath.Join(project, ".agent-home", "other-session", marker),
+			filepath.Join("/var/tmp", marker),
+		} {
+			t.Run(target, func(t *testing.T) {
+				res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo x > "$1"`, "sh", target}})
+				if res.ExitCode == 0 {
+					t.Errorf("write to %s succeeded", target)
+				}
+				if fileExists(target) {
+					os.Remove(target)
+					t.Errorf("%s exists on the host", target)
+				}
+			})
 		}
-		if got := mustRead(t, f); got != "keep" {
-			t.Errorf("project file = %q", got)
-		}
+		t.Run("project file unchanged", func(t *testing.T) {
+			f := filepath.Join(project, "keep.txt")
+			if err := os.WriteFile(f, []byte("keep"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			past := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
+			if err := os.Chtimes(f, past, past); err != nil {
+				t.Fatal(err)
+			}
+			// landlock: Landlock does not see metadata changes, so
+			// jail_status lists promise 1 as not kept, naming chmod and
+			// utime; as root, seccomp denies chmod all the same.
+			var notKept string
+			if b.name == "landlock" {
+				for _, p := range ts.status().Guarantees.NotKept {
+					if p.ID == 1 {
+						notKept = p.Note
+					}
+				}
+				if !strings.Contains(notKept, "chmod") || !strings.Contains(notKept, "utime") {
+					t.Errorf("landlock does not list promise 1 as not kept for chmod and utime: %q", notKept)
+				}
+			}
+			for _, op := range []struct {
+				name, script string
+				// meta: the operation changes metadata only
+				meta bool
+			}{
+				{"write", "echo gone > keep.txt", false},
+				{"append", "echo more >> keep.txt", false},
+				{"truncate", ": > keep.txt", false},
+				{"remove", "rm -f keep.txt", false},
+				{"rename", "mv keep.txt x", false},
+				{"hard link", "ln keep.txt x", false},
+				{"chmod", "chmod 777 keep.txt", true},
+				{"utime", "touch -d 2000-01-01 keep.txt", true},
+			} {
+				t.Run(op.name, func(t *testing.T) {
+					res, _ := ts.exec(map[string]any{"command": op.script})
+					if got := mustRead(t, f); got != "keep" {
+						t.Errorf("project file = %q", got)
+					}
+					if fileExists(filepath.Join(project, "x")) {
+						t.Errorf("%q created a file in the project", op.script)
+					}
+					fi, err := os.Stat(f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// landlock: a change of metadata alone is not promised
+					// (see above), but a root server's chmod is refused.
+					mustRefuse := !op.meta || b.name == "bwrap" || (op.name == "chmod" && os.Geteuid() == 0)
+					if !mustRefuse {
+						t.Logf("not promised under landlock: %s: exit %d, mode %v, mtime %v", op.script, res.ExitCode, fi.Mode(), fi.ModTime().UTC())
+						os.Chmod(f, 0o644)
+						os.Chtimes(f, past, past)
+						return
+					}
+					if res.ExitCode == 0 {
+						t.Errorf("%q succeeded: %+v", op.script, res)
+					}
+					if fi.Mode() != 0o644 || !fi.ModTime().Equal(past) {
+						t.Errorf("%q changed the project file: mode %v mtime %v", op.script, fi.Mode(), fi.ModTime())
+					}
+				})
+			}
+		})
 	})
 }
 
 func TestJailEnvironment(t *testing.T) {
-	project := newProject(t)
-	ts := startServer(t, project, serverEnv("SSH_AUTH_SOCK=/tmp/agent.sock", "SECRET_TOKEN=hunter2", "MY_VAR=passed"), "--session", "env", "--pass-env", "MY_*")
-	jail := filepath.Join(project, ".agent-home", "env")
-	res, _ := ts.exec(map[string]any{"command": "env"})
-	env := map[string]string{}
-	for _, line := range strings.Split(res.Stdout, "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			env[k] = v
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		ts := b.start(t, project, serverEnv("SSH_AUTH_SOCK=/tmp/agent.sock", "SECRET_TOKEN=hunter2", "MY_VAR=passed"), "--session", "env", "--pass-env", "MY_*")
+		jail := filepath.Join(project, ".agent-home", "env")
+		res, _ := ts.exec(map[string]any{"command": "env"})
+		env := map[string]string{}
+		for _, line := range strings.Split(res.Stdout, "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok {
+				env[k] = v
+			}
 		}
-	}
-	want := map[string]string{
-		"HOME":            jail,
-		"TMPDIR":          jail + "/.tmp",
-		"XDG_CONFIG_HOME": jail + "/.config",
-		"XDG_CACHE_HOME":  jail + "/.cache",
-		"XDG_DATA_HOME":   jail + "/.local/share",
-		"XDG_STATE_HOME":  jail + "/.local/state",
-		"XDG_RUNTIME_DIR": jail + "/.runtime",
-		"MY_VAR":          "passed",
-	}
-	for k, v := range want {
-		if env[k] != v {
-			t.Errorf("%s = %q, want %q", k, env[k], v)
+		want := map[string]string{
+			"HOME":            jail,
+			"TMPDIR":          jail + "/.tmp",
+			"XDG_CONFIG_HOME": jail + "/.config",
+			"XDG_CACHE_HOME":  jail + "/.cache",
+			"XDG_DATA_HOME":   jail + "/.local/share",
+			"XDG_STATE_HOME":  jail + "/.local/state",
+			"XDG_RUNTIME_DIR": jail + "/.runtime",
+			"MY_VAR":          "passed",
 		}
-	}
-	for _, k := range []string{"SSH_AUTH_SOCK", "SECRET_TOKEN", asServer} {
-		if _, ok := env[k]; ok {
-			t.Errorf("%s leaked into the jail", k)
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("%s = %q, want %q", k, env[k], v)
+			}
 		}
-	}
-	// Every XDG directory exists and is writable.
-	res, _ = ts.exec(map[string]any{"command": `for d in "$TMPDIR" "$XDG_CONFIG_HOME" "$XDG_CACHE_HOME" "$XDG_DATA_HOME" "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR"; do touch "$d/f" || exit 1; done`})
-	if res.ExitCode != 0 {
-		t.Errorf("XDG directories not writable: %+v", res)
-	}
-	// A request's env is added; only fds 0-2 reach the child.
-	res, _ = ts.exec(map[string]any{"command": `echo "$EXTRA"; ls /proc/self/fd`, "env": map[string]any{"EXTRA": "v a l"}})
-	if !strings.HasPrefix(res.Stdout, "v a l\n") {
-		t.Errorf("request env: %q", res.Stdout)
-	}
-	fds := strings.Fields(strings.TrimPrefix(res.Stdout, "v a l\n"))
-	// ls itself opens one descriptor for the directory it lists.
-	if len(fds) > 4 || fds[0] != "0" || fds[1] != "1" || fds[2] != "2" {
-		t.Errorf("child fds: %v", fds)
-	}
+		for _, k := range []string{"SSH_AUTH_SOCK", "SECRET_TOKEN", asServer} {
+			if _, ok := env[k]; ok {
+				t.Errorf("%s leaked into the jail", k)
+			}
+		}
+		// Every XDG directory exists and is writable.
+		res, _ = ts.exec(map[string]any{"command": `for d in "$TMPDIR" "$XDG_CONFIG_HOME" "$XDG_CACHE_HOME" "$XDG_DATA_HOME" "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR"; do touch "$d/f" || exit 1; done`})
+		if res.ExitCode != 0 {
+			t.Errorf("XDG directories not writable: %+v", res)
+		}
+		// A request's env is added; only fds 0-2 reach the child.
+		res, _ = ts.exec(map[string]any{"command": `echo "$EXTRA"; ls /proc/self/fd`, "env": map[string]any{"EXTRA": "v a l"}})
+		if !strings.HasPrefix(res.Stdout, "v a l\n") {
+			t.Errorf("request env: %q", res.Stdout)
+		}
+		fds := strings.Fields(strings.TrimPrefix(res.Stdout, "v a l\n"))
+		// ls itself opens one descriptor for the directory it lists.
+		if len(fds) < 3 || len(fds) > 4 || fds[0] != "0" || fds[1] != "1" || fds[2] != "2" {
+			t.Errorf("child fds: %v", fds)
+		}
+	})
 }
 
 func TestSessionsPersistAndSeparate(t *testing.T) {
-	project := newProject(t)
-	a := startServer(t, project, serverEnv(), "--session", "alpha")
-	if res, _ := a.exec(map[string]any{"command": "echo one > $HOME/note"}); res.ExitCode != 0 {
-		t.Fatalf("%+v", res)
-	}
-	if res, _ := a.exec(map[string]any{"command": "cat $HOME/note"}); res.Stdout != "one\n" {
-		t.Errorf("second call of one session: %+v", res)
-	}
-	a.c.Close()
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		a := b.start(t, project, serverEnv(), "--session", "alpha")
+		if res, _ := a.exec(map[string]any{"command": "echo one > $HOME/note"}); res.ExitCode != 0 {
+			t.Fatalf("%+v", res)
+		}
+		if res, _ := a.exec(map[string]any{"command": "cat $HOME/note"}); res.Stdout != "one\n" {
+			t.Errorf("second call of one session: %+v", res)
+		}
+		a.c.Close()
 
-	again := startServer(t, project, serverEnv(), "--session", "alpha")
-	if res, _ := again.exec(map[string]any{"command": "cat $HOME/note"}); res.Stdout != "one\n" {
-		t.Errorf("after restart with the same --session: %+v", res)
-	}
-	b := startServer(t, project, serverEnv(), "--session", "beta")
-	if res, _ := b.exec(map[string]any{"command": "cat $HOME/note"}); res.ExitCode == 0 {
-		t.Errorf("session beta sees alpha's file: %+v", res)
-	}
-	if res, _ := b.exec(map[string]any{"command": "echo two > " + filepath.Join(project, ".agent-home", "alpha", "note")}); res.ExitCode == 0 {
-		t.Errorf("session beta wrote into alpha's jail")
-	}
-	if got := mustRead(t, filepath.Join(project, ".agent-home", "alpha", "note")); got != "one\n" {
-		t.Errorf("alpha's note = %q", got)
-	}
-	if got := mustRead(t, filepath.Join(project, ".agent-home", ".gitignore")); got != "*\n" {
-		t.Errorf(".gitignore = %q", got)
-	}
-	// A new UUID when no --session is given.
-	u := startServer(t, project, serverEnv())
-	st := u.status()
-	if len(st.Session) != 36 || st.Jail != filepath.Join(project, ".agent-home", st.Session) {
-		t.Errorf("default session: %q %q", st.Session, st.Jail)
-	}
+		again := b.start(t, project, serverEnv(), "--session", "alpha")
+		if res, _ := again.exec(map[string]any{"command": "cat $HOME/note"}); res.Stdout != "one\n" {
+			t.Errorf("after restart with the same --session: %+v", res)
+		}
+		beta := b.start(t, project, serverEnv(), "--session", "beta")
+		if res, _ := beta.exec(map[string]any{"command": "cat $HOME/note"}); res.ExitCode == 0 {
+			t.Errorf("session beta sees alpha's file: %+v", res)
+		}
+		if res, _ := beta.exec(map[string]any{"command": "echo two > " + filepath.Join(project, ".agent-home", "alpha", "note")}); res.ExitCode == 0 {
+			t.Errorf("session beta wrote into alpha's jail")
+		}
+		if got := mustRead(t, filepath.Join(project, ".agent-home", "alpha", "note")); got != "one\n" {
+			t.Errorf("alpha's note = %q", got)
+		}
+		if got := mustRead(t, filepath.Join(project, ".agent-home", ".gitignore")); got != "*\n" {
+			t.Errorf(".gitignore = %q", got)
+		}
+		// A new UUID when no --session is given.
+		u := b.start(t, project, serverEnv())
+		st := u.status()
+		if len(st.Session) != 36 || st.Jail != filepath.Join(project, ".agent-home", st.Session) {
+			t.Errorf("default session: %q %q", st.Session, st.Jail)
+		}
+	})
 }
 
 func TestTimeoutKillsTheWholeTree(t *testing.T) {
-	project := newProject(t)
-	ts := startServer(t, project, serverEnv(), "--session", "timeout")
-	marker := "987654." + strconv.Itoa(os.Getpid())
-	start := time.Now()
-	res, raw := ts.exec(map[string]any{"command": fmt.Sprintf("sleep %s & sleep %s", marker, marker), "timeout_ms": 1000})
-	elapsed := time.Since(start)
-	if !res.TimedOut || res.Limit != "timeout" || !raw.IsError || res.ExitCode != -1 || res.Signal != "SIGKILL" {
-		t.Errorf("result: %+v", res)
-	}
-	if elapsed > 2*time.Second {
-		t.Errorf("returned %v after the call, more than a second past the 1 s deadline", elapsed)
-	}
-	if pids := processesWith(marker); len(pids) > 0 {
-		t.Errorf("left running: %v", pids)
-	}
-	if !strings.Contains(text(raw), "timed out") {
-		t.Errorf("text: %q", text(raw))
-	}
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		ts := b.start(t, project, serverEnv(), "--session", "timeout")
+		marker := "987654." + strconv.Itoa(os.Getpid()) + e2eMarkerDigits(b)
+		start := time.Now()
+		res, raw := ts.exec(map[string]any{"command": fmt.Sprintf("sleep %s & sleep %s", marker, marker), "timeout_ms": 1000})
+		elapsed := time.Since(start)
+		if !res.TimedOut || res.Limit != "timeout" || !raw.IsError || res.ExitCode != -1 || res.Signal != "SIGKILL" {
+			t.Errorf("result: %+v", res)
+		}
+		if elapsed > 2*time.Second {
+			t.Errorf("returned %v after the call, more than a second past the 1 s deadline", elapsed)
+		}
+		if pids := processesWith(marker); len(pids) > 0 {
+			t.Errorf("left running: %v", pids)
+		}
+		if !strings.Contains(text(raw), "timed out") {
+			t.Errorf("text: %q", text(raw))
+		}
+	})
 }
 
 func TestCancelKillsTheCommand(t *testing.T) {
-	project := newProject(t)
-	ts := startServer(t, project, serverEnv(), "--session", "cancel")
-	marker := "876543." + strconv.Itoa(os.Getpid())
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		_, err := ts.call(ctx, "jailed_exec", map[string]any{"command": fmt.Sprintf("sleep %s & sleep %s", marker, marker)})
-		done <- err
-	}()
-	// bwrap, the shell and both sleeps carry the marker.
-	if !waitFor(10*time.Second, func() bool { return len(processesWith("sleep "+marker)) >= 2 }) {
-		t.Fatalf("command did not start; running: %v", processesWith(marker))
-	}
-	cancel()
-	if err := <-done; err == nil {
-		t.Error("cancelled call returned no error")
-	}
-	if !waitFor(3*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-		t.Errorf("left running after cancel: %v", processesWith(marker))
-	}
-	if !waitFor(3*time.Second, func() bool { return ts.status().Running == 0 }) {
-		t.Error("status still counts the cancelled command")
-	}
-	// The server keeps serving.
-	if res, _ := ts.exec(map[string]any{"argv": []string{"true"}}); res.ExitCode != 0 {
-		t.Errorf("after cancel: %+v", res)
-	}
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		ts := b.start(t, project, serverEnv(), "--session", "cancel")
+		marker := "876543." + strconv.Itoa(os.Getpid()) + e2eMarkerDigits(b)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			_, err := ts.call(ctx, "jailed_exec", map[string]any{"command": fmt.Sprintf("sleep %s & sleep %s", marker, marker)})
+			done <- err
+		}()
+		// Both sleeps carry the marker (so do the shell and, under bwrap,
+		// bwrap itself): wait for the sleeps.
+		if !waitFor(10*time.Second, func() bool { return len(processesWith("sleep "+marker)) >= 2 }) {
+			t.Fatalf("command did not start; running: %v", processesWith(marker))
+		}
+		cancel()
+		if err := <-done; err == nil {
+			t.Error("cancelled call returned no error")
+		}
+		if !waitFor(3*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+			t.Errorf("left running after cancel: %v", processesWith(marker))
+		}
+		if !waitFor(3*time.Second, func() bool { return ts.status().Running == 0 }) {
+			t.Error("status still counts the cancelled command")
+		}
+		// The server keeps serving.
+		if res, _ := ts.exec(map[string]any{"argv": []string{"true"}}); res.ExitCode != 0 || res.Backend != b.name {
+			t.Errorf("after cancel: %+v", res)
+		}
+	})
 }
 
 func TestLargeOutputIsBounded(t *testing.T) {
-	project := newProject(t)
-	ts := startServer(t, project, serverEnv(), "--session", "big")
-	const total = 100 << 20
-	res, raw := ts.exec(map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\000' a; echo tail-marker", total)})
-	if res.ExitCode != 0 || raw.IsError {
-		t.Fatalf("result: %+v", res)
-	}
-	if res.StdoutBytes != total+12 || !res.StdoutTruncated {
-		t.Errorf("stdout_bytes %d truncated %t", res.StdoutBytes, res.StdoutTruncated)
-	}
-	if len(res.Stdout) > 65536 {
-		t.Errorf("inline stdout is %d bytes", len(res.Stdout))
-	}
-	if !strings.Contains(res.Stdout, "bytes left out") || !strings.HasSuffix(res.Stdout, "tail-marker\n") || !strings.HasPrefix(res.Stdout, "aaaa") {
-		t.Errorf("inline stdout lacks head, marker or tail: %q ... %q", res.Stdout[:40], res.Stdout[len(res.Stdout)-200:])
-	}
-	if !strings.HasPrefix(res.OutputPath, filepath.Join(project, ".agent-home", "big")+"/") {
-		t.Fatalf("output_path %q not in the jail", res.OutputPath)
-	}
-	fi, err := os.Stat(filepath.Join(res.OutputPath, "stdout"))
-	if err != nil || fi.Size() != 64<<20 {
-		t.Errorf("kept output: %v %v", fi, err)
-	}
-	if st, err := os.Stat(filepath.Join(res.OutputPath, "stderr")); err != nil || st.Size() != 0 {
-		t.Errorf("kept stderr: %v %v", st, err)
-	}
-	if hwm := peakRSS(t, ts.cmd.Process.Pid); hwm > 64<<20 {
-		t.Errorf("server peak RSS %d MiB while the command printed 100 MiB", hwm>>20)
-	}
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		ts := b.start(t, project, serverEnv(), "--session", "big")
+		const total = 100 << 20
+		res, raw := ts.exec(map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\000' a; echo tail-marker", total)})
+		if res.ExitCode != 0 || raw.IsError {
+			t.Fatalf("result: %+v", res)
+		}
+		if res.StdoutBytes != total+12 || !res.StdoutTruncated {
+			t.Errorf("stdout_bytes %d truncated %t", res.StdoutBytes, res.StdoutTruncated)
+		}
+		if len(res.Stdout) > 65536 {
+			t.Errorf("inline stdout is %d bytes", len(res.Stdout))
+		}
+		if !strings.Contains(res.Stdout, "bytes left out") || !strings.HasSuffix(res.Stdout, "tail-marker\n") || !strings.HasPrefix(res.Stdout, "aaaa") {
+			t.Errorf("inline stdout lacks head, marker or tail: %q ... %q", res.Stdout[:40], res.Stdout[len(res.Stdout)-200:])
+		}
+		if !strings.HasPrefix(res.OutputPath, filepath.Join(project, ".agent-home", "big")+"/") {
+			t.Fatalf("output_path %q not in the jail", res.OutputPath)
+		}
+		fi, err := os.Stat(filepath.Join(res.OutputPath, "stdout"))
+		if err != nil || fi.Size() != 64<<20 {
+			t.Errorf("kept output: %v %v", fi, err)
+		}
+		if st, err := os.Stat(filepath.Join(res.OutputPath, "stderr")); err != nil || st.Size() != 0 {
+			t.Errorf("kept stderr: %v %v", st, err)
+		}
+		if hwm := peakRSS(t, ts.cmd.Process.Pid); hwm > 64<<20 {
+			t.Errorf("server peak RSS %d MiB while the command printed 100 MiB", hwm>>20)
+		}
 
-	// A whole output that fits is kept whole in the file.
-	res, _ = ts.exec(map[string]any{"command": "seq 1 100000", "timeout_ms": 30000})
-	if !res.StdoutTruncated {
-		t.Fatalf("seq output not truncated: %d bytes", res.StdoutBytes)
-	}
-	want, _ := exec.Command("seq", "1", "100000").Output()
-	if got := mustRead(t, filepath.Join(res.OutputPath, "stdout")); got != string(want) {
-		t.Errorf("kept output differs from seq's (%d vs %d bytes)", len(got), len(want))
-	}
+		// A whole output that fits is kept whole in the file.
+		res, _ = ts.exec(map[string]any{"command": "seq 1 100000", "timeout_ms": 30000})
+		if !res.StdoutTruncated {
+			t.Fatalf("seq output not truncated: %d bytes", res.StdoutBytes)
+		}
+		want, _ := exec.Command("seq", "1", "100000").Output()
+		if got := mustRead(t, filepath.Join(res.OutputPath, "stdout")); got != string(want) {
+			t.Errorf("kept output differs from seq's (%d vs %d bytes)", len(got), len(want))
+		}
+	})
 }
-
-// peakRSS reads the high-water mark of a process's resident memory.
 func peakRSS(t *testing.T, pid int) int64 {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -331,104 +437,183 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 }
 
 func TestExitStatusAndStdin(t *testing.T) {
-	project := newProject(t)
-	ts := startServer(t, project, serverEnv(), "--session", "io")
-	res, raw := ts.exec(map[string]any{"command": "echo out; echo err >&2; exit 3"})
-	if res.ExitCode != 3 || !raw.IsError || res.Stdout != "out\n" || res.Stderr != "err\n" {
-		t.Errorf("exit 3: %+v", res)
-	}
-	if !strings.HasPrefix(text(raw), "exit 3") {
-		t.Errorf("text: %q", text(raw))
-	}
-	res, raw = ts.exec(map[string]any{"argv": []string{"cat"}, "stdin": "given\n"})
-	if res.Stdout != "given\n" || raw.IsError {
-		t.Errorf("stdin: %+v", res)
-	}
-	// Without stdin the command reads end of file at once: it never
-	// inherits the server's stdin, which is the JSON-RPC pipe.
-	res, _ = ts.exec(map[string]any{"argv": []string{"cat"}, "timeout_ms": 5000})
-	if res.TimedOut || res.Stdout != "" || res.ExitCode != 0 {
-		t.Errorf("empty stdin: %+v", res)
-	}
-	res, raw = ts.exec(map[string]any{"command": "kill -9 $$"})
-	if !raw.IsError || res.ExitCode == 0 {
-		t.Errorf("killed by a signal: %+v", res)
-	}
-	res, raw = ts.exec(map[string]any{"argv": []string{"/nonexistent/program"}})
-	if !raw.IsError || res.ExitCode == 0 {
-		t.Errorf("missing program: %+v %q", res, text(raw))
-	}
-	res, _ = ts.exec(map[string]any{"command": "pwd", "cwd": ".agent-home/io/.cache"})
-	if res.Stdout != filepath.Join(project, ".agent-home/io/.cache")+"\n" {
-		t.Errorf("cwd in the jail: %+v", res)
-	}
-	os.Mkdir(filepath.Join(project, "sub"), 0o755)
-	res, _ = ts.exec(map[string]any{"command": "pwd", "cwd": "sub"})
-	if res.Stdout != filepath.Join(project, "sub")+"\n" {
-		t.Errorf("relative cwd: %+v", res)
-	}
-	res, _ = ts.exec(map[string]any{"command": "cat /proc/net/dev | wc -l", "network": false})
-	if strings.TrimSpace(res.Stdout) != "3" { // two header lines and lo
-		t.Errorf("network off still sees interfaces: %q", res.Stdout)
-	}
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		ts := b.start(t, project, serverEnv(), "--session", "io")
+		res, raw := ts.exec(map[string]any{"command": "echo out; echo err >&2; exit 3"})
+		if res.ExitCode != 3 || !raw.IsError || res.Stdout != "out\n" || res.Stderr != "err\n" {
+			t.Errorf("exit 3: %+v", res)
+		}
+		if !strings.HasPrefix(text(raw), "exit 3") {
+			t.Errorf("text: %q", text(raw))
+		}
+		res, raw = ts.exec(map[string]any{"argv": []string{"cat"}, "stdin": "given\n"})
+		if res.Stdout != "given\n" || raw.IsError {
+			t.Errorf("stdin: %+v", res)
+		}
+		// Without stdin the command reads end of file at once: it never
+		// inherits the server's stdin, which is the JSON-RPC pipe.
+		res, _ = ts.exec(map[string]any{"argv": []string{"cat"}, "timeout_ms": 5000})
+		if res.TimedOut || res.Stdout != "" || res.ExitCode != 0 {
+			t.Errorf("empty stdin: %+v", res)
+		}
+		res, raw = ts.exec(map[string]any{"command": "kill -9 $$"})
+		if !raw.IsError || res.ExitCode == 0 {
+			t.Errorf("killed by a signal: %+v", res)
+		}
+		switch b.name {
+		case "bwrap":
+			// bwrap is the server's child and reports a signal that
+			// killed the command as the status 128+N.
+			if res.ExitCode != 128+9 || res.Signal != "" {
+				t.Errorf("killed by SIGKILL under bwrap: exit %d signal %q, want 137", res.ExitCode, res.Signal)
+			}
+		case "landlock":
+			// The command is the server's own child: the signal itself.
+			if res.ExitCode != -1 || res.Signal != "SIGKILL" {
+				t.Errorf("killed by SIGKILL under landlock: exit %d signal %q, want -1 SIGKILL", res.ExitCode, res.Signal)
+			}
+		}
+		res, raw = ts.exec(map[string]any{"argv": []string{"/nonexistent/program"}})
+		switch b.name {
+		case "bwrap":
+			// bwrap starts and fails to exec: an exit status.
+			if !raw.IsError || res.ExitCode == 0 {
+				t.Errorf("missing program: %+v %q", res, text(raw))
+			}
+		case "landlock":
+			// The server execs the program itself: a refusal that says so.
+			if !raw.IsError || raw.StructuredContent != nil || !strings.Contains(oneLineText(t, raw), "could not start") {
+				t.Errorf("missing program: %+v %q", res, text(raw))
+			}
+		}
+		res, _ = ts.exec(map[string]any{"command": "pwd", "cwd": ".agent-home/io/.cache"})
+		if res.Stdout != filepath.Join(project, ".agent-home/io/.cache")+"\n" {
+			t.Errorf("cwd in the jail: %+v", res)
+		}
+		os.Mkdir(filepath.Join(project, "sub"), 0o755)
+		res, _ = ts.exec(map[string]any{"command": "pwd", "cwd": "sub"})
+		if res.Stdout != filepath.Join(project, "sub")+"\n" {
+			t.Errorf("relative cwd: %+v", res)
+		}
+		// network: false cuts the host's loopback as well as the rest.
+		tcp, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tcp.Close()
+		go func() {
+			for {
+				c, err := tcp.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		connect := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", tcp.Addr().(*net.TCPAddr).Port)
+		res, _ = ts.exec(map[string]any{"argv": []string{"bash", "-c", connect}})
+		if res.Stdout != "connected\n" {
+			t.Errorf("network on: loopback TCP not reachable: %+v", res)
+		}
+		res, _ = ts.exec(map[string]any{"argv": []string{"bash", "-c", connect}, "network": false})
+		if res.ExitCode == 0 || res.Stdout != "" {
+			t.Errorf("network off: loopback TCP reachable: %+v", res)
+		}
+		udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer udp.Close()
+		send := fmt.Sprintf("echo datagram > /dev/udp/127.0.0.1/%d", udp.LocalAddr().(*net.UDPAddr).Port)
+		res, _ = ts.exec(map[string]any{"argv": []string{"bash", "-c", send}})
+		udp.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, _, err := udp.ReadFrom(make([]byte, 64)); err != nil || res.ExitCode != 0 {
+			t.Errorf("network on: no UDP datagram to loopback (exit %d, %d bytes, %v)", res.ExitCode, n, err)
+		}
+		res, _ = ts.exec(map[string]any{"argv": []string{"bash", "-c", send}, "network": false})
+		udp.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if n, _, err := udp.ReadFrom(make([]byte, 64)); err == nil {
+			t.Errorf("network off: a UDP datagram reached the host (exit %d, %d bytes)", res.ExitCode, n)
+		}
+		// bwrap: the datagram goes to the call's own loopback and is lost
+		// there. landlock: seccomp refuses the socket itself.
+		if b.name == "landlock" && res.ExitCode == 0 {
+			t.Errorf("network off: a UDP socket could be used: %+v", res)
+		}
+		res, _ = ts.exec(map[string]any{"command": "cat /proc/net/dev | wc -l", "network": false})
+		// bwrap: the call has its own network namespace, with lo only.
+		// landlock: no namespaces, so the host's interfaces are listed;
+		// the sockets above are what is cut.
+		if lines := strings.TrimSpace(res.Stdout); b.name == "bwrap" && lines != "3" { // two header lines and lo
+			t.Errorf("network off still sees interfaces: %q", res.Stdout)
+		}
+	})
 }
 
 func TestBackgroundChildCannotStallACall(t *testing.T) {
-	project := newProject(t)
-	for _, tc := range []struct {
-		name string
-		env  []string
-		args []string
-	}{
-		{"bwrap", serverEnv(), nil},
-		{"unconfined", serverEnv("PATH=/nonexistent:/usr/bin:/bin"), []string{"--fallback", "warn"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			marker := "765432." + strconv.Itoa(os.Getpid())
-			ts := startServer(t, project, tc.env, append([]string{"--session", "bg-" + tc.name}, tc.args...)...)
-			start := time.Now()
-			res, _ := ts.exec(map[string]any{"command": fmt.Sprintf("(sleep %s &); echo started", marker), "timeout_ms": 30000})
-			if res.Stdout != "started\n" || res.TimedOut {
-				t.Errorf("result: %+v", res)
-			}
-			if d := time.Since(start); d > 10*time.Second {
-				t.Errorf("a background child held the call for %v", d)
-			}
-			if tc.name == "bwrap" && !waitFor(2*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-				t.Errorf("background child outlived the call: %v", processesWith(marker))
-			}
-			for _, pid := range processesWith(marker) {
-				if p, err := strconv.Atoi(pid); err == nil {
-					if proc, err := os.FindProcess(p); err == nil {
-						proc.Kill()
-					}
+	try := func(t *testing.T, ts *testServer, confined bool) {
+		marker := "765432." + strconv.Itoa(os.Getpid()) + strconv.Itoa(len(t.Name()))
+		start := time.Now()
+		res, _ := ts.exec(map[string]any{"command": fmt.Sprintf("(sleep %s &); setsid sleep %s & echo started", marker, marker), "timeout_ms": 30000})
+		if res.Stdout != "started\n" || res.TimedOut || res.Confined != confined {
+			t.Errorf("result: %+v", res)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("a background child held the call for %v", d)
+		}
+		if confined && !waitFor(2*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+			t.Errorf("background child outlived the call: %v", processesWith(marker))
+		}
+		for _, pid := range processesWith(marker) {
+			if p, err := strconv.Atoi(pid); err == nil {
+				if proc, err := os.FindProcess(p); err == nil {
+					proc.Kill()
 				}
 			}
-		})
+		}
 	}
+	project := newProject(t)
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		try(t, b.start(t, project, serverEnv(), "--session", "bg-"+b.name), true)
+	})
+	t.Run("unconfined", func(t *testing.T) {
+		// bwrap asked for but absent, and --fallback warn: the command
+		// runs unconfined; only the call must not stall.
+		ts := startServer(t, project, serverEnv("PATH="+noBwrapPath), "--session", "bg-unconfined", "--backend", "bwrap", "--fallback", "warn")
+		if st := ts.status(); st.Confined || st.Backend != "none" {
+			t.Fatalf("not unconfined: backend %q confined %t", st.Backend, st.Confined)
+		}
+		try(t, ts, false)
+	})
 }
 
 func TestSixteenCallsRunConcurrently(t *testing.T) {
-	project := newProject(t)
-	ts := startServer(t, project, serverEnv(), "--session", "many")
-	const n = 16
-	// Each call announces itself and waits until all n have: with fewer
-	// than n running at once, none would finish before its timeout.
-	script := fmt.Sprintf(`touch "$HOME/.tmp/started.$1"; i=0; while [ "$(ls "$HOME/.tmp" | grep -c started)" -lt %d ]; do i=$((i+1)); [ $i -gt 400 ] && exit 9; sleep 0.05; done`, n)
-	var wg sync.WaitGroup
-	results := make([]int, n)
-	for i := range n {
-		wg.Go(func() {
-			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", script, "sh", strconv.Itoa(i)}, "timeout_ms": 60000})
-			results[i] = res.ExitCode
-		})
-	}
-	wg.Wait()
-	for i, code := range results {
-		if code != 0 {
-			t.Errorf("call %d exit %d: fewer than %d calls ran at once", i, code, n)
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		ts := b.start(t, project, serverEnv(), "--session", "many")
+		const n = 16
+		// Each call announces itself and waits until all n have: with fewer
+		// than n running at once, none would finish before its timeout.
+		script := fmt.Sprintf(`touch "$HOME/.tmp/started.$1"; i=0; while [ "$(ls "$HOME/.tmp" | grep -c started)" -lt %d ]; do i=$((i+1)); [ $i -gt 400 ] && exit 9; sleep 0.05; done`, n)
+		var wg sync.WaitGroup
+		results := make([]int, n)
+		for i := range n {
+			wg.Go(func() {
+				res, raw := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", script, "sh", strconv.Itoa(i)}, "timeout_ms": 60000})
+				results[i] = res.ExitCode
+				if raw.IsError && res.ExitCode == 0 {
+					t.Errorf("call %d did not run: %s", i, text(raw))
+				}
+			})
 		}
-	}
+		wg.Wait()
+		for i, code := range results {
+			if code != 0 {
+				t.Errorf("call %d exit %d: fewer than %d calls ran at once", i, code, n)
+			}
+		}
+	})
 }
 
 func TestProgressNotifications(t *testing.T) {
@@ -480,91 +665,259 @@ func TestProgressNotifications(t *testing.T) {
 }
 
 func TestResetKillsAndNeverFollowsSymlinks(t *testing.T) {
-	project := newProject(t)
-	outside := t.TempDir()
-	os.WriteFile(filepath.Join(outside, "precious"), []byte("keep"), 0o644)
-	ts := startServer(t, project, serverEnv(), "--session", "reset")
-	res, _ := ts.exec(map[string]any{"command": fmt.Sprintf(`mkdir -p a/b && echo 12345 > a/b/f && ln -s %s link && ln -s %s/precious flink && echo x > top`, outside, outside), "cwd": ".agent-home/reset"})
-	if res.ExitCode != 0 {
-		t.Fatalf("%+v", res)
-	}
-	marker := "654321." + strconv.Itoa(os.Getpid())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ts.call(t.Context(), "jailed_exec", map[string]any{"command": "sleep " + marker})
-	}()
-	if !waitFor(10*time.Second, func() bool { return len(processesWith(marker)) > 0 }) {
-		t.Fatal("command did not start")
-	}
-	rr, err := ts.call(t.Context(), "jail_reset", nil)
-	if err != nil || rr.IsError {
-		t.Fatalf("reset: %v %+v", err, rr)
-	}
-	var out struct {
-		RemovedFiles int64 `json:"removed_files"`
-		Killed       int   `json:"killed"`
-	}
-	decodeStructured(t, rr, &out)
-	if out.Killed != 1 || out.RemovedFiles < 4 {
-		t.Errorf("reset result %+v", out)
-	}
-	<-done
-	if pids := processesWith(marker); len(pids) > 0 {
-		t.Errorf("reset left %v running", pids)
-	}
-	if got := mustRead(t, filepath.Join(outside, "precious")); got != "keep" {
-		t.Errorf("symlink target changed: %q", got)
-	}
-	jail := filepath.Join(project, ".agent-home", "reset")
-	entries, _ := os.ReadDir(jail)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if strings.Join(names, " ") != ".cache .config .local .runtime .tmp" {
-		t.Errorf("jail after reset: %v", names)
-	}
-	if st := ts.status(); st.Usage.Files != 0 || st.Running != 0 {
-		t.Errorf("status after reset: %+v", st)
-	}
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		outside := t.TempDir()
+		os.WriteFile(filepath.Join(outside, "precious"), []byte("keep"), 0o644)
+		ts := b.start(t, project, serverEnv(), "--session", "reset")
+		res, _ := ts.exec(map[string]any{"command": fmt.Sprintf(`mkdir -p a/b && echo 12345 > a/b/f && ln -s %s link && ln -s %s/precious flink && echo x > top`, outside, outside), "cwd": ".agent-home/reset"})
+		if res.ExitCode != 0 {
+			t.Fatalf("%+v", res)
+		}
+		marker := "654321." + strconv.Itoa(os.Getpid()) + e2eMarkerDigits(b)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ts.call(t.Context(), "jailed_exec", map[string]any{"command": "sleep " + marker})
+		}()
+		if !waitFor(10*time.Second, func() bool { return len(processesWith(marker)) > 0 }) {
+			t.Fatal("command did not start")
+		}
+		rr, err := ts.call(t.Context(), "jail_reset", nil)
+		if err != nil || rr.IsError {
+			t.Fatalf("reset: %v %+v", err, rr)
+		}
+		var out struct {
+			RemovedFiles int64 `json:"removed_files"`
+			Killed       int   `json:"killed"`
+		}
+		decodeStructured(t, rr, &out)
+		if out.Killed != 1 || out.RemovedFiles < 4 {
+			t.Errorf("reset result %+v", out)
+		}
+		<-done
+		if pids := processesWith(marker); len(pids) > 0 {
+			t.Errorf("reset left %v running", pids)
+		}
+		if got := mustRead(t, filepath.Join(outside, "precious")); got != "keep" {
+			t.Errorf("symlink target changed: %q", got)
+		}
+		if entries, err := os.ReadDir(outside); err != nil || len(entries) != 1 {
+			t.Errorf("symlinked directory changed: %v %v", entries, err)
+		}
+		jail := filepath.Join(project, ".agent-home", "reset")
+		entries, _ := os.ReadDir(jail)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		if strings.Join(names, " ") != ".cache .config .local .runtime .tmp" {
+			t.Errorf("jail after reset: %v", names)
+		}
+		if st := ts.status(); st.Usage.Files != 0 || st.Running != 0 {
+			t.Errorf("status after reset: %+v", st)
+		}
+		// The session keeps working after a reset.
+		if res, _ := ts.exec(map[string]any{"command": "echo again > $HOME/f && cat $HOME/f"}); res.Stdout != "again\n" || res.Backend != b.name {
+			t.Errorf("after reset: %+v", res)
+		}
+	})
 }
 
 func TestStatus(t *testing.T) {
-	project := newProject(t)
-	ts := startServer(t, project, serverEnv(), "--session", "st", "--network", "off", "--timeout", "30s")
-	ts.exec(map[string]any{"command": "printf 12345 > $HOME/f"})
-	st := ts.status()
-	if st.Session != "st" || st.Project != project || st.Jail != filepath.Join(project, ".agent-home", "st") ||
-		st.Backend != "bwrap" || !st.Available || !st.Confined || st.Network || st.Usage.Files != 1 ||
-		st.Usage.Bytes != 5 || st.Limits.TimeoutMS != 30000 || st.Version == "" || len(st.Guarantees.Kept) == 0 {
-		t.Errorf("status: %+v", st)
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		ts := b.start(t, project, serverEnv(), "--session", "st", "--network", "off", "--timeout", "30s")
+		ts.exec(map[string]any{"command": "printf 12345 > $HOME/f"})
+		st := ts.status()
+		if st.Session != "st" || st.Project != project || st.Jail != filepath.Join(project, ".agent-home", "st") ||
+			st.Backend != b.name || !st.Available || !st.Confined || st.Network || st.Usage.Files != 1 ||
+			st.Usage.Bytes != 5 || st.Limits.TimeoutMS != 30000 || st.Version == "" || len(st.Guarantees.Kept) == 0 {
+			t.Errorf("status: %+v", st)
+		}
+		var kept, notKept []int
+		for _, p := range st.Guarantees.Kept {
+			kept = append(kept, p.ID)
+		}
+		for _, p := range st.Guarantees.NotKept {
+			notKept = append(notKept, p.ID)
+			if p.Name == "" || p.Note == "" {
+				t.Errorf("promise %d not kept without a name or a note: %+v", p.ID, p)
+			}
+		}
+		switch b.name {
+		case "bwrap":
+			// bubblewrap keeps every promise of SECURITY.md.
+			if !slices.Equal(kept, []int{1, 2, 3, 4, 5, 6, 7, 8}) || len(notKept) != 0 {
+				t.Errorf("bwrap guarantees: kept %v, not kept %v", kept, notKept)
+			}
+		case "landlock":
+			// Landlock does not cover chmod, chown and utime: promise 1 is
+			// not kept, and the note says which changes get through.
+			if !slices.Equal(kept, []int{2, 3, 4, 5, 6, 7, 8}) || !slices.Equal(notKept, []int{1}) {
+				t.Errorf("landlock guarantees: kept %v, not kept %v", kept, notKept)
+			} else if note := st.Guarantees.NotKept[0].Note; !strings.Contains(note, "chmod") || !strings.Contains(note, "utime") {
+				t.Errorf("landlock's note on promise 1 does not name chmod and utime: %q", note)
+			}
+		}
+	})
+}
+
+// TestBwrapMissingRefusesEveryCall: with --backend bwrap and no working
+// bubblewrap, every call is refused in one line that says why and what
+// fixes it, and nothing runs; auto would have picked Landlock, but the
+// operator asked for bwrap.
+func TestBwrapMissingRefusesEveryCall(t *testing.T) {
+	fake := t.TempDir()
+	calls := filepath.Join(fake, "calls")
+	script := "#!/bin/sh\necho \"$*\" >> " + calls + "\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(fake, "bwrap"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		reason     []string // what the refusal and the status reason say
+		hint       string
+	}{
+		{"absent", noBwrapPath, []string{"bubblewrap", "not installed"}, "sudo apt-get install bubblewrap"},
+		{"broken", fake + ":" + os.Getenv("PATH"), []string{"bubblewrap cannot create its sandbox", "setting up uid map: Permission denied"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			project := newProject(t)
+			ts := startServer(t, project, serverEnv("PATH="+tc.path), "--session", "nobwrap", "--backend", "bwrap")
+			st := ts.status()
+			if st.Backend != "bwrap" || st.Available || st.Confined || st.Reason == "" {
+				t.Errorf("status: %+v", st)
+			}
+			if tc.hint != "" && st.Hint != tc.hint {
+				t.Errorf("status hint %q, want %q", st.Hint, tc.hint)
+			}
+			ran := filepath.Join(t.TempDir(), "ran")
+			for i, args := range []map[string]any{
+				{"argv": []string{"/bin/touch", ran}},
+				{"command": "touch " + ran},
+				{"command": "touch " + ran, "network": false, "cwd": ".agent-home/nobwrap"},
+				{"argv": []string{"/bin/touch", ran}, "env": map[string]any{"A": "b"}, "stdin": "x"},
+			} {
+				_, res := ts.exec(args)
+				if !res.IsError || res.StructuredContent != nil {
+					t.Fatalf("call %d ran without a jail: %+v", i, res)
+				}
+				line := oneLineText(t, res)
+				if i == 0 {
+					t.Logf("refusal: %s", line)
+				}
+				for _, w := range append(slices.Clone(tc.reason), tc.hint) {
+					if !strings.Contains(line, w) {
+						t.Errorf("refusal %q lacks %q", line, w)
+					}
+				}
+			}
+			if fileExists(ran) {
+				t.Errorf("a refused command ran")
+			}
+			if b, err := os.ReadFile(calls); err == nil && strings.Contains(string(b), ran) {
+				t.Errorf("the broken bwrap was asked to run a command:\n%s", b)
+			}
+			if _, err := os.Lstat(filepath.Join(project, ".agent-home", "nobwrap", "ran")); err == nil {
+				t.Error("a refused command ran in the jail")
+			}
+		})
+	}
+	t.Run("fallback warn", func(t *testing.T) {
+		project := newProject(t)
+		warn := startServer(t, project, serverEnv("PATH="+noBwrapPath), "--session", "nobwrap", "--backend", "bwrap", "--fallback", "warn")
+		r, raw := warn.exec(map[string]any{"argv": []string{"/bin/echo", "hi"}})
+		if r.Confined || r.Stdout != "hi\n" || r.Backend != "none" || !strings.Contains(text(raw), "UNCONFINED") {
+			t.Errorf("fallback warn: %+v %q", r, text(raw))
+		}
+		if st := warn.status(); st.Confined || !st.Available || st.Backend != "none" {
+			t.Errorf("fallback warn status: %+v", st)
+		}
+	})
+}
+
+// TestAutoPicksLandlockWithoutBwrap: a host without bubblewrap gets
+// Landlock by default, and it confines writes.
+func TestAutoPicksLandlockWithoutBwrap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+	}{
+		{"default", nil, nil},
+		{"flag", nil, []string{"--backend", "auto"}},
+		{"variable", []string{"JAIL_MCP_BACKEND=auto"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			project := newProject(t)
+			env := serverEnv(append([]string{"PATH=" + noBwrapPath}, tc.env...)...)
+			ts := startServer(t, project, env, append([]string{"--session", "auto"}, tc.args...)...)
+			st := ts.status()
+			if st.Backend != "landlock" || !st.Available || !st.Confined {
+				t.Fatalf("status: backend %q available %t confined %t reason %q", st.Backend, st.Available, st.Confined, st.Reason)
+			}
+			res, raw := ts.exec(map[string]any{"command": "echo in > $HOME/f && cat $HOME/f"})
+			if res.Stdout != "in\n" || res.ExitCode != 0 || res.Backend != "landlock" || !res.Confined || strings.Contains(text(raw), "UNCONFINED") {
+				t.Errorf("write in the jail: %+v", res)
+			}
+			for _, target := range []string{
+				filepath.Join(project, "outside"),
+				filepath.Join(t.TempDir(), "outside"),
+			} {
+				res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo x > "$1"`, "sh", target}})
+				if res.ExitCode == 0 || !strings.Contains(res.Stderr, "Permission denied") {
+					t.Errorf("write to %s: %+v", target, res)
+				}
+				if fileExists(target) {
+					t.Errorf("%s exists on the host", target)
+				}
+			}
+		})
 	}
 }
 
-func TestBwrapMissingFailsClosed(t *testing.T) {
-	project := newProject(t)
-	env := serverEnv("PATH=/nonexistent")
-	ts := startServer(t, project, env, "--session", "nobwrap")
-	_, res := ts.exec(map[string]any{"argv": []string{"/bin/echo", "hi"}})
-	if !res.IsError || res.StructuredContent != nil {
-		t.Fatalf("ran without a jail: %+v", res)
+// TestDoctorWithoutBwrap: doctor on a host without bubblewrap says that
+// Landlock will be used, why bubblewrap cannot, and what installs it.
+func TestDoctorWithoutBwrap(t *testing.T) {
+	environ := cfgEnv("PATH=" + noBwrapPath)
+	res := runInProcess(t, []string{"doctor"}, environ)
+	if res.code != 0 || res.stderr != "" {
+		t.Fatalf("doctor: exit %d, stderr %q; stdout:\n%s", res.code, res.stderr, res.stdout)
 	}
-	if line := oneLineText(t, res); !strings.Contains(line, "bubblewrap") || !strings.Contains(line, "apt-get install bubblewrap") {
-		t.Errorf("refusal %q lacks the reason or the fix", line)
-	}
-	st := ts.status()
-	if st.Available || st.Confined || st.Reason == "" || st.Hint == "" {
-		t.Errorf("status: %+v", st)
+	for _, re := range []string{
+		`(?m)^bwrap +unavailable +bubblewrap \(bwrap\) is not installed or not in PATH; fix: sudo apt-get install bubblewrap$`,
+		`(?m)^landlock +available`,
+		`(?m)^auto: commands run confined by landlock$`,
+		`(?m)^promises not kept:\n +1\. [^\n]*chmod[^\n]*utime`,
+	} {
+		if !regexp.MustCompile(re).MatchString(res.stdout) {
+			t.Errorf("doctor output does not match %s:\n%s", re, res.stdout)
+		}
 	}
 
-	warn := startServer(t, project, env, "--session", "nobwrap", "--fallback", "warn")
-	r, raw := warn.exec(map[string]any{"argv": []string{"/bin/echo", "hi"}})
-	if r.Confined || r.Stdout != "hi\n" || r.Backend != "none" || !strings.Contains(text(raw), "UNCONFINED") {
-		t.Errorf("fallback warn: %+v %q", r, text(raw))
+	res = runInProcess(t, []string{"doctor", "--json"}, environ)
+	if res.code != 0 || res.stderr != "" {
+		t.Fatalf("doctor --json: exit %d, stderr %q; stdout:\n%s", res.code, res.stderr, res.stdout)
 	}
-	if st := warn.status(); st.Confined || !st.Available {
-		t.Errorf("fallback warn status: %+v", st)
+	var r doctorReport
+	if err := json.Unmarshal([]byte(res.stdout), &r); err != nil {
+		t.Fatalf("doctor --json: %v\n%s", err, res.stdout)
+	}
+	if r.Selected != "landlock" || !r.Confined || r.Reason != "" || r.Guarantees == nil {
+		t.Errorf("doctor --json: selected %q confined %t reason %q guarantees %v", r.Selected, r.Confined, r.Reason, r.Guarantees)
+	} else if len(r.Guarantees.NotKept) != 1 || r.Guarantees.NotKept[0].ID != 1 {
+		t.Errorf("doctor --json: promises not kept %+v", r.Guarantees.NotKept)
+	}
+	backends := map[string]jail.Report{}
+	for _, b := range r.Backends {
+		backends[b.Backend] = b
+	}
+	if b := backends["bwrap"]; b.Available || !strings.Contains(b.Reason, "not installed") || b.Hint != "sudo apt-get install bubblewrap" {
+		t.Errorf("doctor --json bwrap: %+v", b)
+	}
+	if b := backends["landlock"]; !b.Available || b.ABI < jail.MinLandlockABI {
+		t.Errorf("doctor --json landlock: %+v", b)
 	}
 }
 
@@ -622,81 +975,125 @@ func TestStdoutIsOnlyJSONRPC(t *testing.T) {
 }
 
 // TestServerDeathKillsCommands: whether the server is told to stop
+// TestServerDeathKillsCommands: whether the server is told to stop
 // (SIGTERM, or EOF on stdin) or killed outright, nothing a command started
 // outlives it, setsid and double-forked children included.
 func TestServerDeathKillsCommands(t *testing.T) {
-	for _, how := range []string{"SIGTERM", "SIGKILL", "EOF"} {
-		t.Run(how, func(t *testing.T) {
-			project := newProject(t)
-			ts := startServer(t, project, serverEnv(), "--session", "death")
-			marker := fmt.Sprintf("543210.%d%d", os.Getpid(), len(how))
-			go ts.call(context.WithoutCancel(t.Context()), "jailed_exec", map[string]any{
-				"command": fmt.Sprintf("setsid sleep %s & (sleep %s &); sleep %s", marker, marker, marker),
-			})
-			if !waitFor(10*time.Second, func() bool { return len(processesWith("sleep "+marker)) >= 3 }) {
-				t.Fatalf("command did not start: %v", processesWith(marker))
-			}
-			switch how {
-			case "SIGTERM":
-				ts.cmd.Process.Signal(syscall.SIGTERM)
-			case "SIGKILL":
-				ts.cmd.Process.Kill()
-			case "EOF":
-				ts.c.Close()
-			}
-			if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-				t.Errorf("left running after %s: %v", how, processesWith(marker))
-			}
-			if how == "SIGTERM" {
-				err := ts.cmd.Wait()
-				if err != nil && !strings.Contains(err.Error(), "already") {
-					t.Errorf("exit after SIGTERM: %v", err)
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		for _, how := range []string{"SIGTERM", "SIGKILL", "EOF"} {
+			t.Run(how, func(t *testing.T) {
+				project := newProject(t)
+				ts := b.start(t, project, serverEnv(), "--session", "death")
+				marker := fmt.Sprintf("543210.%d%d%s", os.Getpid(), len(how), e2eMarkerDigits(b))
+				go ts.call(context.WithoutCancel(t.Context()), "jailed_exec", map[string]any{
+					"command": fmt.Sprintf("setsid sleep %s & (sleep %s &); sleep %s", marker, marker, marker),
+				})
+				if !waitFor(10*time.Second, func() bool { return len(processesWith("sleep "+marker)) >= 3 }) {
+					t.Fatalf("command did not start: %v", processesWith(marker))
 				}
-			}
-		})
-	}
+				switch how {
+				case "SIGTERM":
+					ts.cmd.Process.Signal(syscall.SIGTERM)
+				case "SIGKILL":
+					ts.cmd.Process.Kill()
+				case "EOF":
+					ts.c.Close()
+				}
+				if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+					t.Errorf("left running after %s: %v", how, processesWith(marker))
+				}
+				if how == "SIGTERM" {
+					err := ts.cmd.Wait()
+					if err != nil && !strings.Contains(err.Error(), "already") {
+						t.Errorf("exit after SIGTERM: %v", err)
+					}
+				}
+			})
+		}
+	})
 }
 
 // TestCredentialsOverMCP: jail_status lists what is exposed (names, places
-// and variable names, never values), and a call narrows it.
+// and variable names, never values), and a call narrows it; what is shown
+// can be read, never written through, and is gone from the jail once the
+// call is over.
 func TestCredentialsOverMCP(t *testing.T) {
-	project := newProject(t)
-	home := t.TempDir()
-	for _, f := range []string{".config/gh/hosts.yml", ".codex/auth.json"} {
-		os.MkdirAll(filepath.Join(home, filepath.Dir(f)), 0o700)
-		os.WriteFile(filepath.Join(home, f), []byte("secret-"+filepath.Base(f)), 0o600)
-	}
-	env := serverEnv("GH_TOKEN=gh-secret-value", "OPENAI_API_KEY=sk-secret-value")
-	env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }), "HOME="+home)
-	ts := startServer(t, project, env, "--session", "cred", "--auth", "gh,codex")
-	st := ts.status()
-	raw, _ := json.Marshal(st.Auth)
-	if strings.Contains(string(raw), "secret") {
-		t.Errorf("status shows a secret: %s", raw)
-	}
-	jail := filepath.Join(project, ".agent-home", "cred")
-	want := `[{"name":"codex","paths":["` + jail + `/.codex"],"env":["OPENAI_API_KEY"]},{"name":"gh","paths":["` + jail + `/.config/gh"],"env":["GH_TOKEN"]}]`
-	if string(raw) != want {
-		t.Errorf("status auth:\n got %s\nwant %s", raw, want)
-	}
-	res, _ := ts.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml ~/.codex/auth.json; echo " $GH_TOKEN $OPENAI_API_KEY"`})
-	if res.Stdout != "secret-hosts.ymlsecret-auth.json gh-secret-value sk-secret-value\n" {
-		t.Errorf("all enabled: %q %q", res.Stdout, res.Stderr)
-	}
-	res, _ = ts.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml ~/.codex/auth.json 2>/dev/null; echo " $GH_TOKEN $OPENAI_API_KEY"`, "auth": []string{"gh"}})
-	if res.Stdout != "secret-hosts.yml gh-secret-value \n" {
-		t.Errorf("narrowed to gh: %q", res.Stdout)
-	}
-	_, refused := ts.exec(map[string]any{"command": "true", "auth": []string{"claude"}})
-	if !refused.IsError || !strings.Contains(oneLineText(t, refused), "not enabled by the operator") {
-		t.Errorf("widening not refused: %q", text(refused))
-	}
-	none := startServer(t, project, env, "--session", "cred-none", "--auth", "none")
-	if st := none.status(); len(st.Auth) != 0 {
-		t.Errorf("--auth none exposes %+v", st.Auth)
-	}
-	res, _ = none.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml 2>/dev/null; echo "[$GH_TOKEN]"`})
-	if res.Stdout != "[]\n" {
-		t.Errorf("--auth none: %q", res.Stdout)
-	}
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		home := t.TempDir()
+		files := map[string]string{}
+		for _, f := range []string{".config/gh/hosts.yml", ".codex/auth.json"} {
+			os.MkdirAll(filepath.Join(home, filepath.Dir(f)), 0o700)
+			os.WriteFile(filepath.Join(home, f), []byte("secret-"+filepath.Base(f)), 0o600)
+			files[f] = "secret-" + filepath.Base(f)
+		}
+		env := serverEnv("GH_TOKEN=gh-secret-value", "OPENAI_API_KEY=sk-secret-value")
+		env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }), "HOME="+home)
+		ts := b.start(t, project, env, "--session", "cred", "--auth", "gh,codex")
+		st := ts.status()
+		raw, _ := json.Marshal(st.Auth)
+		if strings.Contains(string(raw), "secret") {
+			t.Errorf("status shows a secret: %s", raw)
+		}
+		jail := filepath.Join(project, ".agent-home", "cred")
+		want := `[{"name":"codex","paths":["` + jail + `/.codex"],"env":["OPENAI_API_KEY"]},{"name":"gh","paths":["` + jail + `/.config/gh"],"env":["GH_TOKEN"]}]`
+		if string(raw) != want {
+			t.Errorf("status auth:\n got %s\nwant %s", raw, want)
+		}
+		res, _ := ts.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml ~/.codex/auth.json; echo " $GH_TOKEN $OPENAI_API_KEY"`})
+		if res.Stdout != "secret-hosts.ymlsecret-auth.json gh-secret-value sk-secret-value\n" {
+			t.Errorf("all enabled: %q %q", res.Stdout, res.Stderr)
+		}
+		res, _ = ts.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml ~/.codex/auth.json 2>/dev/null; echo " $GH_TOKEN $OPENAI_API_KEY"`, "auth": []string{"gh"}})
+		if res.Stdout != "secret-hosts.yml gh-secret-value \n" {
+			t.Errorf("narrowed to gh: %q", res.Stdout)
+		}
+		_, refused := ts.exec(map[string]any{"command": "true", "auth": []string{"claude"}})
+		if !refused.IsError || !strings.Contains(oneLineText(t, refused), "not enabled by the operator") {
+			t.Errorf("widening not refused: %q", text(refused))
+		}
+		// Two calls at once: the one that ends first leaves the other's
+		// credentials in place.
+		var wg sync.WaitGroup
+		var slow tools.ExecResult
+		wg.Go(func() {
+			slow, _ = ts.exec(map[string]any{"command": `sleep 1; cat ~/.codex/auth.json`})
+		})
+		time.Sleep(200 * time.Millisecond)
+		if res, _ := ts.exec(map[string]any{"command": `cat ~/.codex/auth.json`}); res.Stdout != "secret-auth.json" {
+			t.Errorf("second call at once: %q %q", res.Stdout, res.Stderr)
+		}
+		wg.Wait()
+		if slow.Stdout != "secret-auth.json" {
+			t.Errorf("a call that outlived another lost its credentials: %q %q", slow.Stdout, slow.Stderr)
+		}
+		// Nothing writes through a credential path to the host.
+		for rel := range files {
+			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo x >> "$HOME/$1"; : > "$HOME/$1"; echo overwritten > "$HOME/$1"`, "sh", rel}})
+			if res.ExitCode == 0 {
+				t.Errorf("writing through %s succeeded: %+v", rel, res)
+			}
+		}
+		for rel, content := range files {
+			if got := mustRead(t, filepath.Join(home, rel)); got != content {
+				t.Errorf("host %s = %q, want %q", rel, got, content)
+			}
+			// After the call the jail holds no way to the secret: at
+			// most an empty mount point under bwrap.
+			p := filepath.Join(jail, rel)
+			if fi, err := os.Lstat(p); err == nil {
+				if fi.Mode()&os.ModeSymlink != 0 || fi.Size() != 0 {
+					t.Errorf("%s left in the jail after the call: %v", p, fi.Mode())
+				}
+			}
+		}
+		none := b.start(t, project, env, "--session", "cred-none", "--auth", "none")
+		if st := none.status(); len(st.Auth) != 0 {
+			t.Errorf("--auth none exposes %+v", st.Auth)
+		}
+		res, _ = none.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml 2>/dev/null; echo "[$GH_TOKEN]"`})
+		if res.Stdout != "[]\n" {
+			t.Errorf("--auth none: %q", res.Stdout)
+		}
+	})
 }

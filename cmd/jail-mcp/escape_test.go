@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -33,33 +34,64 @@ import (
 )
 
 // TestEscape attacks every promise of SECURITY.md through the real server,
-// one subtest per vector (TestEscape/<promise>/<vector>). Every attack must
-// fail, and after each one the host must be as it was: the project, the
-// servers' HOME with its fake credentials, a victim directory outside the
-// project, another session's jail, /dev/shm and every host path named with
-// the suite's marker are snapshotted once and compared after each vector.
+// on every confining backend (testBackends), one subtest per vector:
+// TestEscape/<backend>/<promise>/<vector>. Every attack must fail, and
+// after each one the host must be as it was: the project, the servers'
+// HOME with its fake credentials, a victim directory outside the project,
+// another session's jail, /dev/shm and every host path named with the
+// suite's marker are snapshotted once and compared after each vector.
+//
+// A vector a backend is known not to close (knownGaps) must still escape:
+// its escapes are logged as EXPECTED FAILURE, never skipped, and it fails
+// once it no longer escapes, so that the gap is taken off the list.
 //
 // The attacks assume nothing about the uid they run as: the same suite runs
 // as root (CI) and as a normal user.
 func TestEscape(t *testing.T) {
-	fx := newEscapeFixture(t)
-	t.Run("1", fx.noHostWrite)
-	t.Run("2", fx.noChannel)
-	t.Run("3", fx.nothingOutlives)
-	t.Run("4", fx.noConfusedDeputy)
-	t.Run("5", func(t *testing.T) { fx.rootIsNotSpecial(t, fx.top) })
-	t.Run("6", fx.secretsStayOut)
-	t.Run("7", fx.bounded)
-	t.Run("8", fx.failClosed)
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		fx := newEscapeFixture(t, b)
+		t.Run("1", fx.noHostWrite)
+		t.Run("2", fx.noChannel)
+		t.Run("3", fx.nothingOutlives)
+		t.Run("4", fx.noConfusedDeputy)
+		t.Run("5", fx.rootIsNotSpecial)
+		t.Run("6", fx.secretsStayOut)
+		t.Run("7", fx.bounded)
+		t.Run("8", fx.failClosed)
+	})
 }
+
+// knownGaps are the vectors a backend is known not to close, by
+// <backend>/<promise>/<vector>, each with when the gap shows. The backend
+// lists them among the promises it does not keep (jail_status); they are
+// open for the reason given here, not by oversight.
+var knownGaps = map[string]func() bool{
+	// Landlock has no access right for changes of metadata: utime of a
+	// file the server's user owns works from the jail wherever the file
+	// is. seccomp cannot close it either: it cannot tell a path in the
+	// jail from one outside, and setting times is what every build tool
+	// does in its own jail.
+	"landlock/1/utime": gapAlways,
+	// chmod and chown likewise, for a server that is not root: seccomp
+	// could only deny them everywhere, in the jail too, where a normal
+	// user's commands need them (chmod +x). As root the Landlock backend
+	// denies them outright (a root server owns the host's files), and the
+	// gap closes.
+	"landlock/1/chmod": gapNotRoot,
+	"landlock/1/chown": gapNotRoot,
+}
+
+func gapAlways() bool  { return true }
+func gapNotRoot() bool { return os.Geteuid() != 0 }
 
 // escapeFixture is the host the suite attacks.
 type escapeFixture struct {
-	top     *testing.T
-	marker  string // in the name of every host object an attack aims at
-	project string // holds the jails of sessions a, b and d
-	home    string // the servers' HOME, with fake credentials, --auth all
-	victim  string // a directory outside the project
+	top     *testing.T  // TestEscape/<backend>
+	backend testBackend // every server of the suite runs on it
+	marker  string      // in the name of every host object an attack aims at
+	project string      // holds the jails of sessions a, b and d
+	home    string      // the servers' HOME, with fake credentials, --auth all
+	victim  string      // a directory outside the project
 	py      string
 	a       *testServer // the attacker, with a controlling terminal
 	b       *testServer // another session of the same project
@@ -73,11 +105,16 @@ type escapeFixture struct {
 	opaque map[string]bool // jails whose contents change by design
 	globs  []string        // host paths named with the marker
 	before map[string]nodeState
+
+	gap        string   // the running vector's knownGaps key, if it is one of this backend
+	escapes    []string // what got out in a known gap
+	unexpected int      // escapes reported as failures, by every vector so far
 }
 
-func newEscapeFixture(t *testing.T) *escapeFixture {
+func newEscapeFixture(t *testing.T, b testBackend) *escapeFixture {
 	fx := &escapeFixture{
 		top:     t,
+		backend: b,
 		marker:  fmt.Sprintf("jail-mcp-escape-%d", os.Getpid()),
 		project: newProject(t),
 		home:    canonicalTempDir(t),
@@ -102,9 +139,9 @@ func newEscapeFixture(t *testing.T) *escapeFixture {
 	writeFiles(t, fx.project, map[string]string{"keep.txt": "keep\n", "src/main.c": "int main(void) { return 0; }\n"})
 
 	env := fx.env()
-	fx.a, fx.tty = startServerWithTTY(t, fx.project, env, "--session", "a", "--auth", "all")
-	fx.b = startServer(t, fx.project, env, "--session", "b", "--auth", "all")
-	fx.d = startServer(t, fx.project, env, "--session", "d", "--auth", "all")
+	fx.a, fx.tty = fx.startWithTTY(t, fx.project, env, "--session", "a", "--auth", "all")
+	fx.b = fx.start(t, fx.project, env, "--session", "b", "--auth", "all")
+	fx.d = fx.start(t, fx.project, env, "--session", "d", "--auth", "all")
 	fx.jails = map[string]string{}
 	for _, s := range []string{"a", "b", "d"} {
 		fx.jails[s] = filepath.Join(fx.project, ".agent-home", s)
@@ -145,6 +182,29 @@ func newEscapeFixture(t *testing.T) *escapeFixture {
 	return fx
 }
 
+// start starts a server of the suite on its backend.
+func (fx *escapeFixture) start(t *testing.T, project string, env []string, args ...string) *testServer {
+	t.Helper()
+	return fx.backend.start(t, project, env, args...)
+}
+
+// startWithTTY is start with a controlling terminal (startServerWithTTY).
+func (fx *escapeFixture) startWithTTY(t *testing.T, project string, env []string, args ...string) (*testServer, *os.File) {
+	t.Helper()
+	b := fx.backend
+	ts, tty := startServerWithTTY(t, project, append(slices.Clone(env), b.env...), append(slices.Clone(b.args), args...)...)
+	if got := ts.status().Backend; got != b.name {
+		t.Fatalf("server runs backend %q, want %q", got, b.name)
+	}
+	return ts, tty
+}
+
+// landlock tells whether the suite runs on the Landlock backend: no mount,
+// pid or IPC namespace, so what the host has is visible (reads are not a
+// promise) and only acts on it must fail; credentials are symlinks placed
+// in the calling session's jail for each call.
+func (fx *escapeFixture) landlock() bool { return fx.backend.name == "landlock" }
+
 // env is the servers' environment: the test's, with HOME the fake one.
 func (fx *escapeFixture) env(extra ...string) []string {
 	env := slices.DeleteFunc(serverEnv(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
@@ -152,13 +212,53 @@ func (fx *escapeFixture) env(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// vector runs one attack as a subtest and then checks the host.
+// vector runs one attack as a subtest and then checks the host. In a
+// known gap of the backend (knownGaps) the escapes are collected, not
+// failed on: the vector must escape, is logged as an EXPECTED FAILURE, and
+// what it changed of the host is undone and taken as the new baseline, so
+// that the vectors after it are judged on their own.
 func (fx *escapeFixture) vector(t *testing.T, name string, attack func(t *testing.T)) {
 	t.Helper()
 	t.Run(name, func(t *testing.T) {
+		key := fx.backend.name + "/" + strings.TrimPrefix(t.Name(), fx.top.Name()+"/")
+		fx.gap, fx.escapes = "", nil
+		if when, ok := knownGaps[key]; ok && when() {
+			fx.gap = key
+		}
+		defer func() { fx.gap, fx.escapes = "", nil }()
+		base := fx.before
 		attack(t)
 		fx.checkHost(t)
+		if fx.gap == "" {
+			return
+		}
+		if len(fx.escapes) == 0 {
+			t.Errorf("known gap %s no longer reproduces: remove it from knownGaps", key)
+			return
+		}
+		t.Logf("EXPECTED FAILURE (known %s gap): %d escapes, first: %s", key, len(fx.escapes), fx.escapes[0])
+		fx.restore(base)
+		fx.snapshot(t) // sets the access times the attack left to update
+		fx.before = fx.snapshot(t)
 	})
+}
+
+// escapeFunc is fx.escape, for helpers that detect escapes.
+type escapeFunc func(t *testing.T, format string, args ...any)
+
+// escape reports one thing that got out of the jail: a failure of the
+// vector, unless the vector is a known gap of the backend, where it is
+// collected for the vector's verdict. Every check that detects an escape
+// reports through it; set-up failures do not.
+func (fx *escapeFixture) escape(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if fx.gap != "" {
+		fx.escapes = append(fx.escapes, msg)
+		return
+	}
+	fx.unexpected++
+	t.Error(msg)
 }
 
 // checkHost compares the host with the baseline. A difference is reported
@@ -168,13 +268,40 @@ func (fx *escapeFixture) checkHost(t *testing.T) {
 	after := fx.snapshot(t)
 	diff := diffSnapshots(fx.before, after)
 	for i, d := range diff {
-		if i == 20 {
-			t.Errorf("host changed: %d more differences", len(diff)-i)
+		if i == 20 && fx.gap == "" {
+			fx.escape(t, "host changed: %d more differences", len(diff)-i)
 			break
 		}
-		t.Errorf("host changed: %s", d)
+		fx.escape(t, "host changed: %s", d)
 	}
 	fx.before = after
+}
+
+// ownCalls takes into the baseline what session b's own calls changed of
+// its jail. Under Landlock credentials are symlinks placed in the calling
+// session's jail for each call and removed after it, so b's jail changes
+// whenever b runs a call; the rest of the host is still compared with the
+// baseline. What another session did to b's jail must be checked before
+// (checkHost). bubblewrap binds credentials and leaves the jail as it was:
+// nothing is taken in.
+func (fx *escapeFixture) ownCalls(t *testing.T) {
+	t.Helper()
+	if !fx.landlock() {
+		return
+	}
+	// The first walk sets the access times b's calls left to update.
+	fx.snapshot(t)
+	jail, now := fx.jails["b"], fx.snapshot(t)
+	for p := range fx.before {
+		if within(p, jail) {
+			delete(fx.before, p)
+		}
+	}
+	for p, st := range now {
+		if within(p, jail) {
+			fx.before[p] = st
+		}
+	}
 }
 
 // vars are the variables every attack gets: where the host targets are.
@@ -267,7 +394,7 @@ func (fx *escapeFixture) attack(t *testing.T, ts *testServer, script string, ext
 	}
 	for _, line := range strings.Split(res.Stdout, "\n") {
 		if strings.HasPrefix(line, "ESCAPED") {
-			t.Errorf("escape: %s", line)
+			fx.escape(t, "escape: %s", line)
 		}
 	}
 	if !strings.HasSuffix(res.Stdout, "attack-finished\n") || strings.Count(res.Stdout, pyDone) != strings.Count(script, pyDone) {
@@ -369,13 +496,9 @@ try sh -c 'echo x > "$HOME/to-root$VFILE"'
 try sh -c 'echo x > "$HOME/to-other/b-secret"'
 try cp "$KEEP" "$HOME/to-file"
 try truncate -s 0 "$HOME/to-file"
-try chmod 777 "$HOME/to-file"
-try chmod 777 "$HOME/to-dir"
-try touch -d 2000-01-01 "$HOME/to-file"
 try mkdir "$HOME/to-dir/dir-$MARKER"
 try mv "$HOME/to-dir/file" "$HOME/stolen"
 ` + py(`
-attempt("utime through a symlink", os.utime, HOME + "/to-file", (0, 0))
 attempt("open through a symlink", os.open, HOME + "/to-file", os.O_WRONLY)
 `)},
 		{"truncate", `
@@ -395,7 +518,16 @@ for p in TARGETS + [E["VICTIM"] + "/big"]:
     attempt("ftruncate a read-only descriptor of " + p, os.ftruncate, fd, 0)
     os.close(fd)
 `)},
-		{"chmod", `
+		{"chmod", metadataThrough(`
+try chmod 777 "$HOME/to-file"
+try chmod 777 "$HOME/to-dir"
+`, `
+	try chmod 777 "$p$VFILE"
+`, `
+	try chmod 777 "$f"
+`, `
+	try chmod 777 "$d"
+`) + `
 targets | while read -r f; do
 	try chmod 777 "$f"
 	try chmod 000 "$f"
@@ -410,8 +542,9 @@ for p in TARGETS:
         continue
     # the same mode: harmless should it ever get through
     attempt("chmod " + p, os.chmod, p, mode)
-`)},
-		{"chown", `
+attempt("fchmod a read-only descriptor", os.fchmod, 7, 0o777)
+`) + "exec 7<&-\n"},
+		{"chown", metadataThrough("", "", "", "") + `
 targets | while read -r f; do
 	try chown "$(id -u):$(id -g)" "$f"
 	try chown 65534:65534 "$f"
@@ -426,8 +559,15 @@ for p in TARGETS:
         continue
     attempt("chown " + p + " to its own owner", os.chown, p, st.st_uid, st.st_gid)
     attempt("lchown " + p, os.lchown, p, -1, -1)
-`)},
-		{"utime", `
+attempt("fchown a read-only descriptor", os.fchown, 7, -1, -1)
+`) + "exec 7<&-\n"},
+		{"utime", metadataThrough(`
+try touch -d 2000-01-01 "$HOME/to-file"
+`, `
+	try touch -c -d 2000-01-01 "$p$VFILE"
+`, `
+	try touch -c -d 2000-01-01 "$f"
+`, "") + `
 targets | while read -r f; do
 	try touch -c "$f"
 	try touch -c -d 2000-01-01 "$f"
@@ -440,7 +580,9 @@ for p in TARGETS:
     attempt("utime " + p, os.utime, p, (0, 0))
     attempt("utime now " + p, os.utime, p)
     attempt("utime without following " + p, os.utime, p, (0, 0), follow_symlinks=False)
-`)},
+attempt("utime through a symlink", os.utime, HOME + "/to-file", (0, 0))
+attempt("futimes a read-only descriptor", os.utime, 7, (0, 0))
+`) + "exec 7<&-\n"},
 		{"xattr", py(`
 for p in TARGETS:
     for name in ("user.jail_mcp", "trusted.jail_mcp", "security.jail_mcp"):
@@ -454,8 +596,6 @@ for p in /proc/self/root /proc/thread-self/root "/proc/$$/root"; do
 	try sh -c 'echo x > "$1$2/new-$MARKER"' sh "$p" "$HOSTHOME"
 	try sh -c 'echo x > "$1$2/b-secret"' sh "$p" "$OTHER"
 	try mkdir "$p$VICTIM/dir-$MARKER"
-	try chmod 777 "$p$VFILE"
-	try touch -c -d 2000-01-01 "$p$VFILE"
 done
 `},
 		{"proc-1-root", `
@@ -489,9 +629,6 @@ try sh -c 'echo x > "/dev/fd/8/new-$MARKER"'
 attempt("reopen a read-only descriptor for writing", os.open, "/proc/self/fd/7", os.O_WRONLY)
 attempt("create through a directory descriptor", os.open, "new-" + E["MARKER"], os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=8)
 attempt("mkdir through a directory descriptor", os.mkdir, "dir-" + E["MARKER"], dir_fd=8)
-attempt("fchmod a read-only descriptor", os.fchmod, 7, 0o777)
-attempt("fchown a read-only descriptor", os.fchown, 7, -1, -1)
-attempt("futimes a read-only descriptor", os.utime, 7, (0, 0))
 `) + `exec 7<&- 8<&- 9<&-
 `},
 		{"dev", `
@@ -523,7 +660,12 @@ except OSError:
     pass
 `)},
 	} {
-		fx.vector(t, v.name, func(t *testing.T) { fx.attack(t, fx.a, v.script, nil) })
+		fx.vector(t, v.name, func(t *testing.T) {
+			if other := onOtherSession[v.name]; other != "" {
+				fx.bothWays(t, other)
+			}
+			fx.attack(t, fx.a, v.script, nil)
+		})
 	}
 
 	fx.vector(t, "remount", func(t *testing.T) {
@@ -550,25 +692,20 @@ for target, fstype, flags in ((b"/", None, MS_REMOUNT), (E["PROJECT"].encode(), 
         escaped("mount(2) on " + target.decode())
 `), nil)
 		if after := mountPoints(t); !slices.Equal(before, after) {
-			t.Errorf("host mounts changed:\nbefore %v\nafter  %v", before, after)
+			fx.escape(t, "host mounts changed:\nbefore %v\nafter  %v", before, after)
 		}
 	})
 
 	fx.vector(t, "credential", func(t *testing.T) {
 		res := fx.attack(t, fx.a, `
 cat "$HOME/.gitconfig" "$HOME/.config/gh/hosts.yml" "$HOME/.codex/auth.json"; echo
-for f in "$HOME/.gitconfig" "$HOME/.config/gh/hosts.yml" "$HOME/.codex/auth.json" \
-	"$HOSTHOME/.gitconfig" "$HOSTHOME/.config/gh/hosts.yml" "$HOSTHOME/.codex/auth.json" \
-	"$HOSTHOME/.codex/config.toml" "$HOSTHOME/.claude.json"; do
+for f in `+credentialFiles+`; do
 	try sh -c 'echo x >> "$1"' sh "$f"
 	try truncate -s 0 "$f"
-	try chmod 777 "$f"
-	try touch -c -d 2000-01-01 "$f"
 done
-for d in "$HOME/.config/gh" "$HOSTHOME/.config/gh" "$HOSTHOME/.codex" "$HOSTHOME/.config" "$HOSTHOME"; do
+for d in `+credentialDirs+`; do
 	try sh -c 'echo x > "$1/new-$MARKER"' sh "$d"
 	try ln -s /etc/passwd "$d/link-$MARKER"
-	try chmod 777 "$d"
 done
 for f in "$HOSTHOME/.gitconfig" "$HOSTHOME/.config/gh" "$HOSTHOME/.codex/auth.json" "$HOSTHOME/.claude.json"; do
 	try mv "$f" "$f.moved"
@@ -587,38 +724,97 @@ echo private >> "$HOME/.codex/config.toml"; echo private >> "$HOME/.claude.json"
 	})
 
 	fx.vector(t, "other-session", func(t *testing.T) {
-		const script = `
-for f in "$OTHER/b-secret" "$OTHER/a-secret" "$OTHER/new-$MARKER" "$OTHER/.tmp/new-$MARKER" "$OTHER/.jail-mcp/new-$MARKER"; do
+		fx.bothWays(t, `
+for f in `+otherSessionFiles+`; do
 	try sh -c 'echo x > "$1"' sh "$f"
 	try sh -c 'echo x >> "$1"' sh "$f"
 	try sh -c 'echo x > "/proc/self/root$1"' sh "$f"
 	try truncate -s 0 "$f"
-	try chmod 777 "$f"
-	try touch -d 2000-01-01 "$f"
 	try rm "$f"
 	try ln "$f" "$HOME/hardlink"
 done
 try rm -r "$OTHER/.tmp"
 try ln -s "$VICTIM" "$OTHER/.cache2"
 try mv "$OTHER/.config" "$OTHER/.config2"
-try chmod 777 "$OTHER"
 try mkdir "$PROJECT/.agent-home/c-$MARKER"
 try ln -s "$VICTIM" "$PROJECT/.agent-home/z-$MARKER"
 try mv "$OTHER" "$OTHER-moved"
 try rmdir "$OTHER"
 try mv "$HOME" "$HOME-moved"
 try sh -c 'echo x > "$PROJECT/.agent-home/.gitignore"'
-`
-		// a attacks b's jail (in the snapshot); b attacks a's (checked here).
-		secret := filepath.Join(fx.jails["a"], "a-secret")
-		stateOf(t, secret) // reading it sets its access time once
-		before := stateOf(t, secret)
-		fx.attack(t, fx.a, script, nil)
-		fx.attack(t, fx.b, script, nil)
-		if after := stateOf(t, secret); after != before {
-			t.Errorf("session a's file changed: %+v -> %+v", before, after)
-		}
+`)
 	})
+}
+
+// The credentials a call gets in its jail and their host originals, and
+// the places in the other session's jail that attacks aim at.
+const (
+	credentialFiles = `"$HOME/.gitconfig" "$HOME/.config/gh/hosts.yml" "$HOME/.codex/auth.json" \
+	"$HOSTHOME/.gitconfig" "$HOSTHOME/.config/gh/hosts.yml" "$HOSTHOME/.codex/auth.json" \
+	"$HOSTHOME/.codex/config.toml" "$HOSTHOME/.claude.json"`
+	credentialDirs    = `"$HOME/.config/gh" "$HOSTHOME/.config/gh" "$HOSTHOME/.codex" "$HOSTHOME/.config" "$HOSTHOME"`
+	otherSessionFiles = `"$OTHER/b-secret" "$OTHER/a-secret" "$OTHER/new-$MARKER" "$OTHER/.tmp/new-$MARKER" "$OTHER/.jail-mcp/new-$MARKER"`
+)
+
+// onOtherSession are the metadata attempts on the other session's jail,
+// run both ways (bothWays) before the vector's own attack.
+var onOtherSession = map[string]string{
+	"chmod": "for f in " + otherSessionFiles + `; do
+	try chmod 777 "$f"
+done
+try chmod 777 "$OTHER"
+`,
+	"utime": "for f in " + otherSessionFiles + `; do
+	try touch -d 2000-01-01 "$f"
+done
+`,
+}
+
+// metadataThrough is the start of a metadata vector (chmod, chown, utime):
+// its attempts through the ways the other vectors of promise 1 write by,
+// which are here and not there so that those vectors hold on a backend
+// that does not cover metadata (knownGaps). viaLink runs with $HOME/to-file
+// and $HOME/to-dir symlinks to the victim, viaRoot per /proc/self/root
+// form as $p, onCredential per credential file as $f, onCredentialDir per
+// credential directory as $d; descriptor 7, open read-only on the victim
+// file, is for the vector's Python part, which closes it. They run before
+// the vector's own attempts: as a normal user on a backend that lets
+// chmod through, those leave the targets unreachable.
+func metadataThrough(viaLink, viaRoot, onCredential, onCredentialDir string) string {
+	s := "exec 7<\"$VFILE\"\n"
+	if viaLink != "" {
+		s += `ln -sfn "$VFILE" "$HOME/to-file"; ln -sfn "$VICTIM" "$HOME/to-dir"` + viaLink
+	}
+	if viaRoot != "" {
+		s += `for p in /proc/self/root /proc/thread-self/root "/proc/$$/root"; do` + viaRoot + "done\n"
+	}
+	if onCredential != "" {
+		s += "for f in " + credentialFiles + "; do" + onCredential + "done\n"
+	}
+	if onCredentialDir != "" {
+		s += "for d in " + credentialDirs + "; do" + onCredentialDir + "done\n"
+	}
+	return s
+}
+
+// bothWays runs script as session a, whose $OTHER is b's jail (in the
+// snapshot), then as session b, whose $OTHER is a's jail: a's file is
+// checked here.
+func (fx *escapeFixture) bothWays(t *testing.T, script string) {
+	t.Helper()
+	secret := filepath.Join(fx.jails["a"], "a-secret")
+	stateOf(t, secret) // reading it sets its access time once
+	before := map[string]nodeState{secret: stateOf(t, secret), fx.jails["a"]: stateOf(t, fx.jails["a"])}
+	fx.attack(t, fx.a, script, nil)
+	fx.checkHost(t) // what a did to b's jail, before b's own calls change it
+	fx.attack(t, fx.b, script, nil)
+	fx.ownCalls(t)
+	if after := stateOf(t, secret); after != before[secret] {
+		fx.escape(t, "session a's file changed: %+v -> %+v", before[secret], after)
+	}
+	if fx.gap != "" {
+		fx.restore(before)
+	}
 }
 
 // Promise 2: no write-equivalent channel to the host.
@@ -635,7 +831,7 @@ func (fx *escapeFixture) noChannel(t *testing.T) {
 			for _, network := range []bool{true, false} {
 				fx.attack(t, fx.a, unixConnect, map[string]any{"network": network, "env": map[string]any{"SOCKS": v.l.addr}})
 			}
-			v.l.mustBeUntouched(t)
+			v.l.mustBeUntouched(t, fx.escape)
 		})
 	}
 
@@ -667,7 +863,7 @@ i=0; while [ ! -e "$READY" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
 		}
 		res := <-done
 		fx.checkStdout(t, res, unixConnect)
-		l.mustBeUntouched(t)
+		l.mustBeUntouched(t, fx.escape)
 	})
 	fx.vector(t, "unix-socket-hardlink", func(t *testing.T) {
 		dir := canonicalTempDir(t)
@@ -678,7 +874,7 @@ i=0; while [ ! -e "$READY" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
 		}
 		l.mustAccept(t)
 		fx.attack(t, fx.a, unixConnect, map[string]any{"env": map[string]any{"SOCKS": l.addr + ":" + alias}})
-		l.mustBeUntouched(t)
+		l.mustBeUntouched(t, fx.escape)
 	})
 	fx.vector(t, "unix-socket-relative", func(t *testing.T) {
 		// A daemon that binds a relative name: the kernel lists it as such.
@@ -687,7 +883,7 @@ i=0; while [ ! -e "$READY" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
 		l := listenUnix(t, "unix", "daemon.sock")
 		l.mustAccept(t)
 		fx.attack(t, fx.a, unixConnect, map[string]any{"env": map[string]any{"SOCKS": filepath.Join(dir, "daemon.sock")}})
-		l.mustBeUntouched(t)
+		l.mustBeUntouched(t, fx.escape)
 	})
 	fx.vector(t, "unix-socket-other-netns", func(t *testing.T) {
 		// A daemon in another network namespace (a container) listening
@@ -696,7 +892,7 @@ i=0; while [ ! -e "$READY" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
 		l := listenInNetns(t, fx.py, sock)
 		l.mustAccept(t)
 		fx.attack(t, fx.a, unixConnect, map[string]any{"env": map[string]any{"SOCKS": sock}})
-		l.mustBeUntouched(t)
+		l.mustBeUntouched(t, fx.escape)
 	})
 	fx.vector(t, "unix-socket-datagram", func(t *testing.T) {
 		// A daemon's datagram socket (a syslog, a notify socket) never listens.
@@ -706,7 +902,7 @@ i=0; while [ ! -e "$READY" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
 		for _, network := range []bool{true, false} {
 			fx.attack(t, fx.a, unixConnect, map[string]any{"network": network, "env": map[string]any{"SOCKS": l.addr}})
 		}
-		l.mustBeUntouched(t)
+		l.mustBeUntouched(t, fx.escape)
 	})
 
 	fx.vector(t, "abstract-socket", func(t *testing.T) {
@@ -724,7 +920,7 @@ for n in names:
     reach_unix("\0" + n, "abstract socket @%s" % n)
 `), map[string]any{"network": network, "env": map[string]any{"ABSTRACT": strings.TrimPrefix(fx.abstract.addr, "@")}})
 		}
-		fx.abstract.mustBeUntouched(t)
+		fx.abstract.mustBeUntouched(t, fx.escape)
 	})
 
 	fx.vector(t, "unix-socket-create", func(t *testing.T) {
@@ -752,7 +948,23 @@ print("socketpair", b.recv(2).decode())
 
 	fx.vector(t, "sysv-ipc", func(t *testing.T) {
 		ids := hostSysV(t)
-		res := fx.attack(t, fx.a, `
+		// Landlock: no IPC namespace, so the jail sees the host's objects
+		// (reads are not a promise) and the acts below aim at them; making
+		// an object is an act on the host's namespace too.
+		landlock := ""
+		if fx.landlock() {
+			landlock = `awk -v id="$SHMID" 'NR > 1 && $2 == id { n++ } END { print "host-shm-listed", n + 0 }' /proc/sysvipc/shm
+` + py(`
+IPC_CREAT = 0o1000
+if libc.shmget(0, 4096, IPC_CREAT | 0o600) >= 0:
+    escaped("shmget made a segment in the host's namespace")
+if libc.msgget(0, IPC_CREAT | 0o600) >= 0:
+    escaped("msgget made a queue in the host's namespace")
+if libc.semget(0, 1, IPC_CREAT | 0o600) >= 0:
+    escaped("semget made a semaphore in the host's namespace")
+`)
+		}
+		res := fx.attack(t, fx.a, landlock+`
 echo "shm-lines $(wc -l < /proc/sysvipc/shm) msg-lines $(wc -l < /proc/sysvipc/msg) sem-lines $(wc -l < /proc/sysvipc/sem)"
 ipcs -a 2>&1 | sed 's/^/ipcs: /'
 `+py(`
@@ -776,18 +988,40 @@ if libc.semop(sem, ctypes.byref(sembuf(0, 1, IPC_NOWAIT)), 1) == 0:
 if libc.semctl(sem, 0, IPC_RMID) == 0:
     escaped("remove the host's semaphore")
 `), map[string]any{"env": map[string]any{"SHMID": strconv.Itoa(ids.shm), "MSGID": strconv.Itoa(ids.msg), "SEMID": strconv.Itoa(ids.sem)}})
-		if !strings.Contains(res.Stdout, "shm-lines 1 msg-lines 1 sem-lines 1") {
-			t.Errorf("the jail sees SysV IPC objects:\n%s", res.Stdout)
+		switch {
+		case fx.landlock():
+			if !strings.Contains(res.Stdout, "host-shm-listed 1\n") {
+				t.Errorf("the host's segment is not listed in the jail: the attack proves nothing\n%s", res.Stdout)
+			}
+		case !strings.Contains(res.Stdout, "shm-lines 1 msg-lines 1 sem-lines 1"):
+			// bubblewrap: an IPC namespace of its own, which is empty.
+			fx.escape(t, "the jail sees SysV IPC objects:\n%s", res.Stdout)
 		}
-		ids.check(t)
+		ids.check(t, fx.escape)
 	})
 
 	fx.vector(t, "posix-ipc", func(t *testing.T) {
 		mq := hostMQueue(t, fx.marker+"-mq")
-		res := fx.attack(t, fx.a, `
+		// bubblewrap: a /dev/shm and an IPC namespace of the jail's own,
+		// where the host's objects are not even seen.
+		script := `
 ls -a /dev/shm | grep -q -- "$MARKER-posix" && echo "ESCAPED: the host's /dev/shm is visible"
 try cat "/dev/shm/$MARKER-posix"
-`+py(`
+`
+		if fx.landlock() {
+			// Landlock: the host's /dev/shm and IPC namespace, seen (reads
+			// are not a promise) but not changed.
+			script = `
+ls -a /dev/shm | grep -q -- "$MARKER-posix" && echo "HOST-SHM-VISIBLE"
+try sh -c 'echo x >> "$1"' sh "/dev/shm/$MARKER-posix"
+try sh -c 'echo x > "$1"' sh "/dev/shm/$MARKER-new"
+try truncate -s 0 "/dev/shm/$MARKER-posix"
+try mv "/dev/shm/$MARKER-posix" "/dev/shm/$MARKER-moved"
+try rm -f "/dev/shm/$MARKER-posix"
+try mkdir "/dev/shm/$MARKER-dir"
+`
+		}
+		res := fx.attack(t, fx.a, script+py(`
 name = E["MARKER"]
 attempt("open the host's POSIX shm", os.open, "/dev/shm/" + name + "-posix", os.O_RDWR)
 rt = libc if hasattr(libc, "mq_open") else ctypes.CDLL("librt.so.1", use_errno=True)
@@ -799,20 +1033,60 @@ if rt.mq_unlink(q) == 0:
 # a queue of the same name is the jail's own: the host's stays empty
 fd = rt.mq_open(q, os.O_RDWR | os.O_CREAT, 0o600, None)
 print("private queue", fd >= 0 and rt.mq_send(fd, b"x", 1, 0) == 0)
-# and so is a shm object of the same name
-fd = os.open("/dev/shm/" + name + "-posix", os.O_RDWR | os.O_CREAT, 0o600)
-os.write(fd, b"private")
+# and so is a shm object of the same name (the host's, read-only, with
+# Landlock: the attempt must fail, not end the attack)
+try:
+    fd = os.open("/dev/shm/" + name + "-posix", os.O_RDWR | os.O_CREAT, 0o600)
+    os.write(fd, b"private")
+    print("private shm True")
+except PermissionError:
+    print("private shm False")
 `), nil)
-		if !strings.Contains(res.Stdout, "private queue True") {
-			t.Errorf("no private message queue: the attack proves less than it should\n%s", res.Stdout)
+		if fx.landlock() {
+			// Landlock: a queue or shm object "of its own" would be the host's.
+			if !strings.Contains(res.Stdout, "HOST-SHM-VISIBLE") {
+				t.Errorf("the host's /dev/shm is not seen in the jail: the attack proves nothing\n%s", res.Stdout)
+			}
+			if strings.Contains(res.Stdout, "private queue True") {
+				fx.escape(t, "made and wrote a message queue in the host's namespace")
+			}
+			if strings.Contains(res.Stdout, "private shm True") {
+				fx.escape(t, "wrote the host's /dev/shm")
+			}
+		} else {
+			if !strings.Contains(res.Stdout, "private queue True") {
+				t.Errorf("no private message queue: the attack proves less than it should\n%s", res.Stdout)
+			}
+			if !strings.Contains(res.Stdout, "private shm True") {
+				t.Errorf("no private /dev/shm: the attack proves less than it should\n%s", res.Stdout)
+			}
 		}
-		mq.check(t)
+		mq.check(t, fx.escape)
 	})
 
 	fx.vector(t, "signal", func(t *testing.T) {
 		victim := startHostSleep(t, "1235."+strconv.Itoa(os.Getpid()))
 		env := map[string]any{"HOSTPID": strconv.Itoa(victim.pid), "SERVERPID": strconv.Itoa(fx.a.cmd.Process.Pid)}
-		fx.attack(t, fx.a, `
+		// bubblewrap: the host's pids do not exist in the jail's pid
+		// namespace, so even a pidfd of one is an escape.
+		pidfd := `    if hasattr(os, "pidfd_open"):
+        attempt("pidfd_open(%d)" % pid, os.pidfd_open, pid)
+`
+		if fx.landlock() {
+			// Landlock: no pid namespace; a pidfd only names the process,
+			// sending a signal through it must fail.
+			pidfd = `    try:
+        fd = os.pidfd_open(pid)
+        print("pidfd-opened", pid)
+    except OSError:
+        fd = -1
+    if fd >= 0:
+        for sig in (0, signal.SIGKILL):
+            attempt("pidfd_send_signal(%d, %d)" % (pid, sig), signal.pidfd_send_signal, fd, sig)
+        os.close(fd)
+`
+		}
+		res := fx.attack(t, fx.a, `
 for p in "$HOSTPID" "$SERVERPID"; do
 	try kill -0 "$p"
 	try kill -STOP "$p"
@@ -823,15 +1097,16 @@ import signal
 for pid in (int(E["HOSTPID"]), int(E["SERVERPID"])):
     attempt("kill(%d, 0)" % pid, os.kill, pid, 0)
     attempt("kill(%d, SIGKILL)" % pid, os.kill, pid, signal.SIGKILL)
-    if hasattr(os, "pidfd_open"):
-        attempt("pidfd_open(%d)" % pid, os.pidfd_open, pid)
-    attempt("kill(-%d)" % pid, os.kill, -pid, signal.SIGKILL)
+`+pidfd+`    attempt("kill(-%d)" % pid, os.kill, -pid, signal.SIGKILL)
 `), map[string]any{"env": env})
+		if fx.landlock() && strings.Count(res.Stdout, "pidfd-opened") != 2 {
+			t.Errorf("no pidfd of the host's processes: the attack proves less than it should\n%s", res.Stdout)
+		}
 		// Every process the jail can signal at once.
 		fx.a.exec(map[string]any{"command": "kill -9 -1; kill -STOP -1; sleep 0.2"})
-		victim.mustLive(t)
+		victim.mustLive(t, fx.escape)
 		if res, _ := fx.a.exec(map[string]any{"command": "echo alive"}); res.Stdout != "alive\n" {
-			t.Errorf("the server did not survive: %+v", res)
+			fx.escape(t, "the server did not survive: %+v", res)
 		}
 	})
 
@@ -853,13 +1128,32 @@ for pid in (int(E["HOSTPID"]), int(E["SERVERPID"])):
     if libc.ptrace(PTRACE_SEIZE, pid, None, None) == 0:
         escaped("PTRACE_SEIZE %d" % pid)
     attempt("open /proc/%d/mem" % pid, os.open, "/proc/%d/mem" % pid, os.O_RDWR)
+`)+py(`
+import errno
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+libc.process_vm_writev.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+buf = ctypes.create_string_buffer(8)
+# to address 4096, never mapped: EFAULT means access was granted
+local, remote = iovec(ctypes.cast(buf, ctypes.c_void_p), 8), iovec(4096, 8)
+for pid in (int(E["HOSTPID"]), int(E["SERVERPID"])):
+    if libc.process_vm_writev(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) >= 0 or ctypes.get_errno() == errno.EFAULT:
+        escaped("process_vm_writev %d" % pid)
 `), map[string]any{"env": env})
-		if strings.Contains(res.Stdout, "VISIBLE") {
-			t.Errorf("host processes visible in the jail:\n%s", res.Stdout)
+		switch {
+		case fx.landlock():
+			// Landlock: no pid namespace, the host's processes are seen
+			// (reads are not a promise); the acts on them above must fail.
+			if !strings.Contains(res.Stdout, "VISIBLE "+strconv.Itoa(victim.pid)+" ") {
+				t.Errorf("the host process is not seen in the jail: the attack proves nothing\n%s", res.Stdout)
+			}
+		case strings.Contains(res.Stdout, "VISIBLE"):
+			// bubblewrap: a pid namespace of its own.
+			fx.escape(t, "host processes visible in the jail:\n%s", res.Stdout)
 		}
-		victim.mustLive(t)
+		victim.mustLive(t, fx.escape)
 		if tracer := statusField(t, victim.pid, "TracerPid"); tracer != "0" {
-			t.Errorf("host process traced by %s", tracer)
+			fx.escape(t, "host process traced by %s", tracer)
 		}
 	})
 
@@ -886,10 +1180,10 @@ for fd in fds:
         pass
 `), nil)
 		if strings.Contains(res.Stdout, "opened /dev/tty\n") {
-			t.Errorf("the command has a controlling terminal")
+			fx.escape(t, "the command has a controlling terminal")
 		}
 		if n, err := unix.IoctlGetInt(int(fx.tty.Fd()), unix.TIOCINQ); err != nil || n != 0 {
-			t.Errorf("the server's terminal has %d bytes of pending input (%v)", n, err)
+			fx.escape(t, "the server's terminal has %d bytes of pending input (%v)", n, err)
 		}
 	})
 
@@ -922,11 +1216,11 @@ done
 			target := f[2]
 			switch {
 			case server[target]:
-				t.Errorf("the server's own stdio reached the jail: %s", line)
+				fx.escape(t, "the server's own stdio reached the jail: %s", line)
 			case strings.HasPrefix(target, "pipe:["), strings.HasPrefix(target, "anon_inode:"),
 				target == "/dev/null", within(target, fx.jails["a"]):
 			default:
-				t.Errorf("descriptor of the host in the jail: %s", line)
+				fx.escape(t, "descriptor of the host in the jail: %s", line)
 			}
 		}
 	})
@@ -973,12 +1267,12 @@ for root, dirs, files in os.walk("/proc"):
 `), nil)
 		for k, v := range before {
 			if b, _ := os.ReadFile("/proc/sys/" + k); string(b) != v {
-				t.Errorf("host /proc/sys/%s changed: %q -> %q", k, v, b)
+				fx.escape(t, "host /proc/sys/%s changed: %q -> %q", k, v, b)
 				os.WriteFile("/proc/sys/"+k, []byte(v), 0o644)
 			}
 		}
 		if now, _ := os.Hostname(); now != host {
-			t.Errorf("host name changed: %q -> %q", host, now)
+			fx.escape(t, "host name changed: %q -> %q", host, now)
 		}
 	})
 
@@ -1004,6 +1298,13 @@ if os.getuid() != 0:
     attempt("setuid(0)", os.setuid, 0)
     attempt("setgid(0)", os.setgid, 0)
 `), nil)
+		// Landlock run by a normal user: an unprivileged process cannot
+		// empty its bounding set (that takes CAP_SETPCAP), so the command
+		// keeps the server's. With no_new_privs no execve raises a
+		// capability from it and new user namespaces are denied (above):
+		// it is inert. A root server's Landlock backend empties it, and
+		// bubblewrap always does.
+		inertBnd := fx.landlock() && os.Geteuid() != 0 && strings.Contains(res.Stdout, "NoNewPrivs:\t1\n")
 		me := ""
 		for _, line := range strings.Split(res.Stdout, "\n") {
 			name, value, _ := strings.Cut(line, ":")
@@ -1011,13 +1312,18 @@ if os.getuid() != 0:
 			switch {
 			case strings.HasPrefix(line, "ME "):
 				me = strings.TrimPrefix(line, "ME ")
+			case name == "CapBnd" && inertBnd:
 			case strings.HasPrefix(name, "Cap") && strings.Trim(value, "0") != "":
-				t.Errorf("capabilities in the jail: %s", line)
+				fx.escape(t, "capabilities in the jail: %s", line)
 			case strings.HasPrefix(line, "UID 0") && me != "0":
-				t.Errorf("a setuid program made uid %s root", me)
+				fx.escape(t, "a setuid program made uid %s root", me)
 			}
 		}
-		if !strings.Contains(res.Stdout, "CapBnd:\t0000000000000000") {
+		read := "CapBnd:\t0000000000000000"
+		if inertBnd {
+			read = "CapEff:\t0000000000000000"
+		}
+		if !strings.Contains(res.Stdout, read) {
 			t.Errorf("no capability lines read:\n%s", res.Stdout)
 		}
 	})
@@ -1050,8 +1356,11 @@ for p in targets:
 func (fx *escapeFixture) checkStdout(t *testing.T, res tools.ExecResult, script string) {
 	t.Helper()
 	for _, line := range strings.Split(res.Stdout, "\n") {
-		if strings.HasPrefix(line, "ESCAPED") || line == "NOT-READY" {
-			t.Errorf("escape: %s", line)
+		switch {
+		case strings.HasPrefix(line, "ESCAPED"):
+			fx.escape(t, "escape: %s", line)
+		case line == "NOT-READY":
+			t.Errorf("the attack did not wait for the socket: %s", line)
 		}
 	}
 	if !strings.HasSuffix(res.Stdout, "attack-finished\n") || strings.Count(res.Stdout, pyDone) != strings.Count(script, pyDone) {
@@ -1096,7 +1405,7 @@ n=0; for c in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' < "$c" 2>/dev/null)" = "
 				t.Fatalf("the daemon did not start: %+v", res)
 			}
 			if pids := processesWith(m); len(pids) > 0 {
-				t.Errorf("running after the call returned: %v", pids)
+				fx.escape(t, "running after the call returned: %v", pids)
 			}
 		})
 	}
@@ -1108,7 +1417,7 @@ n=0; for c in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' < "$c" 2>/dev/null)" = "
 			t.Fatalf("result: %+v", res)
 		}
 		if pids := processesWith(m); len(pids) > 0 {
-			t.Errorf("running after the timeout: %v", pids)
+			fx.escape(t, "running after the timeout: %v", pids)
 		}
 	})
 	fx.vector(t, "cancel", func(t *testing.T) {
@@ -1127,20 +1436,20 @@ n=0; for c in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' < "$c" 2>/dev/null)" = "
 		cancel()
 		<-done
 		if !waitFor(3*time.Second, func() bool { return len(processesWith(m)) == 0 }) {
-			t.Errorf("running after the cancel: %v", processesWith(m))
+			fx.escape(t, "running after the cancel: %v", processesWith(m))
 		}
 	})
 	fx.vector(t, "server-sigkill", func(t *testing.T) {
 		m := marker(12)
 		defer killMarked(m)
-		ts := startServer(t, newProject(t), fx.env(), "--session", "k")
+		ts := fx.start(t, newProject(t), fx.env(), "--session", "k")
 		go callExec(context.WithoutCancel(t.Context()), ts, map[string]any{"command": startAll(m) + "sleep 100", "env": fx.vars(ts)})
 		if !waitFor(10*time.Second, func() bool { return sleepers(m) >= len(forms) }) {
 			t.Fatalf("the daemons did not start: %d", sleepers(m))
 		}
 		ts.cmd.Process.Kill()
 		if !waitFor(5*time.Second, func() bool { return len(processesWith(m)) == 0 }) {
-			t.Errorf("orphans of the killed server: %v", processesWith(m))
+			fx.escape(t, "orphans of the killed server: %v", processesWith(m))
 		}
 	})
 }
@@ -1172,7 +1481,7 @@ func (fx *escapeFixture) noConfusedDeputy(t *testing.T) {
 		if res.OutputPath != "" {
 			real, err := filepath.EvalSymlinks(res.OutputPath)
 			if !within(res.OutputPath, jail) || (err == nil && !within(real, jail)) {
-				t.Errorf("output kept outside the jail: %s (%s)", res.OutputPath, real)
+				fx.escape(t, "output kept outside the jail: %s (%s)", res.OutputPath, real)
 			}
 		}
 	}
@@ -1219,7 +1528,7 @@ head -c 100000 /dev/zero | tr '\0' s; echo`)
 		// Left for the next server of the session, which copies the
 		// credential state when it opens the session.
 		plant(t, plantState+plantPlaces)
-		again := startServer(t, fx.project, fx.env(), "--session", "d", "--auth", "all")
+		again := fx.start(t, fx.project, fx.env(), "--session", "d", "--auth", "all")
 		spill(t, again, nil)
 	})
 	fx.vector(t, "usage", func(t *testing.T) {
@@ -1228,7 +1537,7 @@ head -c 100000 /dev/zero | tr '\0' s; echo`)
 		fx.d.exec(map[string]any{"command": "sleep 1.2"})
 		st := fx.d.status()
 		if st.Usage.Bytes >= 2<<20 {
-			t.Errorf("usage counts what symlinks point at: %+v", st.Usage)
+			fx.escape(t, "usage counts what symlinks point at: %+v", st.Usage)
 		}
 	})
 	fx.vector(t, "reset", func(t *testing.T) {
@@ -1249,8 +1558,11 @@ chmod 000 "$HOME/locked"; chmod 500 "$HOME/ro"`)
 		stop := filepath.Join(canonicalTempDir(t), "stop")
 		token := "race-" + fx.marker
 		done := make(chan tools.ExecResult, 1)
+		var raceErr error
 		go func() {
-			res, _, _ := callExec(t.Context(), fx.d, map[string]any{
+			ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+			defer cancel()
+			res, _, err := callExec(ctx, fx.d, map[string]any{
 				"auth": []string{},
 				"env":  merge(fx.vars(fx.d), map[string]any{"STOP": stop}),
 				"command": "# " + token + `
@@ -1275,6 +1587,7 @@ done
 echo "iterations $i"
 `,
 			})
+			raceErr = err
 			done <- res
 		}()
 		if !waitFor(10*time.Second, func() bool { return len(processesWith(token)) > 0 }) {
@@ -1290,13 +1603,17 @@ echo "iterations $i"
 					if (w+i)%2 == 0 {
 						cmd = "head -c 70000 /dev/zero | tr '\\0' r"
 					}
-					_, _, err := callExec(t.Context(), fx.d, map[string]any{"command": cmd})
+					// Bounded, so that a server that hangs fails the
+					// vector instead of the whole suite's timeout.
+					ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+					_, _, err := callExec(ctx, fx.d, map[string]any{"command": cmd})
 					if err != nil {
 						broken.Add(1)
 					}
-					if _, err := fx.d.call(t.Context(), "jail_status", nil); err != nil {
+					if _, err := fx.d.call(ctx, "jail_status", nil); err != nil {
 						broken.Add(1)
 					}
+					cancel()
 					calls.Add(1)
 				}
 			})
@@ -1308,8 +1625,11 @@ echo "iterations $i"
 		os.WriteFile(stop, nil, 0o644)
 		res := <-done
 		t.Logf("%d calls raced the command; %s", calls.Load(), strings.TrimSpace(res.Stdout))
+		if raceErr != nil {
+			t.Errorf("the racing command's call: %v", raceErr)
+		}
 		if broken.Load() > 0 {
-			t.Errorf("%d calls failed at the transport: the server broke", broken.Load())
+			t.Errorf("%d calls failed at the transport or did not return within a minute: the server broke\nserver stderr:\n%s", broken.Load(), tail(fx.d.stderr.String()))
 		}
 		if res, _ := fx.d.exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
 			t.Errorf("after the race: %+v", res)
@@ -1335,16 +1655,18 @@ echo "iterations $i"
 			if err := os.Symlink(fx.victim, link); err != nil {
 				t.Fatal(err)
 			}
+			// On the suite's backend: its flags before the command of run.
+			flags := append([]string{"--project", project, "--session", v.session}, fx.backend.args...)
 			for _, args := range [][]string{
-				{"serve", "--project", project, "--session", v.session},
-				{"run", "--project", project, "--session", v.session, "--", "/bin/sh", "-c", `echo x > "$HOME/pwned-` + fx.marker + `"`},
+				append([]string{"serve"}, flags...),
+				append(append([]string{"run"}, flags...), "--", "/bin/sh", "-c", `echo x > "$HOME/pwned-`+fx.marker+`"`),
 			} {
 				cmd := exec.Command(os.Args[0], args...)
-				cmd.Env = fx.env()
+				cmd.Env = append(fx.env(), fx.backend.env...)
 				cmd.Dir = project
 				out, err := cmd.CombinedOutput()
 				if err == nil || !strings.Contains(string(out), "symlink") && !strings.Contains(string(out), "not "+filepath.Join(project, ".agent-home")) {
-					t.Errorf("%s with a symlinked %s: %v\n%s", args[0], v.link, err, out)
+					fx.escape(t, "%s with a symlinked %s: %v\n%s", args[0], v.link, err, out)
 				}
 			}
 		})
@@ -1352,18 +1674,19 @@ echo "iterations $i"
 }
 
 // Promise 5: root is not special. Every attack above ran through the same
-// servers; as root they must have failed all the same.
-func (fx *escapeFixture) rootIsNotSpecial(t *testing.T, top *testing.T) {
+// servers; as root they must have failed all the same, but for the known
+// gaps of the backend, which knownGaps says when they show.
+func (fx *escapeFixture) rootIsNotSpecial(t *testing.T) {
 	fx.vector(t, "root", func(t *testing.T) {
 		res := fx.attack(t, fx.a, `echo "uid $(id -u)"; grep CapEff /proc/self/status`, nil)
 		if want := fmt.Sprintf("uid %d\n", os.Geteuid()); !strings.HasPrefix(res.Stdout, want) {
 			t.Errorf("uid in the jail: %q, want %q", res.Stdout, want)
 		}
 		if !strings.Contains(res.Stdout, "CapEff:\t0000000000000000") {
-			t.Errorf("capabilities in the jail: %q", res.Stdout)
+			fx.escape(t, "capabilities in the jail: %q", res.Stdout)
 		}
-		if os.Geteuid() == 0 && top.Failed() {
-			t.Errorf("the server runs as root (uid 0 in the jail too) and an attack above succeeded")
+		if os.Geteuid() == 0 && fx.unexpected > 0 {
+			t.Errorf("the server runs as root (uid 0 in the jail too) and %d attacks above succeeded", fx.unexpected)
 		}
 	})
 }
@@ -1399,7 +1722,7 @@ func (fx *escapeFixture) secretsStayOut(t *testing.T) {
 		{"pass-env", []string{"--session", "env-pass", "--auth", "none", "--pass-env", "DISPLAY"}, []string{"DISPLAY"}},
 	} {
 		fx.vector(t, v.name, func(t *testing.T) {
-			ts := startServer(t, project, fx.env(extra...), v.args...)
+			ts := fx.start(t, project, fx.env(extra...), v.args...)
 			// Every process of the jail, bwrap's init included: its
 			// environment and its command line.
 			res, _ := ts.exec(map[string]any{"command": `env; echo ---; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f"; echo; done 2>/dev/null`})
@@ -1410,10 +1733,10 @@ func (fx *escapeFixture) secretsStayOut(t *testing.T) {
 			for k, val := range secrets {
 				passed := slices.Contains(v.pass, k)
 				if got := slices.Contains(strings.Split(env, "\n"), k+"="+val); got != passed {
-					t.Errorf("%s in the jail: %t, want %t", k, got, passed)
+					fx.escape(t, "%s in the jail: %t, want %t", k, got, passed)
 				}
 				if !passed && strings.Contains(val, fx.marker) && strings.Contains(res.Stdout, val) {
-					t.Errorf("the value of %s is visible in the jail", k)
+					fx.escape(t, "the value of %s is visible in the jail", k)
 				}
 			}
 		})
@@ -1423,8 +1746,8 @@ func (fx *escapeFixture) secretsStayOut(t *testing.T) {
 // Promise 7: bounded.
 func (fx *escapeFixture) bounded(t *testing.T) {
 	project := newProject(t)
-	procs := startServer(t, project, fx.env(), "--session", "procs", "--max-procs", "100", "--max-output", "4096", "--timeout", "2s", "--max-timeout", "2s")
-	disk := startServer(t, project, fx.env(), "--session", "disk", "--max-memory", "64MiB", "--max-disk", "8MiB")
+	procs := fx.start(t, project, fx.env(), "--session", "procs", "--max-procs", "100", "--max-output", "4096", "--timeout", "2s", "--max-timeout", "2s")
+	disk := fx.start(t, project, fx.env(), "--session", "disk", "--max-memory", "64MiB", "--max-disk", "8MiB")
 	diskJail := filepath.Join(project, ".agent-home", "disk")
 
 	fx.vector(t, "procs", func(t *testing.T) {
@@ -1479,11 +1802,18 @@ time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
 	})
 	fx.vector(t, "file-size", func(t *testing.T) {
 		res, _ := disk.exec(map[string]any{"argv": []string{"dd", "if=/dev/zero", "of=" + filepath.Join(diskJail, "big"), "bs=1M", "count=20"}})
-		if res.Limit != "file_size" || res.ExitCode != 128+int(syscall.SIGXFSZ) {
+		// bubblewrap's init reports a command a signal killed as 128+n;
+		// the Landlock backend waits for the command itself, and reports
+		// the signal.
+		exitOK := res.ExitCode == 128+int(syscall.SIGXFSZ)
+		if fx.landlock() {
+			exitOK = res.ExitCode == -1 && res.Signal == "SIGXFSZ"
+		}
+		if res.Limit != "file_size" || !exitOK {
 			t.Errorf("dd of 20 MB: %+v", res)
 		}
 		if fi, err := os.Stat(filepath.Join(diskJail, "big")); err != nil || fi.Size() > 8<<20 {
-			t.Errorf("file past --max-disk 8MiB: %v %v", fi.Size(), err)
+			fx.escape(t, "file past --max-disk 8MiB: %v %v", fi.Size(), err)
 		}
 		if r, err := disk.call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
 			t.Fatalf("reset: %v", err)
@@ -1506,7 +1836,7 @@ print("size-py", os.stat(HOME + "/big-py").st_size)
 		for _, line := range strings.Split(res.Stdout, "\n") {
 			if size, ok := strings.CutPrefix(line, "size"); ok {
 				if n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(size, "-py")), 10, 64); err != nil || n > 8<<20 {
-					t.Errorf("file past --max-disk 8MiB: %s", line)
+					fx.escape(t, "file past --max-disk 8MiB: %s", line)
 				}
 			}
 		}
@@ -1529,19 +1859,26 @@ print("size-py", os.stat(HOME + "/big-py").st_size)
 	})
 }
 
-// Promise 8: fail closed.
+// Promise 8: fail closed, with bubblewrap missing or broken. Backend
+// selection is what these vectors test: each starts its server with the
+// vector's PATH, not the arm's. The bwrap arm asks for bubblewrap by name
+// (--backend bwrap): every call is refused, and the status says so. The
+// landlock arm lets auto choose, as a host without a working bubblewrap
+// does: on this kernel it must choose Landlock, confined, and the same
+// calls run but cannot write outside the jail.
 func (fx *escapeFixture) failClosed(t *testing.T) {
 	fake := canonicalTempDir(t)
 	if err := os.WriteFile(filepath.Join(fake, "bwrap"), []byte("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	backend := map[string]string{"bwrap": "bwrap", "landlock": "auto"}[fx.backend.name]
 	for _, v := range []struct{ name, path string }{
 		{"bwrap-missing", "/nonexistent"},
 		{"bwrap-broken", fake + ":/usr/bin:/bin"},
 	} {
 		fx.vector(t, v.name, func(t *testing.T) {
 			project := newProject(t)
-			ts := startServer(t, project, fx.env("PATH="+v.path), "--session", "closed")
+			ts := startServer(t, project, fx.env("PATH="+v.path), "--session", "closed", "--backend", backend)
 			ran := filepath.Join(project, "ran-"+fx.marker)
 			touch := "/usr/bin/touch " + ran
 			for _, args := range []map[string]any{
@@ -1553,15 +1890,30 @@ func (fx *escapeFixture) failClosed(t *testing.T) {
 				{"command": touch, "auth": []string{}},
 				{"command": touch, "timeout_ms": 1000},
 			} {
-				_, res := ts.exec(args)
+				out, res := ts.exec(args)
+				if fx.landlock() {
+					if res.StructuredContent == nil || !out.Confined || out.Backend != "landlock" || out.ExitCode == 0 {
+						fx.escape(t, "auto without a working bubblewrap: %v -> %+v %q", args, out, text(res))
+					}
+					if fileExists(ran) {
+						fx.escape(t, "wrote outside the jail: %s exists", ran)
+						os.Remove(ran)
+					}
+					continue
+				}
 				if !res.IsError || res.StructuredContent != nil {
-					t.Errorf("ran without a jail: %v -> %q", args, text(res))
+					fx.escape(t, "ran without a jail: %v -> %q", args, text(res))
 				}
 				if fileExists(ran) {
 					t.Fatalf("the command ran: %s exists", ran)
 				}
 			}
-			if st := ts.status(); st.Available || st.Confined {
+			st := ts.status()
+			if fx.landlock() {
+				if st.Backend != "landlock" || !st.Available || !st.Confined {
+					t.Errorf("auto without a working bubblewrap: status %+v", st)
+				}
+			} else if st.Available || st.Confined {
 				t.Errorf("status: %+v", st)
 			}
 		})
@@ -1761,11 +2113,11 @@ func (l *hostListener) mustAccept(t *testing.T) {
 	l.hits.Store(0)
 }
 
-func (l *hostListener) mustBeUntouched(t *testing.T) {
+func (l *hostListener) mustBeUntouched(t *testing.T, escape escapeFunc) {
 	t.Helper()
 	waitFor(200*time.Millisecond, func() bool { return l.hits.Load() > 0 })
 	if n := l.hits.Load(); n > 0 {
-		t.Errorf("the host socket %s was reached %d times from the jail", l.addr, n)
+		escape(t, "the host socket %s was reached %d times from the jail", l.addr, n)
 	}
 }
 
@@ -1796,7 +2148,7 @@ func hostSysV(t *testing.T) sysvIDs {
 }
 
 // check: every object still exists, unattached, empty and at zero.
-func (ids sysvIDs) check(t *testing.T) {
+func (ids sysvIDs) check(t *testing.T, escape escapeFunc) {
 	t.Helper()
 	for _, c := range []struct {
 		file, idCol, valCol string
@@ -1807,15 +2159,15 @@ func (ids sysvIDs) check(t *testing.T) {
 	} {
 		row, ok := sysvipcRow(t, c.file, c.idCol, c.id)
 		if !ok {
-			t.Errorf("the host's %s %d is gone", c.file, c.id)
+			escape(t, "the host's %s %d is gone", c.file, c.id)
 		} else if row[c.valCol] != "0" {
-			t.Errorf("the host's %s %d has %s %s", c.file, c.id, c.valCol, row[c.valCol])
+			escape(t, "the host's %s %d has %s %s", c.file, c.id, c.valCol, row[c.valCol])
 		}
 	}
 	const getval = 12
 	v, _, errno := unix.Syscall6(unix.SYS_SEMCTL, uintptr(ids.sem), 0, getval, 0, 0, 0)
 	if errno != 0 || v != 0 {
-		t.Errorf("the host's semaphore %d: value %d, %v", ids.sem, v, errno)
+		escape(t, "the host's semaphore %d: value %d, %v", ids.sem, v, errno)
 	}
 }
 
@@ -1865,19 +2217,19 @@ func hostMQueue(t *testing.T, name string) hostQueue {
 }
 
 // check: the queue still exists under its name and holds no message.
-func (q hostQueue) check(t *testing.T) {
+func (q hostQueue) check(t *testing.T, escape escapeFunc) {
 	t.Helper()
 	var attr [8]int64 // mq_flags, mq_maxmsg, mq_msgsize, mq_curmsgs, reserved
 	if _, _, errno := unix.Syscall(unix.SYS_MQ_GETSETATTR, uintptr(q.fd), 0, uintptr(unsafe.Pointer(&attr))); errno != 0 {
 		t.Fatalf("mq_getattr: %v", errno)
 	}
 	if attr[3] != 0 {
-		t.Errorf("the host's message queue holds %d messages", attr[3])
+		escape(t, "the host's message queue holds %d messages", attr[3])
 	}
 	p, _ := unix.BytePtrFromString(q.name)
 	fd, _, errno := unix.Syscall6(unix.SYS_MQ_OPEN, uintptr(unsafe.Pointer(p)), unix.O_RDONLY, 0, 0, 0, 0)
 	if errno != 0 {
-		t.Errorf("the host's message queue is gone: %v", errno)
+		escape(t, "the host's message queue is gone: %v", errno)
 		return
 	}
 	unix.Close(int(fd))
@@ -1901,16 +2253,16 @@ func startHostSleep(t *testing.T, arg string) hostSleep {
 	return s
 }
 
-func (s hostSleep) mustLive(t *testing.T) {
+func (s hostSleep) mustLive(t *testing.T, escape escapeFunc) {
 	t.Helper()
 	select {
 	case <-s.done:
-		t.Errorf("the host process %d was killed", s.pid)
+		escape(t, "the host process %d was killed", s.pid)
 		return
 	case <-time.After(100 * time.Millisecond):
 	}
 	if state := procStatField(t, s.pid, 0); state != "S" && state != "R" {
-		t.Errorf("the host process %d is in state %s", s.pid, state)
+		escape(t, "the host process %d is in state %s", s.pid, state)
 	}
 }
 
@@ -2103,4 +2455,28 @@ func python3(t *testing.T) string {
 
 func within(path, dir string) bool {
 	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// restore puts back the modes and owners states had, where a known gap of
+// the backend let an attack change them: the vectors after it then find
+// the host they expect. Parents come before their children; jails whose
+// contents are not snapshotted and paths that were missing are left.
+func (fx *escapeFixture) restore(states map[string]nodeState) {
+	paths := slices.Sorted(maps.Keys(states))
+	for _, p := range paths {
+		want := states[p]
+		if want == (nodeState{}) || fx.opaque[p] || uint32(want.Mode)&unix.S_IFMT == unix.S_IFLNK {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			continue
+		}
+		if st.Uid != want.UID || st.Gid != want.GID {
+			unix.Lchown(p, int(want.UID), int(want.GID))
+		}
+		if st.Mode&0o7777 != uint32(want.Mode)&0o7777 || st.Uid != want.UID || st.Gid != want.GID {
+			unix.Chmod(p, uint32(want.Mode)&0o7777)
+		}
+	}
 }

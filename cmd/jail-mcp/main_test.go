@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,9 +45,84 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	testHome = dir
+	noBwrapPath, err = pathWithout("bwrap", os.Getenv("PATH"))
+	if err != nil {
+		panic(err)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	os.RemoveAll(noBwrapPath)
 	os.Exit(code)
+}
+
+// noBwrapPath is a directory of links to every program in the test's PATH
+// but bwrap: a PATH where bubblewrap is absent and all else is found.
+var noBwrapPath string
+
+// pathWithout makes a directory holding a symlink to each program found
+// in path, the first of each name as a shell would find it, except name.
+func pathWithout(name, path string) (string, error) {
+	dir, err := os.MkdirTemp("", "jail-mcp-path-")
+	if err != nil {
+		return "", err
+	}
+	for _, d := range filepath.SplitList(path) {
+		entries, err := os.ReadDir(d)
+		if err != nil || !filepath.IsAbs(d) {
+			continue
+		}
+		for _, e := range entries {
+			if e.Name() == name {
+				continue
+			}
+			link := filepath.Join(dir, e.Name())
+			if _, err := os.Lstat(link); err == nil {
+				continue
+			}
+			if err := os.Symlink(filepath.Join(d, e.Name()), link); err != nil {
+				return "", err
+			}
+		}
+	}
+	return dir, nil
+}
+
+// testBackend is one confining backend the confinement suites run
+// against, one test for both: each such test runs once per backend as a
+// subtest named after it.
+type testBackend struct {
+	name string   // the backend jail_status must report
+	env  []string // added to the server's environment
+	args []string // added to the server's arguments
+}
+
+// testBackends are bubblewrap, chosen explicitly, and Landlock, chosen by
+// auto with bubblewrap absent from PATH: what a host without bubblewrap
+// gets by default.
+func testBackends() []testBackend {
+	return []testBackend{
+		{name: "bwrap", args: []string{"--backend", "bwrap"}},
+		{name: "landlock", env: []string{"PATH=" + noBwrapPath}},
+	}
+}
+
+// forEachBackend runs f as a subtest per backend.
+func forEachBackend(t *testing.T, f func(t *testing.T, b testBackend)) {
+	for _, b := range testBackends() {
+		t.Run(b.name, func(t *testing.T) { f(t, b) })
+	}
+}
+
+// start starts a server on b: env and args are the test's own, b's added.
+func (b testBackend) start(t *testing.T, project string, env []string, args ...string) *testServer {
+	t.Helper()
+	ts := startServer(t, project, append(slices.Clone(env), b.env...), append(slices.Clone(b.args), args...)...)
+	if st := ts.status(); st.Backend != b.name || !st.Confined {
+		// The landlock arm needs Linux 6.12+ (Landlock ABI 6): it fails,
+		// never skips, where the kernel is older.
+		t.Fatalf("server runs backend %q (confined %t), want %q confined: %s (fix: %s)", st.Backend, st.Confined, b.name, st.Reason, st.Hint)
+	}
+	return ts
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.
