@@ -1,12 +1,17 @@
+//go:build linux
+
 package jail
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // bwrap confines with bubblewrap: a read-only view of the host, a private
@@ -174,4 +179,69 @@ func BwrapArgs(spec Spec) []string {
 	}
 	args = append(args, "--")
 	return append(args, spec.Argv...)
+}
+
+// probeBwrap runs the real bubblewrap line once with /bin/true.
+func probeBwrap(ctx context.Context, opts Options) Report {
+	r := Report{Backend: "bwrap"}
+	path, err := lookPath("bwrap", opts.getenv("PATH"))
+	if err != nil {
+		r.Reason = "bubblewrap (bwrap) is not installed or not in PATH"
+		r.Hint = "sudo apt-get install bubblewrap"
+		return r
+	}
+	r.Path = path
+	dir, err := os.MkdirTemp("", "jail-mcp-probe-")
+	if err != nil {
+		r.Reason = fmt.Sprintf("create probe directory: %v", err)
+		return r
+	}
+	defer os.Remove(dir)
+	b := newBwrap(path)
+	cmd, err := b.Command(Spec{Argv: []string{"/bin/true"}, Dir: dir, Jail: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		r.Reason = err.Error()
+		return r
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = time.Second
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := runContext(ctx, b, cmd); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		r.Reason, r.Hint = explainBwrap(msg, opts)
+		return r
+	}
+	r.Available = true
+	return r
+}
+
+// explainBwrap turns bubblewrap's complaint into a reason and the command
+// that fixes the host, reading the kernel settings that commonly close user
+// namespaces.
+func explainBwrap(msg string, opts Options) (reason, hint string) {
+	reason = "bubblewrap cannot create its sandbox here: " + firstLine(msg)
+	read := func(name string) string {
+		b, err := opts.readFile(name)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	switch {
+	case read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+		return reason + "; AppArmor restricts unprivileged user namespaces",
+			"sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+	case read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+		return reason + "; unprivileged user namespaces are disabled",
+			"sudo sysctl -w kernel.unprivileged_userns_clone=1"
+	case read("/proc/sys/user/max_user_namespaces") == "0":
+		return reason + "; user namespaces are disabled",
+			"sudo sysctl -w user.max_user_namespaces=15000"
+	}
+	return reason, ""
 }

@@ -7,3 +7,6 @@ var SeccompFilter = seccompFilter
 func LandlockSeccomp(goarch string, network, root bool) ([]byte, error) {
 	return buildSeccomp(goarch, landlockPolicy(network, root))
 }
+
+// SBPLString exposes the SBPL string quoting to its test.
+var SBPLString = sbplString

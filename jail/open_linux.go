@@ -3,7 +3,9 @@ package jail
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -108,3 +110,39 @@ func probeLandlock(ctx context.Context, opts Options) Report {
 }
 
 func isMainThread() bool { return unix.Gettid() == unix.Getpid() }
+
+func (o Options) landlockABI() (int, error) {
+	if o.LandlockABI == nil {
+		return landlockABI()
+	}
+	return o.LandlockABI()
+}
+
+func (o Options) getenv(k string) string {
+	if o.Getenv == nil {
+		return os.Getenv(k)
+	}
+	return o.Getenv(k)
+}
+
+func (o Options) readFile(name string) ([]byte, error) {
+	if o.ReadFile == nil {
+		return os.ReadFile(name)
+	}
+	return o.ReadFile(name)
+}
+
+// lookPath finds an executable in the PATH of getenv, as a shell would.
+func lookPath(file, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, file)
+		fi, err := os.Stat(p)
+		if err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH: %w", file, fs.ErrNotExist)
+}

@@ -1,36 +1,26 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package jail
 
 import (
 	"context"
-	"os"
 	"runtime"
 )
 
 var goos = runtime.GOOS
 
-const preferred = "sandbox-exec"
+// preferred names no backend: none exists on this system.
+const preferred = ""
 
-func native(name string) bool { return name == preferred }
+func native(name string) bool { return false }
 
 func probe(ctx context.Context, name string, opts Options) Report {
-	return Report{Backend: name, Reason: name + " is not supported on " + goos + " yet"}
+	return Report{Backend: name, Reason: name + " does not exist on " + goos}
 }
 
 func construct(name string, r Report) (Backend, error) {
-	return nil, &UnavailableError{Backend: name, Reason: "not supported on " + goos + " yet"}
+	return nil, &UnavailableError{Backend: name, Reason: "does not exist on " + goos}
 }
 
-func newBwrap(path string) *bwrap { return &bwrap{path: path} }
-
-func memfd(name string, data []byte) (*os.File, error) {
-	return nil, &UnavailableError{Backend: "bwrap", Reason: "not supported on " + goos}
-}
-
-func landlockABI() (int, error) {
-	return 0, &UnavailableError{Backend: "landlock", Reason: "exists only on Linux"}
-}
-
-// isMainThread: off Linux no backend confines a thread, so any will do.
+// isMainThread: no backend here confines a thread, so any will do.
 func isMainThread() bool { return false }

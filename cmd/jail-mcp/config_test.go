@@ -82,7 +82,6 @@ func TestBadConfig(t *testing.T) {
 		noEnv bool
 	}{
 		{name: "backend nope", flag: "backend", env: "JAIL_MCP_BACKEND", value: cfgValue("nope"), want: []string{"auto, bwrap, landlock or sandbox-exec"}},
-		{name: "backend sandbox-exec", flag: "backend", env: "JAIL_MCP_BACKEND", value: cfgValue("sandbox-exec"), want: []string{"not supported yet"}},
 		{name: "fallback maybe", flag: "fallback", env: "JAIL_MCP_FALLBACK", value: cfgValue("maybe"), want: []string{"fail or warn"}},
 		{name: "network yes", flag: "network", env: "JAIL_MCP_NETWORK", value: cfgValue("yes"), want: []string{"on or off"}},
 		{name: "auth bogus", flag: "auth", env: "JAIL_MCP_AUTH", value: cfgValue("bogus"), want: append([]string{"bogus"}, auth.Names()...)},
@@ -181,7 +180,8 @@ func cfgValue(v string) func(*testing.T, string) string {
 }
 
 // TestBackendValues: landlock is a backend of Linux, named by the flag or
-// the variable; sandbox-exec, macOS's, is refused here (TestBadConfig).
+// the variable; sandbox-exec, macOS's, is a valid name that fails closed
+// here: nothing runs, and doctor says why.
 func TestBackendValues(t *testing.T) {
 	t.Parallel()
 	for _, by := range []string{"flag", "env"} {
@@ -213,11 +213,18 @@ func TestBackendValues(t *testing.T) {
 	})
 	t.Run("sandbox-exec", func(t *testing.T) {
 		t.Parallel()
-		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--backend", "sandbox-exec", "--", "true"}, cfgEnv())
-		if res.code != 2 || !strings.Contains(res.stderr, "--backend sandbox-exec: not supported yet") {
-			t.Errorf("exit %d, want 2; stderr:\n%s", res.code, res.stderr)
+		p := cfgProject(t)
+		res := runInProcess(t, []string{"run", "--project", p, "--backend", "sandbox-exec", "--", "sh", "-c", "touch " + p + "/ran"}, cfgEnv())
+		if res.code != 125 || !strings.Contains(res.stderr, "sandbox-exec exists only on macOS") {
+			t.Errorf("exit %d, want 125 and the reason; stderr:\n%s", res.code, res.stderr)
 		}
-		cfgOneLine(t, res.stderr)
+		if _, err := os.Stat(p + "/ran"); err == nil {
+			t.Error("the command ran")
+		}
+		res = runInProcess(t, []string{"doctor", "--backend", "sandbox-exec"}, cfgEnv())
+		if res.code != 1 || !strings.Contains(res.stdout, "sandbox-exec exists only on macOS") {
+			t.Errorf("doctor: exit %d, want 1 and the reason; stdout:\n%s", res.code, res.stdout)
+		}
 	})
 }
 

@@ -1,0 +1,194 @@
+package jail
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	goos      = "darwin"
+	preferred = "sandbox-exec"
+)
+
+func native(name string) bool { return name == "sandbox-exec" }
+
+func probe(ctx context.Context, name string, opts Options) Report {
+	if name != "sandbox-exec" {
+		return Report{Backend: name, Reason: name + " exists only on Linux"}
+	}
+	return probeSandboxExec(ctx)
+}
+
+func construct(name string, r Report) (Backend, error) {
+	if name != "sandbox-exec" {
+		return nil, &UnavailableError{Backend: name, Reason: "exists only on Linux"}
+	}
+	return &sandboxExec{path: r.Path}, nil
+}
+
+// probeSandboxExec runs /usr/bin/true once under the real profile.
+func probeSandboxExec(ctx context.Context) Report {
+	r := Report{Backend: "sandbox-exec"}
+	if fi, err := os.Stat(SandboxExecPath); err != nil || !fi.Mode().IsRegular() {
+		r.Reason = SandboxExecPath + " is missing"
+		r.Hint = "sandbox-exec ships with macOS; reinstall or update macOS"
+		return r
+	}
+	r.Path = SandboxExecPath
+	dir, err := os.MkdirTemp("", "jail-mcp-probe-")
+	if err != nil {
+		r.Reason = fmt.Sprintf("create probe directory: %v", err)
+		return r
+	}
+	defer os.Remove(dir)
+	b := &sandboxExec{path: SandboxExecPath}
+	cmd, err := b.Command(Spec{Argv: []string{"/usr/bin/true"}, Dir: dir, Jail: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+	if err != nil {
+		r.Reason = err.Error()
+		return r
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = time.Second
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := runContext(ctx, b, cmd); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		r.Reason = "sandbox-exec cannot apply the profile here: " + firstLine(msg)
+		return r
+	}
+	r.Available = true
+	return r
+}
+
+// sandboxExec confines with macOS's sandbox-exec and the profile of
+// SandboxProfile.
+type sandboxExec struct{ path string }
+
+func (s *sandboxExec) Name() string                { return "sandbox-exec" }
+func (s *sandboxExec) Confined() bool              { return true }
+func (s *sandboxExec) Credentials() CredentialMode { return CopyCredentials }
+
+func (s *sandboxExec) Command(spec Spec) (*exec.Cmd, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	if len(spec.Mounts) > 0 || len(spec.Hide) > 0 {
+		return nil, fmt.Errorf("sandbox-exec cannot mount: credentials must be copied into the jail")
+	}
+	cmd := exec.Command(s.path, SandboxExecArgs(spec)...)
+	cmd.Env = spec.Env
+	cmd.Dir = spec.Dir
+	return cmd, nil
+}
+
+// Start starts the command in a session of its own (no controlling
+// terminal) and, once it exits, kills what is left of its tree: its
+// process group, its session's group, and every descendant still found.
+func (s *sandboxExec) Start(cmd *exec.Cmd, launch Launcher) (Process, error) {
+	attr := cmd.SysProcAttr
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	attr.Setsid, attr.Setpgid, attr.Pgid = true, false, 0
+	cmd.SysProcAttr = attr
+	if err := cmd.Start(); err != nil {
+		return Process{}, err
+	}
+	pid := cmd.Process.Pid
+	// Descendants are remembered while the command runs: one that later
+	// leaves the tree (double fork) is still known by its pid.
+	seen := map[int]bool{}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				for _, p := range treeOf(pid, seen) {
+					seen[p] = true
+				}
+			}
+		}
+	}()
+	return Process{Wait: func() error {
+		err := cmd.Wait()
+		close(stop)
+		<-stopped
+		for range 3 {
+			unix.Kill(-pid, unix.SIGKILL)
+			left := treeOf(pid, seen)
+			if len(left) == 0 {
+				break
+			}
+			for _, p := range left {
+				unix.Kill(p, unix.SIGKILL)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return err
+	}}, nil
+}
+
+// treeOf lists the live processes below root (by parent), in its process
+// group, or among known.
+func treeOf(root int, known map[int]bool) []int {
+	procs, err := unix.SysctlKinfoProcSlice("kern.proc.all")
+	if err != nil {
+		return nil
+	}
+	parent := map[int]int{}
+	for _, p := range procs {
+		parent[int(p.Proc.P_pid)] = int(p.Eproc.Ppid)
+	}
+	var out []int
+	for _, p := range procs {
+		pid := int(p.Proc.P_pid)
+		if pid == root {
+			continue
+		}
+		in := known[pid] || int(p.Eproc.Pgid) == root
+		for q, i := parent[pid], 0; !in && q > 1 && i < 64; q, i = parent[q], i+1 {
+			in = q == root
+		}
+		if in {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func (s *sandboxExec) Guarantees() Guarantees {
+	g := guarantees(map[int]string{
+		3: "no pid namespace on macOS: the command's process group and every descendant seen (looked for every 100 ms) are killed, but a process that leaves the tree and its group within 100 ms of starting can survive",
+		7: "timeout, output, per-file size and core dumps only: the process, memory and disk watchdog is not implemented on macOS yet",
+	})
+	notes := map[int]string{
+		1: "writes of any kind (contents, modes, owners, times, extended attributes) only in the jail and a few devices",
+		2: "unix sockets only inside the jail; mach services limited to a short list without LaunchServices, AppleEvents or launchd; signals and process information only within the sandbox; POSIX and SysV IPC denied",
+	}
+	for i, p := range g.Kept {
+		if n, ok := notes[p.ID]; ok {
+			g.Kept[i].Note = n
+		}
+	}
+	return g
+}
+
+// isMainThread: no backend here confines a thread, so any will do.
+func isMainThread() bool { return false }
