@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -42,9 +43,6 @@ type config struct {
 // option is one row of the contract's configuration table.
 type option struct {
 	flag, env, def, usage string
-	// later names the issue that builds the feature: setting the option
-	// is refused until then, never silently ignored.
-	later bool
 }
 
 var options = []option{
@@ -55,8 +53,8 @@ var options = []option{
 	{flag: "network", env: "JAIL_MCP_NETWORK", def: "on", usage: "`MODE`: on or off"},
 	{flag: "auth", env: "JAIL_MCP_AUTH", def: "all", usage: "`LIST` of CLIs whose credentials are visible read-only: all, none, or names"},
 	{flag: "session", env: "JAIL_MCP_SESSION", usage: "session `NAME` (default: a new UUID); a fixed name keeps the jail across restarts"},
-	{flag: "listen", env: "JAIL_MCP_LISTEN", usage: "serve streamable HTTP on `ADDR`", later: true},
-	{flag: "token", env: "JAIL_MCP_TOKEN", usage: "HTTP bearer `TOKEN`", later: true},
+	{flag: "listen", env: "JAIL_MCP_LISTEN", usage: "serve streamable HTTP at /mcp on `ADDR` (host:port), one jail per MCP session"},
+	{flag: "token", env: "JAIL_MCP_TOKEN", usage: "HTTP bearer `TOKEN` (at least 16 characters); required when --listen is not loopback"},
 	{flag: "timeout", env: "JAIL_MCP_TIMEOUT", def: "60s", usage: "default per-command timeout `DUR`"},
 	{flag: "max-timeout", env: "JAIL_MCP_MAX_TIMEOUT", def: "10m", usage: "upper clamp `DUR` for a request's timeout_ms"},
 	{flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", def: "65536", usage: "`BYTES` of each stream returned inline"},
@@ -86,9 +84,6 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *r
 			rc.set[o.flag] = o.env
 		}
 		usage := o.usage + " [$" + o.env + "]"
-		if o.later {
-			usage += " (not supported yet)"
-		}
 		rc.values[o.flag] = fs.String(o.flag, def, usage)
 	}
 	return rc
@@ -117,11 +112,6 @@ func (rc *rawConfig) parse(fs *flag.FlagSet) (config, error) {
 			}
 		}
 		return ""
-	}
-	for _, o := range options {
-		if by, ok := rc.set[o.flag]; ok && o.later {
-			return c, fmt.Errorf("%s: not supported yet", by)
-		}
 	}
 	bad := func(name, format string, a ...any) error {
 		by := rc.set[name]
@@ -171,6 +161,10 @@ func (rc *rawConfig) parse(fs *flag.FlagSet) (config, error) {
 		if err := session.ValidName(c.Session); err != nil {
 			return c, bad("session", "want 1 to 64 of A-Z a-z 0-9 . _ - and not . or ..")
 		}
+	}
+	c.Listen, c.Token = get("listen"), get("token")
+	if err := checkListen(c, rc); err != nil {
+		return c, err
 	}
 	if c.Timeout, err = duration(get("timeout")); err != nil {
 		return c, bad("timeout", "%v", err)
@@ -250,4 +244,43 @@ func bytesize(s string) (int64, error) {
 		return 0, errors.New("too large")
 	}
 	return int64(n), nil
+}
+
+// checkListen validates --listen and --token together: HTTP on a
+// non-loopback address needs a token, a token needs HTTP, and --session
+// is for stdio, where one server is one session.
+func checkListen(c config, rc *rawConfig) error {
+	by := func(name string) string { return or(rc.set[name], "--"+name) }
+	if c.Token != "" {
+		if c.Listen == "" {
+			return fmt.Errorf("%s: a token is for HTTP; set --listen too", by("token"))
+		}
+		if len(c.Token) < 16 || strings.ContainsFunc(c.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("invalid %s: want at least 16 printable characters, no spaces", by("token"))
+		}
+	}
+	if c.Listen == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(c.Listen)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("invalid %s %q: want HOST:PORT, like 127.0.0.1:8765", by("listen"), c.Listen)
+	}
+	if rc.set["session"] != "" {
+		return fmt.Errorf("%s is for stdio: over HTTP each MCP session gets its own jail", rc.set["session"])
+	}
+	if !loopback(host) && c.Token == "" {
+		return fmt.Errorf("%s %s is not a loopback address: set --token (or JAIL_MCP_TOKEN) so that only your clients can run commands", by("listen"), c.Listen)
+	}
+	return nil
+}
+
+// loopback reports whether host names only this machine: localhost or a
+// loopback IP. An empty host is every interface.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

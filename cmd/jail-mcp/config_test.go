@@ -123,8 +123,11 @@ func TestBadConfig(t *testing.T) {
 			}
 			return filepath.Join(p, ".agent-home", "x")
 		}},
-		{name: "listen", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("127.0.0.1:1"), want: []string{"not supported yet"}},
-		{name: "token", flag: "token", env: "JAIL_MCP_TOKEN", value: cfgValue("x"), want: []string{"not supported yet"}},
+		{name: "listen without port", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("127.0.0.1"), want: []string{"want HOST:PORT"}},
+		{name: "listen bad port", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("127.0.0.1:99999"), want: []string{"want HOST:PORT"}},
+		{name: "listen on every interface without token", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue(":8765"), want: []string{"not a loopback address", "--token"}},
+		{name: "listen on a LAN address without token", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("192.0.2.1:8765"), want: []string{"not a loopback address"}},
+		{name: "token without listen", flag: "token", env: "JAIL_MCP_TOKEN", value: cfgValue("0123456789abcdef"), want: []string{"set --listen too"}},
 		{name: "max-procs zero", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("0"), want: []string{"positive integer"}},
 		{name: "max-procs word", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("many"), want: []string{"positive integer"}},
 		{name: "max-memory word", flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", value: cfgValue("lots"), want: []string{"byte count"}},
@@ -307,7 +310,7 @@ func TestCLIHelp(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"serve", "-h"}, []string{"Usage: jail-mcp [serve]", "-project", "JAIL_MCP_MAX_TIMEOUT", "not supported yet"}},
+		{[]string{"serve", "-h"}, []string{"Usage: jail-mcp [serve]", "-project", "JAIL_MCP_MAX_TIMEOUT", "-listen", "JAIL_MCP_TOKEN"}},
 		{[]string{"--help"}, []string{"Usage: jail-mcp [serve]"}},
 		{[]string{"run", "-h"}, []string{"Usage: jail-mcp run", "-cwd", "-timeout"}},
 		{[]string{"doctor", "-h"}, []string{"Usage: jail-mcp doctor", "-json"}},

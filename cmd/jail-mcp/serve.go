@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -99,16 +100,9 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return err
 	}
 	defer m.Close()
-	s, err := m.Open(sessionName(cfg))
-	if err != nil {
-		return err
-	}
-	logStart(log, cfg, st, m, s)
-
 	h := &tools.Handler{
 		Manager: m, Version: versionString(),
 		BackendName: st.name, Reason: st.reason, Hint: st.hint,
-		Session: func(context.Context) (*session.Session, error) { return s, nil },
 	}
 	srv := server.NewMCPServer("jail-mcp", versionString(),
 		server.WithToolCapabilities(false),
@@ -117,6 +111,26 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 			"inside this session's jail, which is their HOME and persists between calls."),
 	)
 	h.Register(srv)
+
+	if cfg.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		sessions := newHTTPSessions(m, log)
+		h.Session = sessions.session
+		logStart(log, cfg, st, m, "", "", "listen", "http://"+ln.Addr().String()+"/mcp", "token", cfg.Token != "")
+		err = serveHTTP(ctx, ln, srv, sessions, cfg, log)
+		log.Info("stopping")
+		return err
+	}
+
+	s, err := m.Open(sessionName(cfg))
+	if err != nil {
+		return err
+	}
+	h.Session = func(context.Context) (*session.Session, error) { return s, nil }
+	logStart(log, cfg, st, m, s.Name, s.Path)
 	stdio := server.NewStdioServer(srv)
 	stdio.SetErrorLogger(slog.NewLogLogger(log.Handler(), slog.LevelError))
 	server.WithWorkerPoolSize(workers)(stdio)
@@ -147,13 +161,18 @@ func sessionName(cfg config) string {
 	return uuid.NewString()
 }
 
-func logStart(log *slog.Logger, cfg config, st backendState, m *session.Manager, s *session.Session) {
+// logStart logs the effective configuration once; name and jail are the
+// stdio session's (empty over HTTP, where each MCP session has its own).
+func logStart(log *slog.Logger, cfg config, st backendState, m *session.Manager, name, jail string, extra ...any) {
 	mc := m.Config()
 	confined := mc.Backend != nil && mc.Backend.Confined()
-	log.Info("starting",
-		"version", versionString(),
-		"session", s.Name,
-		"jail", s.Path,
+	attrs := []any{"version", versionString()}
+	if name != "" {
+		attrs = append(attrs, "session", name, "jail", jail)
+	} else {
+		attrs = append(attrs, "idle_timeout", idleTimeout(cfg.MaxTimeout))
+	}
+	attrs = append(attrs,
 		"project", cfg.Project,
 		"root", cfg.Root,
 		"backend", st.name,
@@ -168,6 +187,7 @@ func logStart(log *slog.Logger, cfg config, st backendState, m *session.Manager,
 		"max_output", cfg.MaxOutput,
 		"log_level", cfg.LogLevel,
 	)
+	log.Info("starting", append(attrs, extra...)...)
 }
 
 func onOff(b bool) string {

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/jail-mcp/jail-mcp/session"
+)
+
+// httpSessions maps MCP session ids to jails, one jail per MCP session,
+// and is mcp-go's SessionIdManager: ids are minted here (random UUIDs,
+// 122 bits from crypto/rand), and an id this server did not mint, or whose
+// session ended, is refused on every request. (mcp-go's default manager
+// accepts any well-formed id, even a terminated one.)
+type httpSessions struct {
+	m   *session.Manager
+	log *slog.Logger
+
+	mu    sync.Mutex
+	live  map[string]*session.Session // nil: minted, no command run yet
+	ended map[string]bool
+}
+
+var (
+	errUnknownSession = errors.New("unknown MCP session id: initialize a new session")
+	errEndedSession   = errors.New("this MCP session has ended: initialize a new one")
+)
+
+func newHTTPSessions(m *session.Manager, log *slog.Logger) *httpSessions {
+	return &httpSessions{m: m, log: log, live: map[string]*session.Session{}, ended: map[string]bool{}}
+}
+
+func (h *httpSessions) Generate() string {
+	id := uuid.NewString()
+	h.mu.Lock()
+	h.live[id] = nil
+	h.mu.Unlock()
+	h.log.Info("MCP session started", "session", id)
+	return id
+}
+
+func (h *httpSessions) Validate(id string) (isTerminated bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.live[id]; ok {
+		return false, nil
+	}
+	if h.ended[id] {
+		return true, nil
+	}
+	return false, errUnknownSession
+}
+
+// Terminate ends a session (DELETE, idle timeout, shutdown): its running
+// commands are killed; its jail and the files in it stay.
+func (h *httpSessions) Terminate(id string) (isNotAllowed bool, err error) {
+	h.mu.Lock()
+	s, ok := h.live[id]
+	if !ok {
+		ended := h.ended[id]
+		h.mu.Unlock()
+		if ended {
+			return false, nil
+		}
+		return false, errUnknownSession
+	}
+	delete(h.live, id)
+	h.ended[id] = true
+	h.mu.Unlock()
+	killed := 0
+	if s != nil {
+		killed = s.Running()
+		s.Close()
+	}
+	h.log.Info("MCP session ended", "session", id, "killed", killed)
+	return false, nil
+}
+
+// endAll ends every live session.
+func (h *httpSessions) endAll() {
+	h.mu.Lock()
+	ids := make([]string, 0, len(h.live))
+	for id := range h.live {
+		ids = append(ids, id)
+	}
+	h.mu.Unlock()
+	for _, id := range ids {
+		h.Terminate(id)
+	}
+}
+
+// session is the tools' resolver: the jail of the request's MCP session,
+// opened on its first use.
+func (h *httpSessions) session(ctx context.Context) (*session.Session, error) {
+	cs := server.ClientSessionFromContext(ctx)
+	if cs == nil || cs.SessionID() == "" {
+		return nil, errors.New("no MCP session: this server gives each MCP session its own jail; use a protocol version with sessions (2025-11-25 or earlier)")
+	}
+	id := cs.SessionID()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s, ok := h.live[id]
+	switch {
+	case !ok && h.ended[id]:
+		return nil, errEndedSession
+	case !ok:
+		return nil, errUnknownSession
+	case s != nil:
+		return s, nil
+	}
+	s, err := h.m.Open(id)
+	if err != nil {
+		return nil, err
+	}
+	h.live[id] = s
+	return s, nil
+}
+
+// idleTimeout is how long an HTTP session may go without a request before
+// it ends: well above the longest call, so a call in flight never loses
+// its session.
+func idleTimeout(maxTimeout time.Duration) time.Duration {
+	return max(3*maxTimeout, 30*time.Minute)
+}
+
+// httpHandler serves /mcp: the bearer token first, then the protocol
+// versions with sessions, then mcp-go's streamable HTTP transport (which
+// keeps its DNS-rebinding protection for loopback connections).
+func httpHandler(mcpHTTP http.Handler, sessions *httpSessions, token string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", requireToken(token, pinSessions(sessions, mcpHTTP)))
+	return mux
+}
+
+// requireToken refuses requests without "Authorization: Bearer <token>",
+// comparing in constant time; with no token configured it passes all.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="jail-mcp"`)
+			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pinSessions keeps every request on a protocol version with sessions,
+// so that no tool call runs outside a session's jail: a request of the
+// sessionless 2026-07-28 revision is refused, and GET and DELETE must name
+// a session this server minted and has not ended.
+func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
+			refuseSessionless(w, nil)
+			return
+		}
+		switch r.Method {
+		case http.MethodPost:
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<20))
+			if err != nil {
+				http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+				Params struct {
+					Meta struct {
+						ProtocolVersion string `json:"protocolVersion"`
+					} `json:"_meta"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(body, &msg) == nil && mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion) {
+				refuseSessionless(w, msg.ID)
+				return
+			}
+			if msg.Method != string(mcp.MethodInitialize) && r.Header.Get(server.HeaderKeySessionID) == "" {
+				http.Error(w, "Mcp-Session-Id header required: initialize a session first", http.StatusBadRequest)
+				return
+			}
+		case http.MethodGet, http.MethodDelete:
+			id := r.Header.Get(server.HeaderKeySessionID)
+			if id == "" {
+				http.Error(w, "Mcp-Session-Id header required", http.StatusBadRequest)
+				return
+			}
+			if ended, err := sessions.Validate(id); err != nil || ended {
+				http.Error(w, "unknown or ended MCP session", http.StatusNotFound)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func refuseSessionless(w http.ResponseWriter, id json.RawMessage) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, id, mcp.INVALID_REQUEST,
+		"jail-mcp gives each MCP session its own jail: use protocol version 2025-11-25 or earlier, which has sessions")
+}
+
+// serveHTTP serves streamable HTTP on ln until ctx ends (SIGTERM, SIGINT),
+// then stops accepting, ends every session (killing its commands, keeping
+// its files) and returns within a few seconds.
+func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, cfg config, log *slog.Logger) error {
+	mcpHTTP := server.NewStreamableHTTPServer(srv,
+		server.WithSessionIdManager(sessions),
+		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
+		server.WithSessionIdleTTL(idleTimeout(cfg.MaxTimeout)),
+		server.WithStreamableHTTPLogger(log),
+	)
+	hs := &http.Server{
+		Handler:           httpHandler(mcpHTTP, sessions, cfg.Token),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case err := <-done:
+		sessions.endAll()
+		return err
+	case <-ctx.Done():
+	}
+	// Ending the sessions first kills their commands, so that the calls
+	// in flight answer at once and Shutdown does not wait on them.
+	sessions.endAll()
+	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	mcpHTTP.CloseSessions(sctx)
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	return nil
+}
