@@ -71,13 +71,20 @@ func newLandlock(abi int) (*landlockJail, error) {
 		}
 		l.filters[i] = f
 	}
-	// Processes that leave a command's tree are reparented to the server,
-	// not to an init that may never reap them: killDomain reaps them. The
-	// setting is the whole server's.
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("become child subreaper: %w", err)
-	}
 	return l, nil
+}
+
+// reapOrphans makes the server a child subreaper: processes that leave a
+// command's tree are reparented to it, not to an init that may never reap
+// them, and killDomain reaps them. It is the whole server's setting, so it
+// is made only once the landlock backend is the one in use: under bwrap,
+// whose exiting sandboxes leave their init to be reparented, nothing would
+// reap those.
+func reapOrphans() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("become child subreaper: %w", err)
+	}
+	return nil
 }
 
 func (l *landlockJail) Name() string                { return "landlock" }

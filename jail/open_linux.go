@@ -33,7 +33,11 @@ func probe(ctx context.Context, name string, opts Options) Report {
 
 func construct(name string, r Report) (Backend, error) {
 	if name == "landlock" {
-		return newLandlock(r.ABI)
+		l, err := newLandlock(r.ABI)
+		if err != nil {
+			return nil, err
+		}
+		return l, reapOrphans()
 	}
 	return newBwrap(r.Path), nil
 }

@@ -113,6 +113,12 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 
 	s.resetMu.RLock()
 	defer s.resetMu.RUnlock()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("session %s: %w", s.Name, errClosed)
+	}
 	if cfg.MaxDisk > 0 {
 		if u, err := count(s.root, false); err == nil && u.Bytes >= cfg.MaxDisk {
 			return nil, inputErrorf("the jail holds %d bytes, at or over --max-disk %d: remove files or call jail_reset", u.Bytes, cfg.MaxDisk)

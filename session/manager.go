@@ -159,6 +159,16 @@ func (m *Manager) Close() error {
 	return m.base.Close()
 }
 
+// forget drops a closed session, so that a long-running server does not
+// keep every session it ever had; opening the name again makes a new one.
+func (m *Manager) forget(s *Session) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions[s.Name] == s {
+		delete(m.sessions, s.Name)
+	}
+}
+
 func (m *Manager) all() []*Session {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -27,6 +27,7 @@ type Session struct {
 	mu      sync.Mutex
 	nextID  uint64
 	running map[uint64]*call
+	closed  bool
 
 	// credMu serialises the credential work of starting calls, and
 	// guards placed: the credentials placed in the jail for running
@@ -43,10 +44,21 @@ type call struct {
 // errReset is the cause given to commands killed by a reset.
 var errReset = errors.New("killed by jail_reset")
 
-// Close kills the session's running commands and releases its jail; the
-// files stay.
+// errClosed is the cause given to commands of a session that ended.
+var errClosed = errors.New("the session ended")
+
+// Close kills the session's running commands, and any that start from now
+// on, and releases its jail; the files stay.
 func (s *Session) Close() error {
-	s.killAll(context.Canceled)
+	s.mu.Lock()
+	was := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if was {
+		return nil
+	}
+	s.killAll(errClosed)
+	s.m.forget(s)
 	s.resetMu.Lock()
 	defer s.resetMu.Unlock()
 	return s.root.Close()
@@ -62,6 +74,11 @@ func (s *Session) Running() int {
 func (s *Session) track(cancel context.CancelCauseFunc) (untrack func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		// Started while the session was ending: killed at once, so that
+		// Close never waits for a command it did not see.
+		cancel(errClosed)
+	}
 	s.nextID++
 	id := s.nextID
 	s.running[id] = &call{cancel: cancel}

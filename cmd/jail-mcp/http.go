@@ -189,12 +189,10 @@ func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 				ID     json.RawMessage `json:"id"`
 				Method string          `json:"method"`
 				Params struct {
-					Meta struct {
-						ProtocolVersion string `json:"protocolVersion"`
-					} `json:"_meta"`
+					Meta map[string]any `json:"_meta"`
 				} `json:"params"`
 			}
-			if json.Unmarshal(body, &msg) == nil && mcp.IsModernProtocol(msg.Params.Meta.ProtocolVersion) {
+			if json.Unmarshal(body, &msg) == nil && modernMeta(msg.Params.Meta) {
 				refuseSessionless(w, msg.ID)
 				return
 			}
@@ -215,6 +213,13 @@ func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// modernMeta reports whether a request's _meta names the sessionless
+// revision, by the spec's key.
+func modernMeta(meta map[string]any) bool {
+	v, _ := meta[mcp.MetaKeyProtocolVersion].(string)
+	return mcp.IsModernProtocol(v)
 }
 
 func refuseSessionless(w http.ResponseWriter, id json.RawMessage) {
@@ -253,7 +258,9 @@ func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sess
 	// Ending the sessions first kills their commands, so that the calls
 	// in flight answer at once and Shutdown does not wait on them.
 	sessions.endAll()
-	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// The answers of the calls just killed go out; a connection still
+	// idle or mid-request after a second is closed.
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	mcpHTTP.CloseSessions(sctx)
 	if err := hs.Shutdown(sctx); err != nil {
