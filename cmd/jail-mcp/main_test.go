@@ -114,7 +114,7 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b testBackend)) {
 }
 
 // start starts a server on b: env and args are the test's own, b's added.
-func (b testBackend) start(t *testing.T, project string, env []string, args ...string) *testServer {
+func (b testBackend) start(t testing.TB, project string, env []string, args ...string) *testServer {
 	t.Helper()
 	ts := startServer(t, project, append(slices.Clone(env), b.env...), append(slices.Clone(b.args), args...)...)
 	if st := ts.status(); st.Backend != b.name || !st.Confined {
@@ -159,7 +159,7 @@ func serverEnv(extra ...string) []string {
 // testServer is the real server, started as a subprocess and driven by the
 // mcp-go client over its stdin and stdout.
 type testServer struct {
-	t       *testing.T
+	t       testing.TB
 	c       *client.Client
 	cmd     *exec.Cmd
 	stderr  *syncBuffer
@@ -175,7 +175,7 @@ type timedNote struct {
 }
 
 // newProject is a fresh project directory, canonical.
-func newProject(t *testing.T) string {
+func newProject(t testing.TB) string {
 	t.Helper()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -184,14 +184,14 @@ func newProject(t *testing.T) string {
 	return dir
 }
 
-func startServer(t *testing.T, project string, env []string, args ...string) *testServer {
+func startServer(t testing.TB, project string, env []string, args ...string) *testServer {
 	t.Helper()
 	return startServerCmd(t, project, env, nil, args...)
 }
 
 // startServerCmd is startServer with setup, when not nil, adjusting the
 // server's command before it starts (its stderr defaults to ts.stderr).
-func startServerCmd(t *testing.T, project string, env []string, setup func(*exec.Cmd), args ...string) *testServer {
+func startServerCmd(t testing.TB, project string, env []string, setup func(*exec.Cmd), args ...string) *testServer {
 	t.Helper()
 	ts := &testServer{t: t, stderr: &syncBuffer{}, project: project}
 	args = append([]string{"serve", "--project", project}, args...)
@@ -261,7 +261,7 @@ func (ts *testServer) status() tools.StatusResult {
 	return out
 }
 
-func decodeStructured(t *testing.T, res *mcp.CallToolResult, v any) {
+func decodeStructured(t testing.TB, res *mcp.CallToolResult, v any) {
 	t.Helper()
 	if res.StructuredContent == nil {
 		return
