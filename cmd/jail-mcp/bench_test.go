@@ -4,11 +4,15 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jail-mcp/jail-mcp/jail"
 )
@@ -91,6 +95,324 @@ func BenchmarkPerCall(b *testing.B) {
 					b.Fatalf("jailed_exec: %v %v", err, res)
 				}
 			}
+		})
+	}
+}
+
+// benchShort is set by `.ci/bench --short`: every benchmark runs once, on
+// smaller sizes, only to prove that it works.
+var benchShort = os.Getenv("JAIL_MCP_BENCH_SHORT") == "1"
+
+// benchEnv is the environment of a process started by a benchmark: the
+// test's own without JAIL_MCP_* settings, HOME the empty test HOME.
+func benchEnv(extra ...string) []string {
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "JAIL_MCP_") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "HOME="+testHome)
+	return append(env, extra...)
+}
+
+// buildJailMCP builds the real jail-mcp binary into a temporary directory.
+func buildJailMCP(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "jail-mcp")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// installSRT installs @anthropic-ai/sandbox-runtime under a temporary
+// prefix that outlives the run, once, and returns the path of srt.
+func installSRT(b *testing.B) string {
+	b.Helper()
+	const pkg = "@anthropic-ai/sandbox-runtime@0.0.83"
+	prefix := filepath.Join(os.TempDir(), fmt.Sprintf("jail-mcp-bench-srt-%d", os.Getuid()))
+	srt := filepath.Join(prefix, "node_modules", ".bin", "srt")
+	if fileExists(srt) {
+		return srt
+	}
+	for _, p := range []string{"npm", "socat", "rg"} {
+		if _, err := exec.LookPath(p); err != nil {
+			b.Fatalf("srt needs %s: not found in PATH (.ci/bench installs it)", p)
+		}
+	}
+	ctx, cancel := context.WithTimeout(b.Context(), 150*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline", pkg)
+	cmd.Env = append(os.Environ(),
+		"npm_config_cache="+filepath.Join(os.TempDir(), fmt.Sprintf("jail-mcp-npm-cache-%d", os.Getuid())),
+		"npm_config_update_notifier=false",
+	)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("npm install %s: %v\n%s", pkg, err, out)
+	}
+	return srt
+}
+
+// BenchmarkRun measures one `/bin/true` from the command line: `jail-mcp
+// run` (the real binary, on each backend) against Anthropic's
+// sandbox-runtime `srt true` with writes allowed to the project only, and
+// against the bare bwrap line of PERFORMANCE.md.
+//
+//	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkRun$' -count 5
+func BenchmarkRun(b *testing.B) {
+	bin := buildJailMCP(b)
+	for _, tb := range testBackends() {
+		b.Run("jail-mcp-"+tb.name, func(b *testing.B) {
+			project := newProject(b)
+			args := append([]string{"run", "--project", project}, tb.args...)
+			args = append(args, "--", "/bin/true")
+			env := benchEnv(tb.env...)
+			for b.Loop() {
+				cmd := exec.Command(bin, args...)
+				cmd.Env, cmd.Dir = env, project
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("jail-mcp run: %v\n%s", err, out)
+				}
+			}
+		})
+	}
+	b.Run("srt", func(b *testing.B) {
+		srt := installSRT(b)
+		project := newProject(b)
+		settings := filepath.Join(b.TempDir(), "srt-settings.json")
+		conf := fmt.Sprintf(`{"filesystem":{"denyRead":[],"allowWrite":[%q],"denyWrite":[]},"network":{"allowedDomains":[],"deniedDomains":[]}}`, project)
+		if err := os.WriteFile(settings, []byte(conf), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		env := benchEnv()
+		// The settings must take: a write to the project succeeds, one
+		// beside it fails.
+		probe := exec.Command(srt, "--settings", settings, "sh", "-c", "touch "+project+"/ok && ! touch "+filepath.Dir(project)+"/escaped 2>/dev/null")
+		probe.Env, probe.Dir = env, project
+		if out, err := probe.CombinedOutput(); err != nil || !fileExists(filepath.Join(project, "ok")) {
+			b.Fatalf("srt does not confine as configured: %v\n%s", err, out)
+		}
+		for b.Loop() {
+			cmd := exec.Command(srt, "--settings", settings, "true")
+			cmd.Env, cmd.Dir = env, project
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("srt true: %v\n%s", err, out)
+			}
+		}
+	})
+	b.Run("bare-bwrap", func(b *testing.B) {
+		dir := newProject(b)
+		args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
+			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", dir, dir, "/bin/true"}
+		for b.Loop() {
+			if err := exec.Command("bwrap", args...).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// procStatusMB is a field of /proc/<pid>/status ("VmRSS", "VmHWM") in MiB.
+func procStatusMB(b *testing.B, pid int, field string) float64 {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			var kb float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb); err != nil {
+				b.Fatalf("%s: %q: %v", field, line, err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// benchOutputBytes is what the output benchmarks print: 1 GiB, 64 MiB
+// in short mode.
+func benchOutputBytes() int64 {
+	if benchShort {
+		return 64 << 20
+	}
+	return 1 << 30
+}
+
+// BenchmarkMemory measures the server's memory and output path on each
+// backend: idle-MB is its resident set (VmRSS) right after initialize;
+// print reports, while one jailed_exec prints 1 GiB of zeros, the
+// throughput (MB/s) and the server's peak resident set (peak-MB, VmHWM,
+// its whole life); direct-pipe is the same output read straight from a
+// pipe, the throughput baseline.
+//
+//	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkMemory$' -benchtime 1x -count 5
+func BenchmarkMemory(b *testing.B) {
+	n := benchOutputBytes()
+	for _, tb := range testBackends() {
+		b.Run(tb.name+"-idle", func(b *testing.B) {
+			var rss float64
+			for b.Loop() {
+				ts := startServer(b, newProject(b), serverEnv(tb.env...), tb.args...)
+				time.Sleep(200 * time.Millisecond) // let start-up garbage settle
+				rss = max(rss, procStatusMB(b, ts.cmd.Process.Pid, "VmRSS"))
+				ts.c.Close()
+			}
+			b.ReportMetric(rss, "idle-MB")
+		})
+		b.Run(tb.name+"-print", func(b *testing.B) {
+			ts := tb.start(b, newProject(b), serverEnv())
+			args := map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero", n), "timeout_ms": 600000}
+			ts.exec(map[string]any{"argv": []string{"/bin/true"}})
+			b.SetBytes(n)
+			for b.Loop() {
+				res, _ := ts.exec(args)
+				if res.ExitCode != 0 || res.Signal != "" || res.Limit != "" {
+					b.Fatalf("head: %+v", res)
+				}
+			}
+			b.ReportMetric(procStatusMB(b, ts.cmd.Process.Pid, "VmHWM"), "peak-MB")
+		})
+	}
+	b.Run("direct-pipe", func(b *testing.B) {
+		b.SetBytes(n)
+		for b.Loop() {
+			cmd := exec.Command("head", "-c", fmt.Sprint(n), "/dev/zero")
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			got, err := io.Copy(io.Discard, out)
+			if err != nil || got != n {
+				b.Fatalf("read %d of %d: %v", got, n, err)
+			}
+			if err := cmd.Wait(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkConcurrent measures the wall time of a batch of 16 concurrent
+// jailed_exec calls of `sleep 0.3` in one session; direct is the same
+// batch as 16 plain processes, the floor.
+//
+//	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkConcurrent$' -count 5
+func BenchmarkConcurrent(b *testing.B) {
+	const calls = 16
+	for _, tb := range testBackends() {
+		b.Run(tb.name, func(b *testing.B) {
+			ts := tb.start(b, newProject(b), serverEnv())
+			args := map[string]any{"argv": []string{"sleep", "0.3"}}
+			ts.exec(map[string]any{"argv": []string{"/bin/true"}})
+			for b.Loop() {
+				var wg sync.WaitGroup
+				errs := make(chan error, calls)
+				for range calls {
+					wg.Go(func() {
+						res, err := ts.call(b.Context(), "jailed_exec", args)
+						if err == nil && res.IsError {
+							err = fmt.Errorf("%s", text(res))
+						}
+						if err != nil {
+							errs <- err
+						}
+					})
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					b.Fatalf("jailed_exec sleep 0.3: %v", err)
+				}
+			}
+		})
+	}
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			var wg sync.WaitGroup
+			for range calls {
+				wg.Go(func() {
+					if err := exec.Command("sleep", "0.3").Run(); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+	})
+}
+
+// benchFiles is how many files the reset benchmark's tree holds: 100,000,
+// 5,000 in short mode.
+func benchFiles() int {
+	if benchShort {
+		return 5000
+	}
+	return 100000
+}
+
+// makeTree fills dir with n small files, 1,000 to a directory.
+func makeTree(b *testing.B, dir string, n int) {
+	b.Helper()
+	for i := range n {
+		sub := filepath.Join(dir, fmt.Sprintf("d%03d", i/1000))
+		if i%1000 == 0 {
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%04d.txt", i%1000)), []byte("small file\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReset measures jail_reset of a jail holding 100,000 small files
+// (ns/op) against `rm -rf` of an identical tree (rm-rf-ms), both timed in
+// the same iteration, so on the same state of the file system: on ext4,
+// creating many files just after deleting many is slow and the state
+// drifts from one run to the next. The trees are made outside the timed
+// part.
+//
+//	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkReset$' -benchtime 1x -count 1
+func BenchmarkReset(b *testing.B) {
+	n := benchFiles()
+	for _, tb := range testBackends() {
+		b.Run(tb.name, func(b *testing.B) {
+			ts := tb.start(b, newProject(b), serverEnv())
+			ts.exec(map[string]any{"argv": []string{"/bin/true"}})
+			jailDir := ts.status().Jail
+			base := newProject(b)
+			var rm time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				makeTree(b, filepath.Join(jailDir, "tree"), n)
+				dir := filepath.Join(base, "tree")
+				makeTree(b, dir, n)
+				start := time.Now()
+				if out, err := exec.Command("rm", "-rf", dir).CombinedOutput(); err != nil {
+					b.Fatalf("rm -rf: %v\n%s", err, out)
+				}
+				rm += time.Since(start)
+				b.StartTimer()
+				res, err := ts.call(b.Context(), "jail_reset", nil)
+				if err != nil || res.IsError {
+					b.Fatalf("jail_reset: %v %v", err, res)
+				}
+				b.StopTimer()
+				if fileExists(filepath.Join(jailDir, "tree")) {
+					b.Fatal("jail_reset left the tree")
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(rm.Microseconds())/1000/float64(b.N), "rm-rf-ms")
 		})
 	}
 }
