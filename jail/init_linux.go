@@ -9,13 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// initGrace is how long the sandbox's init may take to empty its pid
-// namespace after the command exited before it is killed.
+// initGrace bounds the wait for the sandbox's init, killed once bwrap
+// has exited, to be gone.
 const initGrace = 5 * time.Second
 
 // watchInit reads bwrap's --info-fd report, holds a pidfd on the
 // sandbox's init while the command runs, and returns a function that
-// waits for that init to be gone (killing it after initGrace). When the
+// kills that init and waits (up to initGrace) for it to be gone. When the
 // init exits, the kernel has killed and reaped every process of its pid
 // namespace.
 func watchInit(info *os.File) func() {
@@ -36,16 +36,16 @@ func watchInit(info *os.File) func() {
 	}
 	return func() {
 		defer unix.Close(pidfd)
+		// bwrap has exited: whatever its init still holds is left over.
+		// Killing the init kills every process of its pid namespace at
+		// once, also when bwrap was killed before it could hand the init
+		// its parent-death signal.
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 		deadline := time.Now().Add(initGrace)
-		for {
-			n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		for time.Now().Before(deadline) {
+			n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds())+1)
 			if n > 0 || (err != nil && err != unix.EINTR) {
-				return
-			}
-			if err == nil && time.Now().After(deadline) {
-				unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
-				unix.Poll(fds, 1000)
 				return
 			}
 		}
