@@ -3,7 +3,6 @@
 package jail
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 )
 
 // bwrap confines with bubblewrap: a read-only view of the host, a private
@@ -191,28 +189,7 @@ func probeBwrap(ctx context.Context, opts Options) Report {
 		return r
 	}
 	r.Path = path
-	dir, err := os.MkdirTemp("", "jail-mcp-probe-")
-	if err != nil {
-		r.Reason = fmt.Sprintf("create probe directory: %v", err)
-		return r
-	}
-	defer os.Remove(dir)
-	b := newBwrap(path)
-	cmd, err := b.Command(Spec{Argv: []string{"/bin/true"}, Dir: dir, Jail: dir, Env: []string{"PATH=/usr/bin:/bin"}})
-	if err != nil {
-		r.Reason = err.Error()
-		return r
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = time.Second
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := runContext(ctx, b, cmd); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
+	if msg := probeRun(ctx, newBwrap(path), "/bin/true"); msg != "" {
 		r.Reason, r.Hint = explainBwrap(msg, opts)
 		return r
 	}

@@ -1,12 +1,10 @@
 package jail
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"time"
 
@@ -43,28 +41,7 @@ func probeSandboxExec(ctx context.Context) Report {
 		return r
 	}
 	r.Path = SandboxExecPath
-	dir, err := os.MkdirTemp("", "jail-mcp-probe-")
-	if err != nil {
-		r.Reason = fmt.Sprintf("create probe directory: %v", err)
-		return r
-	}
-	defer os.Remove(dir)
-	b := &sandboxExec{path: SandboxExecPath}
-	cmd, err := b.Command(Spec{Argv: []string{"/usr/bin/true"}, Dir: dir, Jail: dir, Env: []string{"PATH=/usr/bin:/bin"}})
-	if err != nil {
-		r.Reason = err.Error()
-		return r
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = time.Second
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := runContext(ctx, b, cmd); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
-		}
+	if msg := probeRun(ctx, &sandboxExec{path: SandboxExecPath}, "/usr/bin/true"); msg != "" {
 		r.Reason = "sandbox-exec cannot apply the profile here: " + firstLine(msg)
 		return r
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -92,21 +91,8 @@ func probeLandlock(ctx context.Context, opts Options) Report {
 		r.Reason = err.Error()
 		return r
 	}
-	dir, err := os.MkdirTemp("", "jail-mcp-probe-")
-	if err != nil {
-		r.Reason = fmt.Sprintf("create probe directory: %v", err)
-		return r
-	}
-	defer os.Remove(dir)
-	cmd, err := l.Command(Spec{Argv: []string{"/bin/true"}, Dir: dir, Jail: dir, Env: []string{"PATH=/usr/bin:/bin"}})
-	if err != nil {
-		r.Reason = err.Error()
-		return r
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := runContext(ctx, l, cmd); err != nil {
-		r.Reason = "Landlock cannot confine a command here: " + err.Error()
+	if msg := probeRun(ctx, l, "/bin/true"); msg != "" {
+		r.Reason = "Landlock cannot confine a command here: " + msg
 		return r
 	}
 	r.Available = true

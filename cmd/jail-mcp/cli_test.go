@@ -271,10 +271,19 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 func installCLIs(t *testing.T) string {
 	t.Helper()
 	prefix := t.TempDir()
-	args := []string{"install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline"}
+	var pkgs []string
 	for _, c := range realCLIs {
-		args = append(args, c.pkg+"@"+c.version)
+		pkgs = append(pkgs, c.pkg+"@"+c.version)
 	}
+	npmInstall(t, prefix, pkgs...)
+	return filepath.Join(prefix, "node_modules", ".bin")
+}
+
+// npmInstall installs pkgs (name@version) under prefix. npm's cache, one
+// per user under $TMPDIR, outlives the test so that re-runs are quick.
+func npmInstall(t *testing.T, prefix string, pkgs ...string) {
+	t.Helper()
+	args := append([]string{"install", "--prefix", prefix, "--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline"}, pkgs...)
 	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "npm", args...)
@@ -283,12 +292,10 @@ func installCLIs(t *testing.T) string {
 		"npm_config_update_notifier=false",
 	)
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	t.Logf("npm install took %v", time.Since(start).Round(time.Millisecond))
-	return filepath.Join(prefix, "node_modules", ".bin")
+	t.Logf("npm install %s took %v", strings.Join(pkgs, " "), time.Since(start).Round(time.Millisecond))
 }
 
 // fakeHome is a HOME holding the fake files of realCLIs, every file and

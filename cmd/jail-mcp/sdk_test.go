@@ -12,10 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -494,19 +492,7 @@ func installSDK(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(tmp)
-	args := []string{"install", "--prefix", tmp, "--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline", sdkPackage + "@" + sdkVersion}
-	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", args...)
-	cmd.Env = append(os.Environ(),
-		"npm_config_cache="+filepath.Join(os.TempDir(), fmt.Sprintf("jail-mcp-npm-cache-%d", os.Getuid())),
-		"npm_config_update_notifier=false",
-	)
-	start := time.Now()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	t.Logf("npm install %s@%s took %v", sdkPackage, sdkVersion, time.Since(start).Round(time.Millisecond))
+	npmInstall(t, tmp, sdkPackage+"@"+sdkVersion)
 	// A concurrent run may have won the race: either install will do.
 	if err := os.Rename(tmp, prefix); err != nil && !sdkInstalled(modules) {
 		t.Fatal(err)
@@ -537,50 +523,21 @@ func sdkInstalled(modules string) bool {
 	return true
 }
 
-// sdkServe starts the real server (this test binary, see TestMain) with
-// --listen 127.0.0.1:0 and returns the URL it logs on start; the server
-// is stopped with SIGTERM when the test ends.
+// sdkServe starts the real server (startHTTP) and returns its URL; when
+// the test ends the server must stop within 10 s of SIGTERM.
 func sdkServe(t *testing.T, project string, args ...string) string {
 	t.Helper()
-	args = append([]string{"serve", "--project", project, "--listen", "127.0.0.1:0"}, args...)
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = serverEnv()
-	cmd.Dir = project
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
+	hs := startHTTP(t, project, serverEnv(), args...)
+	t.Cleanup(func() { // runs before startHTTP's own stop
+		hs.cmd.Process.Signal(syscall.SIGTERM)
+		if ok, _ := hs.waitExit(10 * time.Second); !ok {
 			t.Errorf("the server did not stop within 10 s of SIGTERM")
 		}
 		if t.Failed() {
-			t.Logf("server %v stderr:\n%s", args, stderr.String())
+			t.Logf("server %v stderr:\n%s", args, hs.stderr.String())
 		}
 	})
-	re := regexp.MustCompile(`\bstarting .*\blisten=(http://127\.0\.0\.1:[0-9]+/mcp)\b`)
-	deadline := time.After(30 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(stderr.String()); m != nil {
-			return m[1]
-		}
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("server %v exited: %v\n%s", args, err, stderr.String())
-		case <-deadline:
-			t.Fatalf("server %v logged no listen address in 30 s:\n%s", args, stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return hs.url
 }
 
 // sdkSleeps lists the pids running exactly "sleep 300 <marker>".
