@@ -93,11 +93,16 @@ func (c *capture) noteLine(p []byte) {
 		c.lineEnded = c.lineEnded || ended
 		return
 	}
-	if i := bytes.LastIndexAny(text, "\r\n"); i >= 0 {
+	// Only the last maxLine bytes of the latest line are kept, so only
+	// the last maxLine+1 bytes need a look for where it starts: when none
+	// of them ends a line, the line is longer than what is kept anyway.
+	// (Scanning whole chunks byte by byte capped output at ~1 GB/s.)
+	window := text[max(0, len(text)-maxLine-1):]
+	if i := bytes.LastIndexAny(window, "\r\n"); i >= 0 {
 		// A new line starts inside p: it alone is the latest.
-		text = text[i+1:]
+		text = window[i+1:]
 		c.lastLine = c.lastLine[:0]
-	} else if c.lineEnded {
+	} else if c.lineEnded || len(window) < len(text) {
 		c.lastLine = c.lastLine[:0]
 	}
 	if len(text) >= maxLine {

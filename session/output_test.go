@@ -316,6 +316,10 @@ func TestCaptureLastLine(t *testing.T) {
 		// 300 bytes of three-byte runes: the last 200 bytes start inside a
 		// rune, which is dropped rather than returned broken.
 		{"truncation keeps UTF-8 valid", []string{strings.Repeat("€", 100)}, strings.Repeat("€", 66)},
+		{"line break far before a long line", []string{"a\n" + strings.Repeat("y", 300)}, strings.Repeat("y", 200)},
+		{"line break just before the kept bytes", []string{"a\n" + strings.Repeat("y", 200)}, strings.Repeat("y", 200)},
+		{"line break one before the kept bytes", []string{"a\n" + strings.Repeat("y", 201)}, strings.Repeat("y", 200)},
+		{"short line after a long one", []string{strings.Repeat("x", 5000) + "\nok"}, "ok"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,3 +333,52 @@ func TestCaptureLastLine(t *testing.T) {
 		})
 	}
 }
+
+// TestCaptureLastLineModel compares LastLine with its definition (the last
+// 200 bytes of the latest non-empty line of everything written) over
+// random writes of text rich in line breaks and long lines.
+func TestCaptureLastLineModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("ab\n\r") // text, then line breaks
+	for round := range 2000 {
+		c := newCapture(1<<20, nil)
+		var all []byte
+		for range rng.IntN(6) {
+			p := make([]byte, rng.IntN(600))
+			breaks := 1 + rng.IntN(400) // one line break in this many bytes
+			for i := range p {
+				p[i] = alphabet[rng.IntN(2)]
+				if rng.IntN(breaks) == 0 {
+					p[i] = alphabet[2+rng.IntN(2)]
+				}
+			}
+			all = append(all, p...)
+			c.Write(p)
+		}
+		want := ""
+		fields := strings.FieldsFunc(string(all), func(r rune) bool { return r == '\n' || r == '\r' })
+		if len(fields) > 0 {
+			last := fields[len(fields)-1]
+			want = last[max(0, len(last)-200):]
+		}
+		if got := c.LastLine(); got != want {
+			t.Fatalf("round %d: LastLine() = %q, want %q (written %q)", round, got, want, all)
+		}
+	}
+}
+
+// BenchmarkCaptureWrite is the server's own cost per chunk of a command's
+// output (32 KiB, what io.Copy reads), once the stream is past the inline
+// limit: line tracking, head, tail and the spill file (here discarded).
+func BenchmarkCaptureWrite(b *testing.B) {
+	c := newCapture(100000, func() (io.WriteCloser, error) { return nopWriteCloser{io.Discard}, nil })
+	p := bytes.Repeat([]byte("0123456789abcdef"), 2048)
+	b.SetBytes(int64(len(p)))
+	for b.Loop() {
+		c.Write(p)
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
