@@ -308,6 +308,55 @@ func TestOpenBwrapMissing(t *testing.T) {
 	}
 }
 
+// TestSkipTrialRun: without the trial run, Open trusts the cheap checks.
+// A bubblewrap that is there and a kernel that lets this user create
+// namespaces make bwrap the choice of auto even when bwrap itself is broken
+// (the trial run would have chosen Landlock); the caller finds out from
+// the command (jail-mcp run does). The chosen backend runs a command.
+func TestSkipTrialRun(t *testing.T) {
+	fake := t.TempDir()
+	if err := os.WriteFile(filepath.Join(fake, "bwrap"), []byte("#!/bin/sh\necho 'bwrap: broken' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, path string
+		skip       bool
+		want       string
+	}{
+		{"working bwrap", "/usr/bin:/bin", true, "bwrap"},
+		{"working bwrap, trial run", "/usr/bin:/bin", false, "bwrap"},
+		{"broken bwrap", fake + ":/usr/bin:/bin", true, "bwrap"},
+		{"broken bwrap, trial run", fake + ":/usr/bin:/bin", false, "landlock"},
+		{"no bwrap", "/nonexistent", true, "landlock"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := jail.Options{Getenv: func(k string) string { return map[string]string{"PATH": tt.path}[k] }, SkipTrialRun: tt.skip}
+			b, err := jail.Open(t.Context(), "auto", opts)
+			if err != nil || b.Name() != tt.want {
+				t.Fatalf("Open(auto) = %v, %v; want %s", b, err, tt.want)
+			}
+			if tt.name == "broken bwrap" {
+				if r := jail.Probe(t.Context(), "bwrap", opts); r.Available || !strings.Contains(r.Reason, "bwrap: broken") {
+					t.Errorf("Probe ignores the broken bwrap: %+v", r)
+				}
+				return
+			}
+			dir := canonTemp(t)
+			cmd, err := b.Command(jail.Spec{Argv: []string{"/bin/true"}, Dir: dir, Jail: dir, Env: []string{"PATH=/usr/bin:/bin"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := b.Start(cmd, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Wait(); err != nil {
+				t.Fatalf("/bin/true under %s: %v", b.Name(), err)
+			}
+		})
+	}
+}
+
 // TestSeccompFilter pins the filter bwrap loads, per architecture, as hex:
 // any change to it shows in review.
 func TestSeccompFilter(t *testing.T) {

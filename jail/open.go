@@ -12,6 +12,15 @@ type Options struct {
 	ReadFile func(string) ([]byte, error)
 	// LandlockABI reads the kernel's Landlock ABI version.
 	LandlockABI func() (int, error)
+	// SkipTrialRun trusts the cheap checks (the program is there, the
+	// kernel's settings and Landlock ABI allow a jail) instead of running
+	// /bin/true under the real policy first. It is for a caller that runs
+	// one command and checks its outcome (jail-mcp run): a jail that cannot
+	// be set up still never runs the command, since bwrap exits before
+	// starting it and Landlock fails Start, and the caller then probes with
+	// Probe to say why. Where a kernel setting is known to close user
+	// namespaces, bwrap is tried first anyway.
+	SkipTrialRun bool
 }
 
 // Open returns the named backend ("auto" picks the first usable one of this
@@ -19,11 +28,14 @@ type Options struct {
 // is an *UnavailableError that wraps ErrUnavailable.
 func Open(ctx context.Context, name string, opts Options) (Backend, error) {
 	if name == "auto" {
-		reports := Detect(ctx, opts)
-		for _, r := range reports {
+		// Probe in order of preference and stop at the first that works.
+		var reports []Report
+		for _, n := range Names {
+			r := probe(ctx, n, opts)
 			if r.Available {
-				return Open(ctx, r.Backend, opts)
+				return construct(n, r)
 			}
+			reports = append(reports, r)
 		}
 		// Explain with the backend this OS would prefer, and say why the
 		// others of this OS cannot stand in.
@@ -46,6 +58,12 @@ func Open(ctx context.Context, name string, opts Options) (Backend, error) {
 		return nil, &UnavailableError{Backend: name, Reason: r.Reason, Hint: r.Hint}
 	}
 	return construct(name, r)
+}
+
+// Probe checks one backend, with the trial run whatever opts say.
+func Probe(ctx context.Context, name string, opts Options) Report {
+	opts.SkipTrialRun = false
+	return probe(ctx, name, opts)
 }
 
 // Detect probes every backend of the contract on this host.
