@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -250,6 +251,9 @@ func (cc *callCgroup) remove() {
 		if d == "" {
 			continue
 		}
+		// The last thread is usually gone within a millisecond: look again
+		// soon, then less often, for about two seconds in all.
+		pause := 250 * time.Microsecond
 		for i := 0; i < 200; i++ {
 			if os.Remove(d) == nil || errors.Is(os.Remove(d), os.ErrNotExist) {
 				break
@@ -263,7 +267,8 @@ func (cc *callCgroup) remove() {
 					}
 				}
 			}
-			unix.Nanosleep(&unix.Timespec{Nsec: 10e6}, nil)
+			time.Sleep(pause)
+			pause = min(2*pause, 10*time.Millisecond)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -11,9 +12,10 @@ const spareLaunchers = 2
 // launchers keeps a few launchers prepared in the background, so that a
 // call takes one at once and the slow cgroup move happens between calls.
 type launchers struct {
-	spare   chan *launcher
-	filling atomic.Bool
-	seq     atomic.Uint64
+	spare    chan *launcher
+	filling  atomic.Bool
+	seq      atomic.Uint64
+	removing sync.WaitGroup // cgroups of ended calls on their way out
 }
 
 // take returns a prepared launcher, preparing one now when none is ready,
@@ -29,8 +31,22 @@ func (m *Manager) takeLauncher() *launcher {
 	default:
 		l = m.prepareLauncher()
 	}
-	m.refillLaunchers()
+	if !m.cfg.OneCall {
+		m.refillLaunchers()
+	}
 	return l
+}
+
+// removeCgroups removes a call's cgroups in the background, once its last
+// process is gone; Close waits for it.
+func (m *Manager) removeCgroups(cc *callCgroup) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		go cc.remove() // Close is already waiting: no new work for it
+		return
+	}
+	m.ls.removing.Go(cc.remove)
 }
 
 func (m *Manager) prepareLauncher() *launcher {

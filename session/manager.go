@@ -44,6 +44,9 @@ type Config struct {
 	// Bounds a later backend enforces; reported, not yet enforced.
 	MaxProcs, MaxMemory, MaxDisk int64
 	Logger                       *slog.Logger // nil discards
+	// OneCall is for a manager that runs one command and ends (jail-mcp
+	// run): it prepares one launcher at once instead of keeping spares.
+	OneCall bool
 }
 
 // Manager maps session names to jails.
@@ -55,6 +58,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+	closing  bool
 
 	dog watchdog
 	cg  *cgroupSet // nil where the server cannot create cgroups
@@ -104,9 +108,16 @@ func New(cfg Config) (*Manager, error) {
 	}
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
-	m.ls.spare = make(chan *launcher, spareLaunchers)
+	spares := spareLaunchers
+	if cfg.OneCall {
+		spares = 1
+	}
+	m.ls.spare = make(chan *launcher, spares)
 	if cfg.Backend != nil && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
 		m.cg = newCgroups()
+		// The first call finds its launcher ready, or nearly: the slow
+		// cgroup move overlaps opening the session.
+		m.refillLaunchers()
 	}
 	return m, nil
 }
@@ -155,6 +166,10 @@ func (m *Manager) Close() error {
 		s.Close()
 	}
 	m.closeLaunchers()
+	m.mu.Lock()
+	m.closing = true
+	m.mu.Unlock()
+	m.ls.removing.Wait()
 	m.cg.close()
 	return m.base.Close()
 }
