@@ -573,3 +573,43 @@ func TestServeInProcess(t *testing.T) {
 		t.Errorf("session jail skeleton missing: %v", err)
 	}
 }
+
+// TestRunBrokenBwrap: jail-mcp run starts its one command without a trial
+// run first, so a bubblewrap that passes the cheap checks but cannot set up
+// its sandbox is recognised afterwards: exit 125 with the reason, nothing
+// ran, and under auto the hint that Landlock confines here. A command that
+// itself prints a bwrap-like line and exits 1 keeps its status.
+func TestRunBrokenBwrap(t *testing.T) {
+	cfgNeedBwrap(t)
+	t.Parallel()
+	fake := t.TempDir()
+	script := "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(fake, "bwrap"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, backend := range []string{"bwrap", "auto"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			p := cfgProject(t)
+			env := cfgEnv()
+			env[0] = "PATH=" + fake + ":" + strings.TrimPrefix(env[0], "PATH=")
+			res := runInProcess(t, []string{"run", "--project", p, "--backend", backend, "--", "sh", "-c", "touch " + p + "/ran"}, env)
+			if res.code != 125 || !strings.Contains(res.stderr, "bubblewrap cannot create its sandbox here: bwrap: setting up uid map: Permission denied") {
+				t.Errorf("exit %d, want 125 and the reason; stderr:\n%s", res.code, res.stderr)
+			}
+			if hint := strings.Contains(res.stderr, "--backend landlock confines here"); hint != (backend == "auto") {
+				t.Errorf("landlock hint given: %v, want %v; stderr:\n%s", hint, backend == "auto", res.stderr)
+			}
+			if _, err := os.Stat(p + "/ran"); err == nil {
+				t.Error("the command ran")
+			}
+		})
+	}
+	t.Run("a command that looks like bwrap", func(t *testing.T) {
+		t.Parallel()
+		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--backend", "bwrap", "--", "sh", "-c", "echo 'bwrap: not really' >&2; exit 1"}, cfgEnv())
+		if res.code != 1 || res.stderr != "bwrap: not really\n" {
+			t.Errorf("exit %d, stderr %q; want 1 and the command's own line", res.code, res.stderr)
+		}
+	})
+}

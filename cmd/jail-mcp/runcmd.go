@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +45,10 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
-	m, st, err := openJail(ctx, cfg, environ, getenv, log)
+	// One command: no trial run before it. A jail that cannot be set up
+	// never starts the command either; bwrap's refusal is recognised and
+	// explained below.
+	m, st, err := openJail(ctx, cfg, environ, getenv, true, log)
 	if err != nil {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
@@ -59,8 +63,22 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	if dir == "" {
 		dir = defaultCwd(cfg.Project)
 	}
-	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	errLine := &firstLineWriter{w: stderr}
+	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: errLine}
 	res, err := s.Exec(ctx, req)
+	if err == nil && st.name == "bwrap" && res.ExitCode == 1 && strings.HasPrefix(errLine.line(), "bwrap: ") {
+		// Exit 1 after a first line from bubblewrap: either bwrap could not
+		// set up the jail (and the command never started) or the command
+		// said so itself. The probe tells them apart.
+		if r := jail.Probe(ctx, "bwrap", jail.Options{Getenv: getenv}); !r.Available {
+			ue := &jail.UnavailableError{Backend: r.Backend, Reason: r.Reason, Hint: r.Hint}
+			msg := "refused: no jail can confine commands here: " + ue.Error()
+			if cfg.Backend == "auto" && jail.Probe(ctx, "landlock", jail.Options{Getenv: getenv}).Available {
+				msg += "; --backend landlock confines here"
+			}
+			return &exitError{code: exitRefused, msg: msg}
+		}
+	}
 	var inputErr *session.InputError
 	switch {
 	case errors.As(err, &inputErr):
@@ -105,3 +123,25 @@ func defaultCwd(project string) string {
 	}
 	return project
 }
+
+// firstLineWriter passes everything to w and keeps the start of the first
+// line written.
+type firstLineWriter struct {
+	w     io.Writer
+	first []byte
+	done  bool
+}
+
+func (f *firstLineWriter) Write(p []byte) (int, error) {
+	if !f.done {
+		end := len(p)
+		if i := bytes.IndexByte(p, '\n'); i >= 0 {
+			end, f.done = i, true
+		}
+		f.first = append(f.first, p[:min(end, 256-len(f.first))]...)
+		f.done = f.done || len(f.first) >= 256
+	}
+	return f.w.Write(p)
+}
+
+func (f *firstLineWriter) line() string { return string(f.first) }

@@ -37,7 +37,9 @@ type backendState struct {
 // confines, commands are refused (fallback fail) or run unconfined
 // (fallback warn), and the server still starts so that jail_status and
 // every refusal can say why.
-func openJail(ctx context.Context, cfg config, environ []string, getenv func(string) string, log *slog.Logger) (*session.Manager, backendState, error) {
+// oneCall is for jail-mcp run: no trial run of the backend before the one
+// command (see jail.Options.SkipTrialRun) and no spare launchers.
+func openJail(ctx context.Context, cfg config, environ []string, getenv func(string) string, oneCall bool, log *slog.Logger) (*session.Manager, backendState, error) {
 	var st backendState
 	// Every command inherits the server's per-file bound and no core dumps.
 	if err := session.LimitProcess(cfg.MaxDisk); err != nil {
@@ -51,9 +53,9 @@ func openJail(ctx context.Context, cfg config, environ []string, getenv func(str
 		Project: cfg.Project, Root: cfg.Root, Network: cfg.Network, Auth: cfg.Auth, Home: home,
 		Environ: environ, PassEnv: cfg.PassEnv, Timeout: cfg.Timeout, MaxTimeout: cfg.MaxTimeout,
 		MaxOutput: int(cfg.MaxOutput), MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory,
-		MaxDisk: cfg.MaxDisk, Logger: log,
+		MaxDisk: cfg.MaxDisk, Logger: log, OneCall: oneCall,
 	}
-	b, err := jail.Open(ctx, cfg.Backend, jail.Options{Getenv: getenv})
+	b, err := jail.Open(ctx, cfg.Backend, jail.Options{Getenv: getenv, SkipTrialRun: oneCall})
 	var unavailable *jail.UnavailableError
 	switch {
 	case err == nil:
@@ -95,7 +97,7 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	m, st, err := openJail(ctx, cfg, environ, getenv, log)
+	m, st, err := openJail(ctx, cfg, environ, getenv, false, log)
 	if err != nil {
 		return err
 	}
