@@ -120,7 +120,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("session %s: %w", s.Name, errClosed)
 	}
 	if cfg.MaxDisk > 0 {
-		if u, err := count(s.root, false); err == nil && u.Bytes >= cfg.MaxDisk {
+		if u, err := s.diskUsage(diskEvery * watchInterval); err == nil && u.Bytes >= cfg.MaxDisk {
 			return nil, inputErrorf("the jail holds %d bytes, at or over --max-disk %d: remove files or call jail_reset", u.Bytes, cfg.MaxDisk)
 		}
 	}
@@ -327,7 +327,7 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		cc, launch = l.cc, l.launch
 		// Removing a cgroup waits for its last process to be reaped by the
 		// kernel; the result need not wait for that.
-		defer func() { go cc.remove() }()
+		defer s.m.removeCgroups(cc)
 	}
 	start := time.Now()
 	proc, err := s.m.cfg.Backend.Start(cmd, launch)

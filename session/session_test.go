@@ -698,3 +698,34 @@ func TestExecSignal(t *testing.T) {
 		}
 	})
 }
+
+// TestDiskUsageCache: the disk check before a call takes a count of the
+// last second instead of walking the jail each time; a fresh count
+// (jail_status, the watchdog) replaces it, and a reset drops it.
+func TestDiskUsageCache(t *testing.T) {
+	m, _ := newManager(t, nil, nil)
+	s := openSession(t, m, "usage")
+	before, err := s.diskUsage(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.Path, "f"), []byte("12345"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.diskUsage(time.Hour); got != before {
+		t.Errorf("cached count %+v, want the earlier %+v", got, before)
+	}
+	want := Usage{Files: before.Files + 1, Bytes: before.Bytes + 5}
+	if got, _ := s.Usage(); got != want {
+		t.Errorf("Usage() = %+v, want a fresh %+v", got, want)
+	}
+	if got, _ := s.diskUsage(time.Hour); got != want {
+		t.Errorf("cached count %+v, want the fresh %+v", got, want)
+	}
+	if _, err := s.Reset(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.diskUsage(time.Hour); got.Bytes != 0 {
+		t.Errorf("count after reset %+v, want no bytes", got)
+	}
+}

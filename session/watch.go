@@ -100,7 +100,7 @@ func (m *Manager) watchLoop() {
 				if _, done := over[x.s]; done {
 					continue
 				}
-				u, err := count(x.s.root, false)
+				u, err := x.s.diskUsage(0)
 				over[x.s] = err == nil && u.Bytes > cfg.MaxDisk
 			}
 			for _, x := range roots {
