@@ -19,10 +19,11 @@ import (
 
 // BenchmarkPerCall measures one /bin/true per iteration, in one run so
 // that the ratios compare like with like: plain exec; the bare bwrap line
-// of PERFORMANCE.md; each backend's own
-// line spawned directly (Command, Start, Wait on the same Spec shape the
-// server builds); and the full round trip of jailed_exec {"argv":
-// ["/bin/true"]} over stdio through the real server on that backend.
+// of PERFORMANCE.md; the round trip of a tool call that runs nothing
+// (mcp-floor); each backend's own line spawned directly (Command, Start,
+// Wait on the same Spec shape the server builds); and the full round trip
+// of jailed_exec {"argv": ["/bin/true"]} over stdio through the real
+// server on that backend.
 //
 //	go test ./cmd/jail-mcp -run '^$' -bench PerCall -count 5
 func BenchmarkPerCall(b *testing.B) {
@@ -44,6 +45,18 @@ func BenchmarkPerCall(b *testing.B) {
 		for b.Loop() {
 			if err := exec.Command("bwrap", args...).Run(); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("mcp-floor", func(b *testing.B) {
+		// A jailed_exec the server refuses at once: the round trip of one
+		// tool call over stdio, client included, with nothing run.
+		ts := testBackends()[0].start(b, newProject(b), serverEnv())
+		args := map[string]any{"argv": []string{""}}
+		for b.Loop() {
+			res, err := ts.call(context.Background(), "jailed_exec", args)
+			if err != nil || !res.IsError {
+				b.Fatalf("an empty argv[0] was not refused: %v %v", err, res)
 			}
 		}
 	})
