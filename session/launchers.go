@@ -3,7 +3,6 @@ package session
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 )
 
 // spareLaunchers is how many prepared launchers a manager keeps ready.
@@ -12,80 +11,124 @@ const spareLaunchers = 2
 // launchers keeps a few launchers prepared in the background, so that a
 // call takes one at once and the slow cgroup move happens between calls.
 type launchers struct {
-	spare    chan *launcher
-	filling  atomic.Bool
-	seq      atomic.Uint64
-	removing sync.WaitGroup // cgroups of ended calls on their way out
+	mu      sync.Mutex // guards the fields below
+	spare   []*launcher
+	want    int           // how many spares to keep
+	filling bool          // a goroutine is preparing spares
+	ready   chan struct{} // closed when the current filling round ends
+	seq     uint64
+	closed  bool
+	work    sync.WaitGroup // filling rounds and removals of ended calls' cgroups
 }
 
-// take returns a prepared launcher, preparing one now when none is ready,
-// and refills the spares in the background; nil where the server has no
-// cgroups.
+// startLaunchers begins preparing spares as soon as the manager exists, so
+// that the first call's cgroup move overlaps opening its session.
+func (m *Manager) startLaunchers(want int) {
+	m.ls.mu.Lock()
+	defer m.ls.mu.Unlock()
+	m.ls.want = want
+	m.fillLocked()
+}
+
+// takeLauncher returns a prepared launcher, nil where the server has no
+// cgroups. When none is ready but one is being prepared, it waits for that
+// one rather than paying a second cgroup move; otherwise it prepares one
+// now. Then the spares are refilled in the background.
 func (m *Manager) takeLauncher() *launcher {
 	if m.cg == nil {
 		return nil
 	}
+	m.ls.mu.Lock()
+	for len(m.ls.spare) == 0 && m.ls.filling && !m.ls.closed {
+		ready := m.ls.ready
+		m.ls.mu.Unlock()
+		<-ready
+		m.ls.mu.Lock()
+	}
 	var l *launcher
-	select {
-	case l = <-m.ls.spare:
-	default:
+	if n := len(m.ls.spare); n > 0 {
+		l, m.ls.spare = m.ls.spare[n-1], m.ls.spare[:n-1]
+	}
+	if m.cfg.OneCall {
+		m.ls.want = 0
+	}
+	m.fillLocked()
+	m.ls.mu.Unlock()
+	if l == nil {
 		l = m.prepareLauncher()
 	}
-	if !m.cfg.OneCall {
-		m.refillLaunchers()
-	}
 	return l
+}
+
+// fillLocked starts a filling round when spares are missing and none runs.
+func (m *Manager) fillLocked() {
+	if m.ls.filling || m.ls.closed || len(m.ls.spare) >= m.ls.want {
+		return
+	}
+	m.ls.filling = true
+	m.ls.ready = make(chan struct{})
+	m.ls.work.Go(func() {
+		for {
+			l := m.prepareLauncher()
+			m.ls.mu.Lock()
+			if l == nil || m.ls.closed {
+				m.ls.filling = false
+				close(m.ls.ready)
+				m.ls.mu.Unlock()
+				if l != nil {
+					l.discard()
+				}
+				return
+			}
+			m.ls.spare = append(m.ls.spare, l)
+			done := len(m.ls.spare) >= m.ls.want
+			if done {
+				m.ls.filling = false
+				close(m.ls.ready)
+			}
+			m.ls.mu.Unlock()
+			if done {
+				return
+			}
+		}
+	})
+}
+
+func (m *Manager) prepareLauncher() *launcher {
+	m.ls.mu.Lock()
+	m.ls.seq++
+	id := fmt.Sprintf("c%d", m.ls.seq)
+	m.ls.mu.Unlock()
+	return m.cg.prepare(id, m.cfg.MaxProcs, m.cfg.MaxMemory)
 }
 
 // removeCgroups removes a call's cgroups in the background, once its last
 // process is gone; Close waits for it.
 func (m *Manager) removeCgroups(cc *callCgroup) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closing {
+	m.ls.mu.Lock()
+	defer m.ls.mu.Unlock()
+	if m.ls.closed {
 		go cc.remove() // Close is already waiting: no new work for it
 		return
 	}
-	m.ls.removing.Go(cc.remove)
+	m.ls.work.Go(cc.remove)
 }
 
-func (m *Manager) prepareLauncher() *launcher {
-	id := fmt.Sprintf("c%d", m.ls.seq.Add(1))
-	return m.cg.prepare(id, m.cfg.MaxProcs, m.cfg.MaxMemory)
-}
-
-func (m *Manager) refillLaunchers() {
-	if !m.ls.filling.CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer m.ls.filling.Store(false)
-		for len(m.ls.spare) < cap(m.ls.spare) {
-			l := m.prepareLauncher()
-			if l == nil {
-				return
-			}
-			select {
-			case m.ls.spare <- l:
-			default:
-				l.discard()
-				return
-			}
-		}
-	}()
-}
-
-// closeLaunchers discards the prepared launchers.
+// closeLaunchers stops preparing launchers, waits for the round in flight
+// and for the removal of ended calls' cgroups, and discards the spares.
 func (m *Manager) closeLaunchers() {
 	if m.cg == nil {
 		return
 	}
-	for {
-		select {
-		case l := <-m.ls.spare:
-			l.discard()
-		default:
-			return
-		}
+	m.ls.mu.Lock()
+	m.ls.closed = true
+	m.ls.mu.Unlock()
+	m.ls.work.Wait()
+	m.ls.mu.Lock()
+	spare := m.ls.spare
+	m.ls.spare = nil
+	m.ls.mu.Unlock()
+	for _, l := range spare {
+		l.discard()
 	}
 }

@@ -58,7 +58,6 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
-	closing  bool
 
 	dog watchdog
 	cg  *cgroupSet // nil where the server cannot create cgroups
@@ -108,16 +107,18 @@ func New(cfg Config) (*Manager, error) {
 	}
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
-	spares := spareLaunchers
-	if cfg.OneCall {
-		spares = 1
-	}
-	m.ls.spare = make(chan *launcher, spares)
 	if cfg.Backend != nil && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
 		m.cg = newCgroups()
+	}
+	if m.cg != nil {
 		// The first call finds its launcher ready, or nearly: the slow
-		// cgroup move overlaps opening the session.
-		m.refillLaunchers()
+		// cgroup move overlaps opening the session. One call needs no
+		// spare beyond it.
+		spares := spareLaunchers
+		if cfg.OneCall {
+			spares = 1
+		}
+		m.startLaunchers(spares)
 	}
 	return m, nil
 }
@@ -166,10 +167,6 @@ func (m *Manager) Close() error {
 		s.Close()
 	}
 	m.closeLaunchers()
-	m.mu.Lock()
-	m.closing = true
-	m.mu.Unlock()
-	m.ls.removing.Wait()
 	m.cg.close()
 	return m.base.Close()
 }
