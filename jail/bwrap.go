@@ -190,7 +190,7 @@ func probeBwrap(ctx context.Context, opts Options) Report {
 		return r
 	}
 	r.Path = path
-	if opts.SkipTrialRun && userNamespaces() == nil {
+	if opts.SkipTrialRun && (!opts.choosing || userNamespaces() == nil) {
 		r.Available = true
 		return r
 	}

@@ -12,15 +12,20 @@ type Options struct {
 	ReadFile func(string) ([]byte, error)
 	// LandlockABI reads the kernel's Landlock ABI version.
 	LandlockABI func() (int, error)
-	// SkipTrialRun trusts the cheap checks (the program is there, the
-	// kernel's settings and Landlock ABI allow a jail) instead of running
-	// /bin/true under the real policy first. It is for a caller that runs
-	// one command and checks its outcome (jail-mcp run): a jail that cannot
-	// be set up still never runs the command, since bwrap exits before
-	// starting it and Landlock fails Start, and the caller then probes with
-	// Probe to say why. Where a kernel setting is known to close user
-	// namespaces, bwrap is tried first anyway.
+	// SkipTrialRun trusts cheap checks (the program is there, the Landlock
+	// ABI is enough) instead of running /bin/true under the real policy
+	// first. It is for a caller that runs one command and checks its
+	// outcome (jail-mcp run): a jail that cannot be set up still never runs
+	// the command, since bwrap exits before starting it and Landlock fails
+	// Start, and the caller then probes with Probe to say why. When auto
+	// chooses, bwrap is taken only if this user can create the namespaces
+	// it needs (one clone, about 2 ms), so that a container that forbids
+	// them gets Landlock instead.
 	SkipTrialRun bool
+
+	// choosing is set while auto probes: only then does a cheap check that
+	// bwrap cannot work here matter before trying it.
+	choosing bool
 }
 
 // Open returns the named backend ("auto" picks the first usable one of this
@@ -30,6 +35,7 @@ func Open(ctx context.Context, name string, opts Options) (Backend, error) {
 	if name == "auto" {
 		// Probe in order of preference and stop at the first that works.
 		var reports []Report
+		opts.choosing = true
 		for _, n := range Names {
 			r := probe(ctx, n, opts)
 			if r.Available {

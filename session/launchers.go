@@ -5,8 +5,18 @@ import (
 	"sync"
 )
 
-// spareLaunchers is how many prepared launchers a manager keeps ready.
-const spareLaunchers = 2
+// A manager keeps up to spareLaunchers launchers ready and makes more, in
+// one round, once fewer than refillBelow are left. Moving threads into
+// cgroups takes a lock that every fork, exec and exit of the host waits for
+// (cgroup_threadgroup_rwsem), across an RCU grace period: one move slows
+// down every call in flight. In a round, the moves after the first find
+// the grace period passed and cost little, so a round of several
+// disturbs calls once where a move per call disturbed each (measured:
+// 1.1 ms a call of /bin/true).
+const (
+	spareLaunchers = 8
+	refillBelow    = 3
+)
 
 // launchers keeps a few launchers prepared in the background, so that a
 // call takes one at once and the slow cgroup move happens between calls.
@@ -60,9 +70,9 @@ func (m *Manager) takeLauncher() *launcher {
 	return l
 }
 
-// fillLocked starts a filling round when spares are missing and none runs.
+// fillLocked starts a filling round when spares run low and none runs.
 func (m *Manager) fillLocked() {
-	if m.ls.filling || m.ls.closed || len(m.ls.spare) >= m.ls.want {
+	if m.ls.filling || m.ls.closed || len(m.ls.spare) >= min(m.ls.want, refillBelow) {
 		return
 	}
 	m.ls.filling = true
