@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jail-mcp/jail-mcp/jail"
 )
 
@@ -76,14 +78,7 @@ func BenchmarkPerCall(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			dir, err := filepath.EvalSymlinks(b.TempDir())
-			if err != nil {
-				b.Fatal(err)
-			}
-			spec := jail.Spec{
-				Argv: []string{"/bin/true"}, Dir: dir, Jail: dir, Network: true,
-				Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "TMPDIR=" + dir + "/.tmp", "LANG=C.UTF-8"},
-			}
+			spec := serverSpec(b, be)
 			for b.Loop() {
 				cmd, err := be.Command(spec)
 				if err != nil {
@@ -110,6 +105,39 @@ func BenchmarkPerCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// serverSpec is the Spec the server builds for jailed_exec {"argv":
+// ["/bin/true"]} in a new session of a new project with an empty HOME:
+// the same jail layout, working directory, environment, jail bound by
+// descriptor and, where credentials are bound, the hidden state directory.
+// The line spawned from it is the server's own.
+func serverSpec(b *testing.B, be jail.Backend) jail.Spec {
+	b.Helper()
+	project := newProject(b)
+	dir := filepath.Join(project, ".agent-home", "bench")
+	for _, d := range []string{".tmp", ".config", ".cache", ".local/share", ".local/state", ".runtime", ".jail-mcp/state"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
+	jf, err := os.OpenFile(dir, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { jf.Close() })
+	spec := jail.Spec{
+		Argv: []string{"/bin/true"}, Dir: project, Jail: dir, JailFile: jf, Network: true,
+		Env: []string{
+			"HOME=" + dir, "LANG=C.UTF-8", "PATH=" + os.Getenv("PATH"), "SHELL=/bin/sh", "TERM=dumb",
+			"TMPDIR=" + dir + "/.tmp", "XDG_CACHE_HOME=" + dir + "/.cache", "XDG_CONFIG_HOME=" + dir + "/.config",
+			"XDG_DATA_HOME=" + dir + "/.local/share", "XDG_RUNTIME_DIR=" + dir + "/.runtime", "XDG_STATE_HOME=" + dir + "/.local/state",
+		},
+	}
+	if be.Credentials() == jail.BindCredentials {
+		spec.Hide = []string{filepath.Join(dir, ".jail-mcp/state")}
+	}
+	return spec
 }
 
 // benchShort is set by `.ci/bench --short`: every benchmark runs once, on
