@@ -228,7 +228,7 @@ func explainBwrap(msg string, opts Options) (reason, hint string) {
 	return reason, ""
 }
 
-// userNamespaces checks, for about a millisecond, what bwrap needs first
+// userNamespaces checks, in about 2 ms, what bwrap needs first
 // and what containers, AppArmor and sysctls most often deny: creating user,
 // mount and pid namespaces without privilege. It is the cheap check of
 // Options.SkipTrialRun.

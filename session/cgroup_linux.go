@@ -255,7 +255,7 @@ func (cc *callCgroup) remove() {
 		// soon, then less often, for about two seconds in all.
 		pause := 250 * time.Microsecond
 		for i := 0; i < 200; i++ {
-			if os.Remove(d) == nil || errors.Is(os.Remove(d), os.ErrNotExist) {
+			if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
 				break
 			}
 			// cgroup.procs also lists the server while its launcher

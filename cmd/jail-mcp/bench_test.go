@@ -258,21 +258,12 @@ func BenchmarkRun(b *testing.B) {
 // procStatusMB is a field of /proc/<pid>/status ("VmRSS", "VmHWM") in MiB.
 func procStatusMB(b *testing.B, pid int, field string) float64 {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
+	v := statusField(b, pid, field)
+	var kb float64
+	if _, err := fmt.Sscanf(v, "%f kB", &kb); err != nil {
+		b.Fatalf("%s of /proc/%d/status: %q: %v", field, pid, v, err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			var kb float64
-			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb); err != nil {
-				b.Fatalf("%s: %q: %v", field, line, err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
+	return kb / 1024
 }
 
 // benchOutputBytes is what the output benchmarks print: 1 GiB, 64 MiB

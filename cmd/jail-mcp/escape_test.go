@@ -2278,7 +2278,7 @@ func procStatField(t *testing.T, pid, i int) string {
 	return f[i]
 }
 
-func statusField(t *testing.T, pid int, name string) string {
+func statusField(t testing.TB, pid int, name string) string {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -210,10 +210,7 @@ func (hs *httpTestServer) connect(t *testing.T, version string) *httpTestSession
 func (s *httpTestSession) jail() string { return s.hs.jail(s.id) }
 
 func (s *httpTestSession) call(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
-	req := mcp.CallToolRequest{}
-	req.Params.Name = tool
-	req.Params.Arguments = args
-	return s.c.CallTool(ctx, req)
+	return callTool(ctx, s.c, tool, args)
 }
 
 // exec runs jailed_exec; a refusal comes back with a zero ExecResult.

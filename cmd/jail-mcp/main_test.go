@@ -229,10 +229,15 @@ func startServerCmd(t testing.TB, project string, env []string, setup func(*exec
 }
 
 func (ts *testServer) call(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
+	return callTool(ctx, ts.c, tool, args)
+}
+
+// callTool calls tool with args through c.
+func callTool(ctx context.Context, c *client.Client, tool string, args map[string]any) (*mcp.CallToolResult, error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = tool
 	req.Params.Arguments = args
-	return ts.c.CallTool(ctx, req)
+	return c.CallTool(ctx, req)
 }
 
 // exec runs jailed_exec and decodes its structured result; a refusal (no

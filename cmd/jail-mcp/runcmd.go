@@ -132,14 +132,17 @@ type firstLineWriter struct {
 	done  bool
 }
 
+// firstLineMax is how much of the first line firstLineWriter keeps.
+const firstLineMax = 256
+
 func (f *firstLineWriter) Write(p []byte) (int, error) {
 	if !f.done {
 		end := len(p)
 		if i := bytes.IndexByte(p, '\n'); i >= 0 {
 			end, f.done = i, true
 		}
-		f.first = append(f.first, p[:min(end, 256-len(f.first))]...)
-		f.done = f.done || len(f.first) >= 256
+		f.first = append(f.first, p[:min(end, firstLineMax-len(f.first))]...)
+		f.done = f.done || len(f.first) >= firstLineMax
 	}
 	return f.w.Write(p)
 }
