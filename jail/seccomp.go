@@ -7,25 +7,47 @@ import (
 	"golang.org/x/net/bpf"
 )
 
-// The seccomp filter closes what no mount can: connect(2) and sendto(2) to
-// a unix socket of the host. Masking listening socket paths misses sockets
-// bound after the call started, hard links and relative binds of them,
-// datagram sockets that never listen (syslog, journald, notify) and sockets
-// of other network namespaces. So a jailed command cannot create unix
-// sockets at all: socket(AF_UNIX, ...) fails with EACCES. socketpair(2),
-// which connects a process only to itself and its children, still works.
-// io_uring is denied too: its IORING_OP_SOCKET creates sockets without the
-// socket syscall the filter sees.
-
+// The seccomp filter closes what no mount can, on every backend:
+//
+//   - connect(2) and sendto(2) to a unix socket of the host. Masking
+//     listening socket paths misses sockets bound after the call started,
+//     hard links and relative binds of them, datagram sockets that never
+//     listen (syslog, journald, notify) and sockets of other network
+//     namespaces. So a jailed command cannot create unix sockets at all:
+//     socket(AF_UNIX, ...) fails with EACCES. io_uring is denied too: its
+//     IORING_OP_SOCKET creates sockets without the socket syscall the
+//     filter sees.
+//   - socketpair(2) of unix datagram and seqpacket sockets: such a socket
+//     can sendto(2) any pathname address, or connect(2) to one, without
+//     ever calling socket(2). A stream pair, which many programs use as a
+//     pipe, still works: a connected stream socket can neither connect
+//     again nor send to an address.
+//   - the key management syscalls (add_key, request_key, keyctl): a
+//     command would otherwise inherit the server's session keyring and
+//     could read, add or clear its keys (Kerberos tickets, filesystem
+//     keys). Denied with EPERM, as Docker's default profile does, which
+//     programs already cope with.
+//   - netlink beyond routing: NETLINK_USERSOCK reaches host processes by
+//     port id, and other families are host interfaces too. NETLINK_ROUTE
+//     stays, so that ip addr and getifaddrs(3) read the command's own
+//     interfaces; without capabilities it can change nothing.
 const (
 	seccompRetAllow = 0x7fff0000
 	seccompRetErrno = 0x00050000
 	eacces          = 13
 	afUnix          = 1
+	afNetlink       = 16
+	netlinkRoute    = 0
+	sockStream      = 1
+	// sockFlags are the flags socket(2) and socketpair(2) take in the
+	// type argument, beside the type itself.
+	sockFlags = 0o4000 | 0o2000000 // SOCK_NONBLOCK | SOCK_CLOEXEC
 
 	offNr   = 0
 	offArch = 4
 	offArg0 = 16 // low half of args[0] on little-endian machines
+	offArg1 = 24
+	offArg2 = 32
 
 	auditArchX86_64  = 0xc000003e
 	auditArchI386    = 0x40000003
@@ -37,19 +59,21 @@ const (
 	ioUringRegister = 427 // 425 to 427: setup, enter, register
 )
 
-// seccompArch is one architecture's syscall numbers that create sockets.
+// seccompArch is one ABI's numbers of the syscalls every filter checks.
 type seccompArch struct {
 	audit      uint32
 	socket     uint32
-	socketcall uint32 // 0: none; the multiplexer hides its arguments, so it is denied whole
-	x32        bool   // numbers with the x32 bit set are another ABI: denied
+	socketpair uint32
+	socketcall uint32   // 0: none; the multiplexer hides its arguments, so it is denied whole
+	keys       []uint32 // add_key, request_key, keyctl
+	x32        bool     // numbers with the x32 bit set are another ABI: denied
 	native     *nativeCalls
 }
 
 // nativeCalls are the numbers, on a 64-bit ABI, of the syscalls a policy
 // beyond unix sockets denies.
 type nativeCalls struct {
-	ipc            []uint32 // SysV IPC, POSIX message queues, key rings
+	ipc            []uint32 // SysV IPC, POSIX message queues
 	unshare, clone uint32
 	setns, clone3  uint32
 	chmod          []uint32 // chmod and chown, every form
@@ -58,13 +82,13 @@ type nativeCalls struct {
 
 var (
 	amd64Calls = &nativeCalls{
-		ipc:     []uint32{29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220, 240, 241, 242, 243, 244, 245, 248, 249, 250},
+		ipc:     []uint32{29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220, 240, 241, 242, 243, 244, 245},
 		unshare: 272, clone: 56, setns: 308, clone3: 435,
 		chmod: []uint32{90, 91, 92, 93, 94, 260, 268, 452},
 		xattr: []uint32{188, 189, 190, 197, 198, 199, 463, 466},
 	}
 	arm64Calls = &nativeCalls{
-		ipc:     []uint32{180, 181, 182, 183, 184, 185, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197, 217, 218, 219},
+		ipc:     []uint32{180, 181, 182, 183, 184, 185, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197},
 		unshare: 97, clone: 220, setns: 268, clone3: 435,
 		chmod: []uint32{52, 53, 54, 55, 452},
 		xattr: []uint32{5, 6, 7, 14, 15, 16, 463, 466},
@@ -74,8 +98,14 @@ var (
 // seccompArches maps GOARCH to the native and the compat ABI the kernel
 // runs on it.
 var seccompArches = map[string][]seccompArch{
-	"amd64": {{audit: auditArchX86_64, socket: 41, x32: true, native: amd64Calls}, {audit: auditArchI386, socket: 359, socketcall: 102}},
-	"arm64": {{audit: auditArchAArch64, socket: 198, native: arm64Calls}, {audit: auditArchARM, socket: 281}},
+	"amd64": {
+		{audit: auditArchX86_64, socket: 41, socketpair: 53, keys: []uint32{248, 249, 250}, x32: true, native: amd64Calls},
+		{audit: auditArchI386, socket: 359, socketpair: 360, socketcall: 102, keys: []uint32{286, 287, 288}},
+	},
+	"arm64": {
+		{audit: auditArchAArch64, socket: 198, socketpair: 199, keys: []uint32{217, 218, 219}, native: arm64Calls},
+		{audit: auditArchARM, socket: 281, socketpair: 288, keys: []uint32{309, 310, 311}},
+	},
 }
 
 // seccompPolicy is what a filter denies beyond unix sockets and io_uring.
@@ -87,9 +117,9 @@ type seccompPolicy struct {
 	// (32-bit programs) is denied, so that the lists below need no
 	// compat numbers.
 	native bool
-	ipc    bool // no SysV IPC, POSIX message queues or key rings: they are the host's
+	ipc    bool // no SysV IPC or POSIX message queues: they are the host's
 	ns     bool // no new namespaces: unshare, setns, clone with CLONE_NEW*, clone3
-	noNet  bool // no sockets but netlink (network off: UDP too, which Landlock lets through)
+	noNet  bool // no sockets but routing netlink (network off: UDP too, which Landlock lets through)
 	chmod  bool // no chmod or chown: a server running as root owns the host's files
 	xattr  bool // no extended attributes set or removed: Landlock does not cover them
 }
@@ -103,9 +133,8 @@ func landlockPolicy(network, root bool) seccompPolicy {
 const cloneNewFlags = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 
 const (
-	eperm    = 1
-	enosys   = 38
-	afNetlnk = 16
+	eperm  = 1
+	enosys = 38
 )
 
 // seccompFilter returns the filter as bwrap --seccomp reads it: the raw
@@ -145,8 +174,10 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 	var prog []bpf.Instruction
 	for _, a := range arches {
 		// Per arch: [ld arch; jne next] ld nr; [x32: jge deny]; [socketcall:
-		// jeq deny]; io_uring: deny; [policy]; jne socket allow; ld arg0;
-		// jeq AF_UNIX deny; [network off: jne netlink deny]; ret allow.
+		// jeq deny]; io_uring: deny; keys: EPERM; [policy]; socketpair:
+		// unix other than stream denied; socket: unix denied, netlink
+		// other than routing denied, [network off: all else denied];
+		// ret allow.
 		var body []bpf.Instruction
 		body = append(body, bpf.LoadAbsolute{Off: offNr, Size: 4})
 		if a.x32 {
@@ -160,10 +191,13 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 			bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: ioUringRegister, SkipTrue: 1},
 			deny,
 		)
+		denyNr := func(nr, e uint32) {
+			body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr, SkipTrue: 1}, errno(e))
+		}
+		for _, nr := range a.keys {
+			denyNr(nr, eperm)
+		}
 		if n := a.native; n != nil {
-			denyNr := func(nr, e uint32) {
-				body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr, SkipTrue: 1}, errno(e))
-			}
 			// nr with any CLONE_NEW* bit in args[0] is denied, else allowed.
 			denyNewNS := func(nr uint32) {
 				body = append(body,
@@ -200,16 +234,38 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 		} else if pol.ipc || pol.chmod || pol.xattr || pol.ns {
 			return nil, fmt.Errorf("no syscall numbers of %s for this policy", goarch)
 		}
-		tail := []bpf.Instruction{
+		// socketpair(AF_UNIX, type): only SOCK_STREAM, with or without its
+		// flags; any other type or flag is denied (the kernel would refuse
+		// unknown flags anyway). Other families have no socketpair.
+		pair := []bpf.Instruction{
+			bpf.LoadAbsolute{Off: offArg0, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: afUnix, SkipTrue: 4},
+			bpf.LoadAbsolute{Off: offArg1, Size: 4},
+			bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: ^uint32(sockFlags)},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: sockStream, SkipTrue: 1},
+			deny,
+			allow,
+		}
+		body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.socketpair, SkipTrue: uint8(len(pair))})
+		body = append(body, pair...)
+		// socket(family, type, protocol): no unix sockets; netlink only
+		// for routing; with network off nothing else either.
+		other := allow
+		if pol.noNet {
+			other = deny
+		}
+		sock := []bpf.Instruction{
 			bpf.LoadAbsolute{Off: offArg0, Size: 4},
 			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: afUnix, SkipTrue: 1},
 			deny,
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: afNetlink, SkipTrue: 1},
+			other,
+			bpf.LoadAbsolute{Off: offArg2, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: netlinkRoute, SkipTrue: 1},
+			deny,
 		}
-		if pol.noNet {
-			tail = append(tail, bpf.JumpIf{Cond: bpf.JumpEqual, Val: afNetlnk, SkipTrue: 1}, deny)
-		}
-		body = append(body, bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.socket, SkipFalse: uint8(len(tail))})
-		body = append(body, tail...)
+		body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.socket, SkipTrue: uint8(len(sock))})
+		body = append(body, sock...)
 		body = append(body, allow)
 		if len(body) > 255 {
 			return nil, fmt.Errorf("seccomp filter for %s too long to jump over", goarch)
