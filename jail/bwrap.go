@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,9 +18,14 @@ import (
 // bwrap confines with bubblewrap: a read-only view of the host, a private
 // /dev, /proc, pid, ipc and uts namespace, and the jail bound writable.
 type bwrap struct {
-	path    string // absolute path of the bwrap binary
-	scope   scoper // Landlock scoping of abstract sockets and signals
-	seccomp []byte // the filter denying unix sockets, as bwrap --seccomp reads it
+	path    string   // absolute path of the bwrap binary
+	scope   scoper   // Landlock scoping of abstract sockets and signals
+	seccomp []byte   // the filter denying unix sockets, as bwrap --seccomp reads it
+	shadow  []string // the host's shadowDirs as they resolve here
+
+	pathMu  sync.Mutex
+	pathFor string   // the PATH pathDirs were resolved for
+	pathVis []string // PATH's directories below a shadowed one
 
 	mu   sync.Mutex
 	info map[*exec.Cmd]*os.File // read end of each command's --info-fd pipe, until Start
@@ -41,7 +48,8 @@ func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
 		filter.Close()
 		return nil, fmt.Errorf("create info pipe: %w", err)
 	}
-	cmd := exec.Command(b.path, BwrapArgs(spec)...)
+	spec.Visible = b.visible(spec)
+	cmd := exec.Command(b.path, BwrapArgs(spec, b.shadow)...)
 	// The filter and the info pipe go last, after the descriptors
 	// BwrapArgs numbers; Start closes them once bwrap has them.
 	cmd.ExtraFiles = append(bwrapFiles(spec), filter, infoW)
@@ -118,12 +126,99 @@ func bwrapFiles(spec Spec) []*os.File {
 	return files
 }
 
-// BwrapArgs returns the bubblewrap arguments that run spec, without the
-// program name. It is pure so that the policy can be golden-tested anywhere.
+// ShadowDirs are the host directories bubblewrap shows empty and
+// read-only. A read-only view does not stop a FIFO: opening one for
+// writing ignores a read-only mount, and a host process reading it
+// receives what the command writes. These are where host programs keep
+// FIFOs (/run/initctl, which systemd reads as init requests; container
+// runtimes' stdio FIFOs under /run; a script's mkfifo in /tmp). /dev/shm
+// is already the sandbox's own (--dev). What a command must still see
+// below them (Spec.Visible: the project; the directories of its PATH and
+// the resolver's configuration, which bwrap adds) is bound back read-only.
+// FIFOs elsewhere (the project, ~/.cache) stay reachable: a Landlock layer
+// inside the sandbox is what closes them.
+var ShadowDirs = []string{"/tmp", "/var/tmp", "/run"}
+
+// shadowHost resolves ShadowDirs on this host: each directory by its real
+// path, once, and none that is missing.
+func shadowHost() []string {
+	var out []string
+	for _, d := range ShadowDirs {
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.IsDir() || slices.Contains(out, real) {
+			continue
+		}
+		out = append(out, real)
+	}
+	return out
+}
+
+// visible is spec.Visible plus what bwrap keeps in view itself below a
+// shadowed directory: the directories of the command's PATH and the
+// resolver's configuration (/etc/resolv.conf is a link into /run where
+// systemd-resolved or NetworkManager manage it). A path that does not
+// exist, or that resolves into the jail, is left out.
+func (b *bwrap) visible(spec Spec) []string {
+	out := slices.Clone(spec.Visible)
+	out = append(out, b.pathDirs(envValue(spec.Env, "PATH"))...)
+	if r, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil && shadowed(r, b.shadow) {
+		out = append(out, r)
+	}
+	return slices.DeleteFunc(out, func(p string) bool { return within(p, spec.Jail) })
+}
+
+// pathDirs resolves the directories of path that lie below a shadowed
+// directory, once for each PATH the server sees.
+func (b *bwrap) pathDirs(path string) []string {
+	b.pathMu.Lock()
+	defer b.pathMu.Unlock()
+	if path == b.pathFor && b.pathVis != nil {
+		return b.pathVis
+	}
+	vis := []string{}
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil || !shadowed(real, b.shadow) {
+			continue
+		}
+		if fi, err := os.Stat(real); err == nil && fi.IsDir() {
+			vis = append(vis, real)
+		}
+	}
+	b.pathFor, b.pathVis = path, vis
+	return vis
+}
+
+// shadowed reports whether p lies in one of the shadowed directories.
+func shadowed(p string, shadow []string) bool {
+	for _, d := range shadow {
+		if within(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether p is dir or lies below it; both are clean.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/") || dir == "/"
+}
+
+// BwrapArgs returns the bubblewrap arguments that run spec with shadow
+// (ShadowDirs as they resolve on the host) shown empty, without the
+// program name. It is pure so that the policy can be golden-tested
+// anywhere.
 //
 // Order matters: bubblewrap applies mounts in argument order, so the host is
-// bound read-only first and the jail is bound writable last, over it.
-func BwrapArgs(spec Spec) []string {
+// bound read-only first, the shadowed directories hidden, what must stay
+// visible below them bound back, and the jail bound writable last, over it.
+func BwrapArgs(spec Spec, shadow []string) []string {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
 	}
@@ -144,6 +239,26 @@ func BwrapArgs(spec Spec) []string {
 		// As root a fresh /proc lets the sandbox write kernel tunables.
 		"--ro-bind", "/proc/sys", "/proc/sys",
 	)
+	// Every shadowed directory is mounted before anything is bound back,
+	// so that one shadowing another (a /var/tmp that is /tmp) hides
+	// nothing bound back.
+	for _, d := range shadow {
+		perms := "0755"
+		if d == "/tmp" || d == "/var/tmp" {
+			perms = "1777"
+		}
+		args = append(args, "--perms", perms, "--tmpfs", d)
+	}
+	vis := slices.Clone(spec.Visible)
+	slices.Sort(vis) // a path before the paths below it
+	var shown []string
+	for _, v := range vis {
+		if !shadowed(v, shadow) || shadowed(v, shown) {
+			continue
+		}
+		shown = append(shown, v)
+		args = append(args, "--ro-bind", v, v)
+	}
 	// Sources the server opened are bound by descriptor (fd 3 on, in the
 	// order of bwrapFiles); bwrap closes them before the command runs.
 	fd := 3
@@ -167,6 +282,12 @@ func BwrapArgs(spec Spec) []string {
 	}
 	for _, h := range spec.Hide {
 		args = append(args, "--perms", "0500", "--tmpfs", h)
+	}
+	// Read-only only now that bwrap has made, in the shadowing tmpfs, the
+	// mount points of the jail and of what is bound back (remount-ro does
+	// not reach the mounts below).
+	for _, d := range shadow {
+		args = append(args, "--remount-ro", d)
 	}
 	// No unix sockets (see seccomp.go); the filter is the descriptor after
 	// the bound ones, then the pipe where bwrap says its init's pid.

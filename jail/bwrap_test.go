@@ -5,6 +5,7 @@ package jail_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,12 +66,21 @@ func TestBwrapArgs(t *testing.T) {
 		{"argv_dash", func(s *jail.Spec) {
 			s.Argv = []string{"--bind", "/", "/", "-rf", "--"}
 		}},
+		{"project_in_tmp", func(s *jail.Spec) {
+			s.Jail = "/tmp/p/.agent-home/s"
+			s.Dir = "/tmp/p/src"
+			s.Env = []string{"HOME=" + s.Jail, "PATH=/tmp/tools/bin:/usr/bin"}
+			// The project, a PATH directory and the resolver's file as
+			// bwrap adds them; one below another and one outside the
+			// shadowed directories need no bind of their own.
+			s.Visible = []string{"/tmp/p", "/tmp/tools/bin", "/run/systemd/resolve/stub-resolv.conf", "/tmp/p/src", "/home/u/bin"}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := goldenSpec()
 			tt.spec(&spec)
-			args := jail.BwrapArgs(spec)
+			args := jail.BwrapArgs(spec, jail.ShadowDirs)
 
 			// Everything after the first "--" is the command, verbatim: an
 			// argument starting with "-" must never be read by bwrap.
@@ -228,6 +238,21 @@ func TestBwrapConfines(t *testing.T) {
 			},
 		},
 		{
+			// A FIFO there, opened for writing, would reach a host reader
+			// through the read-only view: they are empty but for what
+			// must stay visible (Spec.Visible, the jail).
+			name: "host tmp, var/tmp and run are shadowed", network: true, wantOK: true,
+			script: `for f in $MARKS; do [ -e "$f" ] && echo "VISIBLE $f"; done
+[ -d "$OUTSIDE" ] && echo outside-visible
+touch /tmp/x /run/x 2>/dev/null || echo read-only
+true`,
+			check: func(t *testing.T, jailDir, outside, stdout, stderr string) {
+				if strings.Contains(stdout, "VISIBLE") || !strings.Contains(stdout, "outside-visible\nread-only") {
+					t.Errorf("stdout %q: want no host file visible, the visible path shown, both read-only", stdout)
+				}
+			},
+		},
+		{
 			name: "no capabilities", network: true, wantOK: true,
 			script: `grep ^Cap /proc/self/status`,
 			check: func(t *testing.T, jailDir, outside, stdout, stderr string) {
@@ -243,15 +268,33 @@ func TestBwrapConfines(t *testing.T) {
 			},
 		},
 	}
+	// A file in each shadowed directory, or in one below it where only
+	// root may write it (/run/lock is world-writable).
+	var marks []string
+	for _, dir := range jail.ShadowDirs {
+		made := false
+		for _, d := range []string{dir, filepath.Join(dir, "lock")} {
+			f := filepath.Join(d, fmt.Sprintf("jail-mcp-shadow-%d", os.Getpid()))
+			if os.WriteFile(f, nil, 0o644) == nil {
+				t.Cleanup(func() { os.Remove(f) })
+				marks, made = append(marks, f), true
+				break
+			}
+		}
+		if !made {
+			t.Fatalf("no file can be made in %s or %s/lock: the shadowing cannot be shown", dir, dir)
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			jailDir, outside := t.TempDir(), t.TempDir()
 			spec := jail.Spec{
 				Argv:    []string{"/bin/sh", "-c", tt.script},
 				Dir:     jailDir,
-				Env:     []string{"PATH=/usr/bin:/bin", "HOME=" + jailDir, "OUTSIDE=" + outside},
+				Env:     []string{"PATH=/usr/bin:/bin", "HOME=" + jailDir, "OUTSIDE=" + outside, "MARKS=" + strings.Join(marks, " ")},
 				Jail:    jailDir,
 				Network: tt.network,
+				Visible: []string{outside},
 			}
 			cmd, err := b.Command(spec)
 			if err != nil {

@@ -120,6 +120,12 @@ type Spec struct {
 	// replaced, after the mounts, by an empty read-only tmpfs.
 	Mounts []Mount
 	Hide   []string
+	// Visible lists canonical host paths the command must see even where
+	// a backend hides host directories (bubblewrap's shadowed /tmp,
+	// /var/tmp and /run): the project, so that a project kept under /tmp
+	// still works. They are shown read-only; the jail inside stays
+	// writable.
+	Visible []string
 }
 
 // String prints the policy of s for logs and errors; environment values are

@@ -48,7 +48,7 @@ func newBwrap(path string) *bwrap {
 		// denied, so nothing runs unconfined.
 		filter, _ = seccompFilter("amd64")
 	}
-	return &bwrap{path: path, scope: newScoper(), seccomp: filter}
+	return &bwrap{path: path, scope: newScoper(), seccomp: filter, shadow: shadowHost()}
 }
 
 // memfd is an in-memory file holding data, read from its start.

@@ -136,6 +136,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		Env:     buildEnv(cfg.Environ, cfg.PassEnv, s.Path, credEnv, req.Env),
 		Jail:    s.Path,
 		Network: network,
+		Visible: []string{cfg.Project},
 	}
 	var opened []*os.File
 	defer func() { closeAll(opened) }()
