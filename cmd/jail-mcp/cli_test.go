@@ -267,10 +267,12 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 }
 
 // installCLIs installs realCLIs under a fresh prefix and returns its bin
-// directory. npm's cache outlives the test so that re-runs are quick.
+// directory. npm's cache outlives the test so that re-runs are quick. The
+// prefix is not under /tmp, which bubblewrap shadows: its bin directory
+// would be bound back, but not the packages its links point into.
 func installCLIs(t *testing.T) string {
 	t.Helper()
-	prefix := t.TempDir()
+	prefix := hostDir(t)
 	var pkgs []string
 	for _, c := range realCLIs {
 		pkgs = append(pkgs, c.pkg+"@"+c.version)

@@ -342,3 +342,44 @@ func oneLineText(t *testing.T, res *mcp.CallToolResult) string {
 }
 
 var _ = fmt.Sprint
+
+// hostDir is a fresh directory of the host in plain view of every
+// backend's jail: not under the directories bubblewrap shadows (/tmp,
+// /var/tmp, /run), where an attack aimed at it would fail for the wrong
+// reason. It is under the tester's cache directory.
+func hostDir(t *testing.T) string {
+	t.Helper()
+	base, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatalf("no cache directory for the suite's host directories: %v", err)
+	}
+	base = filepath.Join(base, "jail-mcp-test")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(base, "host-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// World-searchable like /tmp's, so that an unprivileged jail reaches
+	// what a root test put there.
+	os.Chmod(dir, 0o755)
+	dir, err = filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeAllForce(dir) })
+	return dir
+}
+
+// removeAllForce removes dir even where an attack left directories
+// without rights.
+func removeAllForce(dir string) {
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	os.RemoveAll(dir)
+}
