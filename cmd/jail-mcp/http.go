@@ -32,9 +32,35 @@ type httpSessions struct {
 	m   *session.Manager
 	log *slog.Logger
 
-	mu    sync.Mutex
-	live  map[string]*session.Session // nil: minted, no command run yet
-	ended map[string]bool
+	// maxEnded and endedTTL bound what is remembered of ended sessions
+	// (endedMax and endedTTL unless a test lowers them); now is the clock
+	// they are measured by.
+	maxEnded int
+	endedTTL time.Duration
+	now      func() time.Time
+
+	mu         sync.Mutex
+	live       map[string]*session.Session // nil: minted, no command run yet
+	ended      map[string]bool
+	endedOrder []endedID // the ids of ended, oldest first
+}
+
+// An ended session's id is remembered only so that its client is told the
+// session ended rather than that the id is unknown: both are refused alike,
+// and ask for the same remedy. So the memory is bounded, in count and in
+// age, for a server that runs for weeks or a client that opens and ends
+// sessions in a loop: 4096 ids (well under a megabyte) is 16 times the
+// default bound on live sessions, and a client coming back after an hour
+// is as well served by "unknown: initialize a new session".
+const (
+	endedMax = 4096
+	endedTTL = time.Hour
+)
+
+// endedID is an ended session's id and when it ended.
+type endedID struct {
+	id string
+	at time.Time
 }
 
 var (
@@ -43,7 +69,24 @@ var (
 )
 
 func newHTTPSessions(m *session.Manager, log *slog.Logger) *httpSessions {
-	return &httpSessions{m: m, log: log, live: map[string]*session.Session{}, ended: map[string]bool{}}
+	return &httpSessions{
+		m: m, log: log,
+		maxEnded: endedMax, endedTTL: endedTTL, now: time.Now,
+		live: map[string]*session.Session{}, ended: map[string]bool{},
+	}
+}
+
+// forget drops the ended ids beyond maxEnded or older than endedTTL, which
+// are then simply unknown. h.mu is held. The ids end in time order, so
+// they leave from the front; the slice's array is reallocated by append
+// once its front is used up, so it holds about twice maxEnded at most.
+func (h *httpSessions) forget() {
+	cutoff := h.now().Add(-h.endedTTL)
+	for len(h.endedOrder) > 0 && (len(h.endedOrder) > h.maxEnded || !h.endedOrder[0].at.After(cutoff)) {
+		delete(h.ended, h.endedOrder[0].id)
+		h.endedOrder[0] = endedID{}
+		h.endedOrder = h.endedOrder[1:]
+	}
 }
 
 func (h *httpSessions) Generate() string {
@@ -58,6 +101,7 @@ func (h *httpSessions) Generate() string {
 func (h *httpSessions) Validate(id string) (isTerminated bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.forget()
 	if _, ok := h.live[id]; ok {
 		return false, nil
 	}
@@ -71,6 +115,7 @@ func (h *httpSessions) Validate(id string) (isTerminated bool, err error) {
 // commands are killed; its jail and the files in it stay.
 func (h *httpSessions) Terminate(id string) (isNotAllowed bool, err error) {
 	h.mu.Lock()
+	h.forget()
 	s, ok := h.live[id]
 	if !ok {
 		ended := h.ended[id]
@@ -82,6 +127,8 @@ func (h *httpSessions) Terminate(id string) (isNotAllowed bool, err error) {
 	}
 	delete(h.live, id)
 	h.ended[id] = true
+	h.endedOrder = append(h.endedOrder, endedID{id, h.now()})
+	h.forget()
 	h.mu.Unlock()
 	killed := 0
 	if s != nil {
@@ -115,6 +162,7 @@ func (h *httpSessions) session(ctx context.Context) (*session.Session, error) {
 	id := cs.SessionID()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.forget()
 	s, ok := h.live[id]
 	switch {
 	case !ok && h.ended[id]:

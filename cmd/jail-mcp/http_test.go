@@ -28,6 +28,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/tools"
@@ -352,6 +353,55 @@ func httpRPCResult(r httpRawResponse, id int) (map[string]any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// httpInitialize is the body of an initialize request.
+func httpInitialize(id int) string {
+	return httpRPC(id, "initialize", map[string]any{
+		"protocolVersion": httpLegacyVersion, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"},
+	}, nil)
+}
+
+// initialize opens an MCP session with a raw initialize request and
+// returns its id.
+func (hs *httpTestServer) initialize(t *testing.T) string {
+	t.Helper()
+	r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(1))
+	id := r.header.Get("Mcp-Session-Id")
+	if r.code != http.StatusOK || id == "" {
+		t.Fatalf("initialize: status %d, session %q: %s", r.code, id, r.body)
+	}
+	return id
+}
+
+// startHTTPInProcess serves the HTTP transport from this process, on a
+// free loopback port, with an MCP server that has no tools, until the test
+// ends: for the tests that lower the limits of the session table, or read
+// it. set, when not nil, adjusts the table before the server starts.
+func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*httpTestServer, *httpSessions) {
+	t.Helper()
+	hs := &httpTestServer{t: t, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	log := newLogger(hs.stderr, slog.LevelDebug)
+	sessions := newHTTPSessions(nil, log)
+	if set != nil {
+		set(sessions)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.url = "http://" + ln.Addr().String() + "/mcp"
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		hs.waitErr = serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, config{MaxTimeout: time.Minute}, log)
+		close(hs.exited)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-hs.exited
+	})
+	return hs, sessions
 }
 
 // httpJailNames lists the session directories under the project's jail base.
@@ -1366,5 +1416,78 @@ func TestHTTPManySessions(t *testing.T) {
 	// per call.
 	if z := hs.zombies(); len(z) > 0 {
 		t.Errorf("after %d calls the server has %d unreaped children, e.g. %v", sessions*calls, len(z), z[:min(len(z), 3)])
+	}
+}
+
+// The ids of ended sessions are remembered within bounds of count and
+// age, however many sessions come and go; an id forgotten is refused
+// exactly as one never minted.
+func TestHTTPForgetsEndedSessions(t *testing.T) {
+	const maxEnded, sessions = 3, 100
+	var clock atomic.Int64
+	clock.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	hs, table := startHTTPInProcess(t, func(h *httpSessions) {
+		h.maxEnded, h.endedTTL = maxEnded, time.Hour
+		h.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	})
+	// refusal is how each kind of request naming id is refused.
+	refusal := func(id string) []string {
+		t.Helper()
+		var out []string
+		for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodPost} {
+			body := ""
+			if method == http.MethodPost {
+				body = httpRPC(2, "tools/list", nil, nil)
+			}
+			r := hs.mustRaw(t, method, id, nil, body)
+			if r.code != http.StatusNotFound {
+				t.Errorf("%s of %s: status %d, want 404: %s", method, id, r.code, r.body)
+			}
+			out = append(out, fmt.Sprintf("%s %d %s", method, r.code, strings.TrimSpace(r.body)))
+		}
+		return out
+	}
+	remembered := func() (n, order, capacity int) {
+		table.mu.Lock()
+		defer table.mu.Unlock()
+		return len(table.ended), len(table.endedOrder), cap(table.endedOrder)
+	}
+	unknown := refusal(uuid.NewString())
+
+	var ids []string
+	for range sessions {
+		id := hs.initialize(t)
+		if r := hs.mustRaw(t, http.MethodDelete, id, nil, ""); r.code != http.StatusOK {
+			t.Fatalf("DELETE: %d %s", r.code, r.body)
+		}
+		ids = append(ids, id)
+		if n, order, capacity := remembered(); n > maxEnded || order != n || capacity > 4*maxEnded {
+			t.Fatalf("after %d sessions ended: %d ids remembered (%d in order, room for %d), want at most %d",
+				len(ids), n, order, capacity, maxEnded)
+		}
+		clock.Add(int64(time.Second))
+	}
+	for i, id := range ids {
+		got := refusal(id)
+		switch forgotten := i < len(ids)-maxEnded; {
+		case forgotten && !slices.Equal(got, unknown):
+			t.Errorf("forgotten id %d: %q, want as unknown: %q", i, got, unknown)
+		case !forgotten && slices.Equal(got, unknown):
+			t.Errorf("recently ended id %d is refused as unknown: %q", i, got)
+		}
+	}
+	// An hour after they ended, none is remembered.
+	clock.Add(int64(time.Hour))
+	for _, id := range ids[len(ids)-maxEnded:] {
+		if got := refusal(id); !slices.Equal(got, unknown) {
+			t.Errorf("id ended over an hour ago: %q, want as unknown: %q", got, unknown)
+		}
+	}
+	if n, _, _ := remembered(); n != 0 {
+		t.Errorf("%d ids remembered an hour after they ended", n)
+	}
+	// The server still serves.
+	if id := hs.initialize(t); hs.mustRaw(t, http.MethodDelete, id, nil, "").code != http.StatusOK {
+		t.Error("DELETE of a new session failed")
 	}
 }
