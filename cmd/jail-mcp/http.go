@@ -192,21 +192,33 @@ func idleTimeout(maxTimeout time.Duration) time.Duration {
 // keeps its DNS-rebinding protection for loopback connections).
 func httpHandler(mcpHTTP http.Handler, sessions *httpSessions, token string) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", requireToken(token, pinSessions(sessions, mcpHTTP)))
+	mux.Handle("/mcp", requireToken(token, sessions.log, pinSessions(sessions, mcpHTTP)))
 	return mux
 }
 
 // requireToken refuses requests without "Authorization: Bearer <token>",
 // comparing in constant time; with no token configured it passes all.
-func requireToken(token string, next http.Handler) http.Handler {
+// Each refusal is logged with where it came from and why, never with what
+// was sent: a wrong token may be a right one of another server.
+func requireToken(token string, log *slog.Logger, next http.Handler) http.Handler {
 	if token == "" {
 		return next
 	}
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		header := r.Header.Get("Authorization")
+		got, ok := strings.CutPrefix(header, "Bearer ")
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			reason := "wrong"
+			switch {
+			case header == "" || header == "Bearer":
+				// (A header's trailing blanks are trimmed: "Bearer " is "Bearer".)
+				reason = "missing"
+			case !ok:
+				reason = "not a bearer token"
+			}
+			log.Warn("bearer token refused", "remote", r.RemoteAddr, "method", r.Method, "reason", reason)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="jail-mcp"`)
 			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
 			return
@@ -217,8 +229,10 @@ func requireToken(token string, next http.Handler) http.Handler {
 
 // pinSessions keeps every request on a protocol version with sessions,
 // so that no tool call runs outside a session's jail: a request of the
-// sessionless 2026-07-28 revision is refused, and GET and DELETE must name
-// a session this server minted and has not ended.
+// sessionless 2026-07-28 revision is refused, and every request but
+// initialize must name a session this server minted and has not ended.
+// mcp-go checks the session of a POST too, through Validate, but without
+// the request, so without saying where a refused one came from.
 func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
@@ -244,9 +258,15 @@ func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 				refuseSessionless(w, msg.ID)
 				return
 			}
-			if msg.Method != string(mcp.MethodInitialize) && r.Header.Get(server.HeaderKeySessionID) == "" {
-				http.Error(w, "Mcp-Session-Id header required: initialize a session first", http.StatusBadRequest)
-				return
+			if msg.Method != string(mcp.MethodInitialize) {
+				id := r.Header.Get(server.HeaderKeySessionID)
+				if id == "" {
+					http.Error(w, "Mcp-Session-Id header required: initialize a session first", http.StatusBadRequest)
+					return
+				}
+				if sessions.refuse(w, r, id) {
+					return
+				}
 			}
 		case http.MethodGet, http.MethodDelete:
 			id := r.Header.Get(server.HeaderKeySessionID)
@@ -254,13 +274,39 @@ func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 				http.Error(w, "Mcp-Session-Id header required", http.StatusBadRequest)
 				return
 			}
-			if ended, err := sessions.Validate(id); err != nil || ended {
-				http.Error(w, "unknown or ended MCP session", http.StatusNotFound)
+			if sessions.refuse(w, r, id) {
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refuse answers 404 when id is not a live session, and logs it; it
+// reports whether it did.
+func (h *httpSessions) refuse(w http.ResponseWriter, r *http.Request, id string) bool {
+	ended, err := h.Validate(id)
+	if err == nil && !ended {
+		return false
+	}
+	reason, msg := "unknown", errUnknownSession
+	if ended {
+		reason, msg = "ended", errEndedSession
+	}
+	h.log.Warn("MCP session id refused", "remote", r.RemoteAddr, "method", r.Method, "session", logID(id), "reason", reason)
+	http.Error(w, msg.Error(), http.StatusNotFound)
+	return true
+}
+
+// logID is a session id as sent, cut to a length well above the ids this
+// server mints: a header can be a megabyte long, and a flood of them must
+// not write a megabyte a line.
+func logID(id string) string {
+	const maxLen = 80
+	if len(id) > maxLen {
+		return id[:maxLen] + "..."
+	}
+	return id
 }
 
 // modernMeta reports whether a request's _meta names the sessionless

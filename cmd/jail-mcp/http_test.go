@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -404,6 +405,35 @@ func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*httpTestServer,
 	return hs, sessions
 }
 
+// httpWarnings are the lines of a server's stderr that warn msg.
+func httpWarnings(stderr, msg string) []string {
+	var lines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, " WRN ") && strings.Contains(l, " "+msg+" ") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// httpAttr is key=value as the server's log writes it.
+func httpAttr(key, value string) string {
+	if value == "" || strings.ContainsAny(value, " =\"") {
+		value = strconv.Quote(value)
+	}
+	return key + "=" + value
+}
+
+// httpWarned waits a moment for a warning msg naming every one of attrs
+// ("key=value").
+func httpWarned(hs *httpTestServer, msg string, attrs ...string) bool {
+	return waitFor(2*time.Second, func() bool {
+		return slices.ContainsFunc(httpWarnings(hs.stderr.String(), msg), func(l string) bool {
+			return !slices.ContainsFunc(attrs, func(a string) bool { return !strings.Contains(l, " "+a) })
+		})
+	})
+}
+
 // httpJailNames lists the session directories under the project's jail base.
 func httpJailNames(t *testing.T, project string) []string {
 	t.Helper()
@@ -776,6 +806,16 @@ func TestHTTPRefusesUnknownSessions(t *testing.T) {
 			if c.id != ended.id && fileExists(hs.jail(c.id)) {
 				t.Errorf("a jail was made for %q", c.id)
 			}
+			// Each refusal is logged, with where it came from, the id and why.
+			reason := "unknown"
+			if c.id == ended.id {
+				reason = "ended"
+			}
+			for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+				if !httpWarned(hs, "MCP session id refused", "remote=127.0.0.1:", "method="+method, httpAttr("session", c.id), "reason="+reason) {
+					t.Errorf("no warning of the refused %s with reason %s; stderr:\n%s", method, reason, hs.stderr)
+				}
+			}
 		})
 	}
 
@@ -857,29 +897,44 @@ func TestHTTPToken(t *testing.T) {
 	t.Run("loopback with token", func(t *testing.T) {
 		project := newProject(t)
 		hs := startHTTP(t, project, serverEnv(), "--token", token)
-		initialize := httpRPC(1, "initialize", map[string]any{
-			"protocolVersion": httpLegacyVersion, "capabilities": map[string]any{},
-			"clientInfo": map[string]any{"name": "raw", "version": "1"},
-		}, nil)
-		for _, auth := range []string{
-			"", // none
-			"Bearer wrong-token-0123456789",
-			"Bearer " + token + "x",
-			"Bearer " + token[:len(token)-1],
-			"Bearer ",
-			token,
-			"Basic " + token,
-			"Bearer  " + token,
+		wrong := "wrong-token-" + uuid.NewString()
+		for _, c := range []struct{ auth, reason string }{
+			{"", "missing"},
+			{"Bearer " + wrong, "wrong"},
+			{"Bearer " + token + "x", "wrong"},
+			{"Bearer " + token[:len(token)-1], "wrong"},
+			{"Bearer ", "missing"},
+			{token, "not a bearer token"},
+			{"Basic " + token, "not a bearer token"},
+			{"Bearer  " + token, "wrong"},
 		} {
-			r := hs.mustRaw(t, http.MethodPost, "", map[string]string{"Authorization": auth}, initialize)
+			before := len(httpWarnings(hs.stderr.String(), "bearer token refused"))
+			r := hs.mustRaw(t, http.MethodPost, "", map[string]string{"Authorization": c.auth}, httpInitialize(1))
 			if r.code != http.StatusUnauthorized {
-				t.Errorf("Authorization %q: status %d, want 401", auth, r.code)
+				t.Errorf("Authorization %q: status %d, want 401", c.auth, r.code)
 			}
 			if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
-				t.Errorf("Authorization %q: WWW-Authenticate %q", auth, r.header.Get("WWW-Authenticate"))
+				t.Errorf("Authorization %q: WWW-Authenticate %q", c.auth, r.header.Get("WWW-Authenticate"))
 			}
 			if r.header.Get("Mcp-Session-Id") != "" {
-				t.Errorf("Authorization %q: a session was minted", auth)
+				t.Errorf("Authorization %q: a session was minted", c.auth)
+			}
+			// Each refusal is logged once, with where it came from and why.
+			var lines []string
+			waitFor(2*time.Second, func() bool {
+				lines = httpWarnings(hs.stderr.String(), "bearer token refused")[before:]
+				return len(lines) > 0
+			})
+			if len(lines) != 1 || !strings.Contains(lines[0], " remote=127.0.0.1:") || !strings.Contains(lines[0], " "+httpAttr("reason", c.reason)) {
+				t.Errorf("Authorization %q: logged %q, want one warning with the remote address and reason %q", c.auth, lines, c.reason)
+			}
+		}
+		// No token, right or wrong, nor any piece of one, is ever logged.
+		for _, secret := range []string{token, wrong} {
+			for i := 0; i+8 <= len(secret); i++ {
+				if piece := secret[i : i+8]; strings.Contains(hs.stderr.String(), piece) {
+					t.Fatalf("stderr holds %q of the token %q:\n%s", piece, secret, hs.stderr)
+				}
 			}
 		}
 		if c, _, err := hs.dial(t.Context(), "", ""); err == nil {
@@ -1489,5 +1544,47 @@ func TestHTTPForgetsEndedSessions(t *testing.T) {
 	// The server still serves.
 	if id := hs.initialize(t); hs.mustRaw(t, http.MethodDelete, id, nil, "").code != http.StatusOK {
 		t.Error("DELETE of a new session failed")
+	}
+}
+
+// A flood of requests naming sessions that do not exist is refused and
+// logged request by request, and leaves nothing behind: no entry in the
+// session table, and log lines of bounded length however long the ids.
+func TestHTTPRefusalFloodKeepsNothing(t *testing.T) {
+	const requests = 300
+	hs, table := startHTTPInProcess(t, nil)
+	live := hs.initialize(t)
+	long := strings.Repeat("x", 32<<10)
+	for i := range requests {
+		id := fmt.Sprintf("%s-%d", uuid.NewString(), i)
+		if i%2 == 1 {
+			id += long
+		}
+		method := []string{http.MethodPost, http.MethodGet, http.MethodDelete}[i%3]
+		body := ""
+		if method == http.MethodPost {
+			body = httpToolsCall(i, "true", nil)
+		}
+		if r := hs.mustRaw(t, method, id, nil, body); r.code != http.StatusNotFound {
+			t.Fatalf("%s of an unknown id: status %d, want 404: %s", method, r.code, r.body)
+		}
+	}
+	warnings := httpWarnings(hs.stderr.String(), "MCP session id refused")
+	if len(warnings) != requests {
+		t.Errorf("%d warnings of refused ids, want %d", len(warnings), requests)
+	}
+	for _, l := range warnings {
+		if len(l) > 300 {
+			t.Fatalf("a warning of %d bytes: %.300s...", len(l), l)
+		}
+	}
+	table.mu.Lock()
+	nLive, nEnded := len(table.live), len(table.ended)
+	table.mu.Unlock()
+	if nLive != 1 || nEnded != 0 {
+		t.Errorf("after the flood the table holds %d live and %d ended ids, want 1 and 0", nLive, nEnded)
+	}
+	if r := hs.mustRaw(t, http.MethodDelete, live, nil, ""); r.code != http.StatusOK {
+		t.Errorf("DELETE of the live session after the flood: %d %s", r.code, r.body)
 	}
 }
