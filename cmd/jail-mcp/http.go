@@ -24,13 +24,16 @@ import (
 )
 
 // httpSessions maps MCP session ids to jails, one jail per MCP session,
-// and is mcp-go's SessionIdManager: ids are minted here (random UUIDs,
+// and gives mcp-go its SessionIdManager: ids are minted here (random UUIDs,
 // 122 bits from crypto/rand), and an id this server did not mint, or whose
 // session ended, is refused on every request. (mcp-go's default manager
-// accepts any well-formed id, even a terminated one.)
+// accepts any well-formed id, even a terminated one.) At most maxLive
+// (--max-sessions) sessions are live at once: an initialize beyond them is
+// refused, exactly, however many arrive together (see slot).
 type httpSessions struct {
-	m   *session.Manager
-	log *slog.Logger
+	m       *session.Manager
+	log     *slog.Logger
+	maxLive int
 
 	// maxEnded and endedTTL bound what is remembered of ended sessions
 	// (endedMax and endedTTL unless a test lowers them); now is the clock
@@ -41,6 +44,7 @@ type httpSessions struct {
 
 	mu         sync.Mutex
 	live       map[string]*session.Session // nil: minted, no command run yet
+	starting   int                         // slots taken and not yet minted or given back
 	ended      map[string]bool
 	endedOrder []endedID // the ids of ended, oldest first
 }
@@ -68,10 +72,12 @@ var (
 	errEndedSession   = errors.New("this MCP session has ended: initialize a new one")
 )
 
-func newHTTPSessions(m *session.Manager, log *slog.Logger) *httpSessions {
+func newHTTPSessions(m *session.Manager, log *slog.Logger, maxSessions int) *httpSessions {
 	return &httpSessions{
-		m: m, log: log,
-		maxEnded: endedMax, endedTTL: endedTTL, now: time.Now,
+		m: m, log: log, maxLive: maxSessions,
+		// At least maxLive, so that the sessions ended together at shutdown
+		// are all still known when mcp-go ends them once more.
+		maxEnded: max(endedMax, maxSessions), endedTTL: endedTTL, now: time.Now,
 		live: map[string]*session.Session{}, ended: map[string]bool{},
 	}
 }
@@ -89,11 +95,81 @@ func (h *httpSessions) forget() {
 	}
 }
 
-func (h *httpSessions) Generate() string {
+// slot is an initialize request's room for one more live session, taken
+// by pinSessions before mcp-go sees the request and given back after. For
+// that request mcp-go's resolver answers with the slot, whose Generate
+// turns it into the live session in one step: a session is never counted
+// twice, nor missed, however many initializes run at once. A session
+// minted by an initialize that then failed counts like any other until
+// DELETE or the idle timeout, as mcp-go keeps its state for it until then.
+type slot struct {
+	h    *httpSessions
+	used bool // minted or given back; guarded by h.mu
+}
+
+// slotKey is the request context's key of an initialize request's slot.
+type slotKey struct{}
+
+// take takes a slot, or returns nil when live sessions and slots taken
+// already number maxLive.
+func (h *httpSessions) take() *slot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.live)+h.starting >= h.maxLive {
+		return nil
+	}
+	h.starting++
+	return &slot{h: h}
+}
+
+// giveBack frees the slot of a request that minted no session (mcp-go
+// refused it first); a slot that minted one is the live session now.
+func (h *httpSessions) giveBack(s *slot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !s.used {
+		s.used = true
+		h.starting--
+	}
+}
+
+func (s *slot) Generate() string                  { return s.h.mint(s) }
+func (s *slot) Validate(id string) (bool, error)  { return s.h.Validate(id) }
+func (s *slot) Terminate(id string) (bool, error) { return s.h.Terminate(id) }
+
+// ResolveSessionIdManager is mcp-go's SessionIdManagerResolver: an
+// initialize request's slot, the table itself otherwise (and for mcp-go's
+// idle sweeper and shutdown, which pass no request).
+func (h *httpSessions) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	if r != nil {
+		if s, ok := r.Context().Value(slotKey{}).(*slot); ok {
+			return s
+		}
+	}
+	return h
+}
+
+// Generate is mcp-go's call to mint an id without a slot: for a GET
+// without a session id, which pinSessions refuses, or an initialize that
+// did not pass pinSessions. Neither happens; should one, the id it gets is
+// never live, so it is refused on first use rather than over the bound.
+func (h *httpSessions) Generate() string { return h.mint(nil) }
+
+// mint mints the id of a new session in slot s.
+func (h *httpSessions) mint(s *slot) string {
 	id := uuid.NewString()
 	h.mu.Lock()
-	h.live[id] = nil
+	ok := s != nil && !s.used
+	if ok {
+		s.used = true
+		h.starting--
+		h.live[id] = nil
+	}
 	h.mu.Unlock()
+	if !ok {
+		h.log.Error("MCP session id minted without a slot: it will be refused", "session", id)
+		return id
+	}
 	h.log.Info("MCP session started", "session", id)
 	return id
 }
@@ -258,7 +334,17 @@ func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 				refuseSessionless(w, msg.ID)
 				return
 			}
-			if msg.Method != string(mcp.MethodInitialize) {
+			if msg.Method == string(mcp.MethodInitialize) {
+				s := sessions.take()
+				if s == nil {
+					sessions.log.Warn("MCP session refused: too many", "remote", r.RemoteAddr, "max_sessions", sessions.maxLive)
+					writeRPCError(w, http.StatusServiceUnavailable, msg.ID, codeTooManySessions, fmt.Sprintf(
+						"jail-mcp already serves its maximum of %d live MCP sessions: end one (DELETE) or raise --max-sessions", sessions.maxLive))
+					return
+				}
+				defer sessions.giveBack(s)
+				r = r.WithContext(context.WithValue(r.Context(), slotKey{}, s))
+			} else {
 				id := r.Header.Get(server.HeaderKeySessionID)
 				if id == "" {
 					http.Error(w, "Mcp-Session-Id header required: initialize a session first", http.StatusBadRequest)
@@ -317,13 +403,28 @@ func modernMeta(meta map[string]any) bool {
 }
 
 func refuseSessionless(w http.ResponseWriter, id json.RawMessage) {
+	writeRPCError(w, http.StatusBadRequest, id, mcp.INVALID_REQUEST,
+		"jail-mcp gives each MCP session its own jail: use protocol version 2025-11-25 or earlier, which has sessions")
+}
+
+// codeTooManySessions is the JSON-RPC error of an initialize beyond
+// --max-sessions: the first of the codes JSON-RPC leaves to servers
+// (-32000 to -32099), which MCP gives no meaning of its own. Not
+// INVALID_REQUEST: the request is sound, the server is full for now. It
+// goes with HTTP 503, which clients read as a server error; a 4xx answer
+// to initialize tells mcp-go's client the server speaks only the old
+// HTTP+SSE transport, and it would report that instead.
+const codeTooManySessions = -32000
+
+// writeRPCError answers a JSON-RPC request (id, valid JSON or empty) with
+// an error; message is ASCII.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, message string) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, id, mcp.INVALID_REQUEST,
-		"jail-mcp gives each MCP session its own jail: use protocol version 2025-11-25 or earlier, which has sessions")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, id, code, message)
 }
 
 // serveHTTP serves streamable HTTP on ln until ctx ends (SIGTERM, SIGINT),
@@ -331,7 +432,7 @@ func refuseSessionless(w http.ResponseWriter, id json.RawMessage) {
 // its files) and returns within a few seconds.
 func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, cfg config, log *slog.Logger) error {
 	mcpHTTP := server.NewStreamableHTTPServer(srv,
-		server.WithSessionIdManager(sessions),
+		server.WithSessionIdManagerResolver(sessions),
 		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		server.WithSessionIdleTTL(idleTimeout(cfg.MaxTimeout)),
 		server.WithStreamableHTTPLogger(log),

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -384,7 +385,7 @@ func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*httpTestServer,
 	t.Helper()
 	hs := &httpTestServer{t: t, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	log := newLogger(hs.stderr, slog.LevelDebug)
-	sessions := newHTTPSessions(nil, log)
+	sessions := newHTTPSessions(nil, log, defaultMaxSessions)
 	if set != nil {
 		set(sessions)
 	}
@@ -1586,5 +1587,211 @@ func TestHTTPRefusalFloodKeepsNothing(t *testing.T) {
 	}
 	if r := hs.mustRaw(t, http.MethodDelete, live, nil, ""); r.code != http.StatusOK {
 		t.Errorf("DELETE of the live session after the flood: %d %s", r.code, r.body)
+	}
+}
+
+// --max-sessions bounds the live sessions: an initialize beyond them is
+// refused with a JSON-RPC error saying what to do, and ending a session
+// makes room at once.
+func TestHTTPMaxSessions(t *testing.T) {
+	project := newProject(t)
+	hs := startHTTP(t, project, serverEnv(), "--max-sessions", "3")
+	if !strings.Contains(hs.stderr.String(), "max_sessions=3") {
+		t.Errorf("starting line does not give the bound: %s", hs.stderr)
+	}
+	var sessions []*httpTestSession
+	for i := range 3 {
+		s := hs.connect(t, "")
+		if res, raw := s.exec(map[string]any{"command": fmt.Sprintf("echo %d > $HOME/n; echo $HOME", i)}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
+			t.Fatalf("session %d: %+v %s", i, res, text(raw))
+		}
+		sessions = append(sessions, s)
+	}
+
+	r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(7))
+	if r.code != http.StatusServiceUnavailable || r.header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("4th initialize: status %d, session %q, want 503 and none: %s", r.code, r.header.Get("Mcp-Session-Id"), r.body)
+	}
+	var msg struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      int    `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &msg); err != nil || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("4th initialize: not a JSON-RPC answer (%v, %s): %s", err, r.header.Get("Content-Type"), r.body)
+	}
+	if msg.JSONRPC != "2.0" || msg.ID != 7 || msg.Error.Code != codeTooManySessions {
+		t.Errorf("4th initialize: %+v, want the error %d for id 7", msg, codeTooManySessions)
+	}
+	if m := msg.Error.Message; strings.Contains(m, "\n") || !strings.Contains(m, "3 live MCP sessions") || !strings.Contains(m, "DELETE") || !strings.Contains(m, "raise --max-sessions") {
+		t.Errorf("4th initialize: message %q, want one line saying 3 sessions are live, to end one or to raise --max-sessions", m)
+	}
+	if !httpWarned(hs, "MCP session refused: too many", "remote=127.0.0.1:", "max_sessions=3") {
+		t.Errorf("the refusal is not logged: %s", hs.stderr)
+	}
+	// mcp-go's client reports the server's reason.
+	if c, _, err := hs.dial(t.Context(), "", ""); err == nil {
+		c.Close()
+		t.Error("the mcp-go client got a 4th session")
+	} else if !strings.Contains(err.Error(), "raise --max-sessions") {
+		t.Errorf("the mcp-go client's error: %v, want the server's message", err)
+	}
+
+	// Ending a session makes room at once; the others keep serving.
+	if r := hs.mustRaw(t, http.MethodDelete, sessions[0].id, nil, ""); r.code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", r.code, r.body)
+	}
+	s := hs.connect(t, "")
+	if res, raw := s.exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
+		t.Errorf("session after a DELETE: %+v %s", res, text(raw))
+	}
+	for i, s := range sessions[1:] {
+		if res, raw := s.exec(map[string]any{"command": "cat $HOME/n"}); res.ExitCode != 0 || res.Stdout != fmt.Sprintf("%d\n", i+1) {
+			t.Errorf("session %d: %+v %s", i+1, res, text(raw))
+		}
+	}
+	if r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(8)); r.code != http.StatusServiceUnavailable {
+		t.Errorf("initialize with 3 sessions live again: status %d, want 503", r.code)
+	}
+
+	// The variable sets the bound as well.
+	hs = startHTTP(t, newProject(t), serverEnv("JAIL_MCP_MAX_SESSIONS=1"))
+	hs.initialize(t)
+	if r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(9)); r.code != http.StatusServiceUnavailable || !strings.Contains(r.body, "maximum of 1 live") {
+		t.Errorf("JAIL_MCP_MAX_SESSIONS=1: 2nd initialize: status %d, want 503: %s", r.code, r.body)
+	}
+}
+
+// However many initializes arrive at once, no more sessions than
+// --max-sessions are minted, and refused ones leave no room taken.
+func TestHTTPMaxSessionsConcurrent(t *testing.T) {
+	const maxSessions, initializes, rounds = 4, 10, 3
+	hs := startHTTP(t, newProject(t), serverEnv(), "--max-sessions", fmt.Sprint(maxSessions))
+	for round := range rounds {
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			ids     []string
+			refused int
+		)
+		start := make(chan struct{})
+		for i := range initializes {
+			wg.Go(func() {
+				<-start
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				defer cancel()
+				r, err := hs.raw(ctx, http.MethodPost, "", nil, httpInitialize(i))
+				mu.Lock()
+				defer mu.Unlock()
+				switch id := r.header.Get("Mcp-Session-Id"); {
+				case err != nil:
+					t.Errorf("round %d initialize %d: %v", round, i, err)
+				case r.code == http.StatusOK && id != "":
+					ids = append(ids, id)
+				case r.code == http.StatusServiceUnavailable && id == "":
+					refused++
+				default:
+					t.Errorf("round %d initialize %d: status %d, session %q: %s", round, i, r.code, id, r.body)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if len(ids) != maxSessions || refused != initializes-maxSessions {
+			t.Fatalf("round %d: %d of %d concurrent initializes got a session and %d were refused, want %d and %d",
+				round, len(ids), initializes, refused, maxSessions, initializes-maxSessions)
+		}
+		// The sessions minted work; ending them all makes room for the
+		// next round.
+		for _, id := range ids {
+			if r := hs.mustRaw(t, http.MethodPost, id, nil, httpRPC(2, "tools/list", nil, nil)); r.code != http.StatusOK {
+				t.Errorf("round %d: tools/list in session %s: %d %s", round, id, r.code, r.body)
+			}
+			if r := hs.mustRaw(t, http.MethodDelete, id, nil, ""); r.code != http.StatusOK {
+				t.Errorf("round %d: DELETE of session %s: %d %s", round, id, r.code, r.body)
+			}
+		}
+	}
+	s := hs.connect(t, "")
+	if res, raw := s.exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
+		t.Errorf("after the rounds: %+v %s", res, text(raw))
+	}
+}
+
+// The slots bound the live sessions exactly in any interleaving of
+// initialize requests: each takes a slot, mcp-go reads it a while, then
+// mints its session or refuses it, and the slot is given back.
+func TestHTTPSessionSlots(t *testing.T) {
+	const maxSessions, requests = 5, 40
+	h := newHTTPSessions(nil, slog.New(slog.DiscardHandler), maxSessions)
+	var (
+		wg              sync.WaitGroup
+		minted, refused atomic.Int64
+		mostLive        atomic.Int64
+		start           = make(chan struct{})
+	)
+	for i := range requests {
+		wg.Go(func() {
+			<-start
+			s := h.take()
+			if s == nil {
+				refused.Add(1)
+				return
+			}
+			defer h.giveBack(s)
+			time.Sleep(time.Millisecond)
+			if i%4 == 0 {
+				return // refused by mcp-go before it mints
+			}
+			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			r = r.WithContext(context.WithValue(r.Context(), slotKey{}, s))
+			id := h.ResolveSessionIdManager(r).Generate()
+			if ended, err := h.Validate(id); err != nil || ended {
+				t.Errorf("minted id %s: ended %t, %v", id, ended, err)
+			}
+			minted.Add(1)
+			h.mu.Lock()
+			n := int64(len(h.live))
+			h.mu.Unlock()
+			for m := mostLive.Load(); n > m && !mostLive.CompareAndSwap(m, n); m = mostLive.Load() {
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	h.mu.Lock()
+	live, starting := len(h.live), h.starting
+	h.mu.Unlock()
+	if mostLive.Load() > maxSessions || live > maxSessions || int64(live) != minted.Load() || starting != 0 {
+		t.Errorf("%d live (at most %d at once), %d minted, %d slots held, want at most %d live and no slot held",
+			live, mostLive.Load(), minted.Load(), starting, maxSessions)
+	}
+	if refused.Load() == 0 {
+		t.Errorf("none of %d requests at once was refused", requests)
+	}
+
+	// An id minted without a slot, or with a slot used already, is never
+	// live: refused on first use rather than over the bound.
+	s := h.take()
+	if s == nil {
+		t.Fatalf("no slot with %d of %d sessions live", live, maxSessions)
+	}
+	first := s.Generate()
+	for _, id := range []string{s.Generate(), h.Generate(), h.ResolveSessionIdManager(nil).Generate()} {
+		if _, err := h.Validate(id); err == nil {
+			t.Errorf("id %s minted without a slot is live", id)
+		}
+	}
+	h.giveBack(s)
+	if _, err := h.Validate(first); err != nil {
+		t.Errorf("the slot's session is not live: %v", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.live) != live+1 || h.starting != 0 {
+		t.Errorf("%d live and %d slots held, want %d and none", len(h.live), h.starting, live+1)
 	}
 }
