@@ -21,24 +21,31 @@ import (
 // config is the operator's configuration, validated: every field of the
 // contract's configuration table.
 type config struct {
-	Project    string
-	Root       string
-	Backend    string
-	Fallback   string
-	Network    bool
-	Auth       []string
-	Session    string
-	Listen     string
-	Token      string
-	Timeout    time.Duration
-	MaxTimeout time.Duration
-	MaxOutput  int64
-	PassEnv    []string
-	MaxProcs   int64
-	MaxMemory  int64
-	MaxDisk    int64
-	LogLevel   slog.Level
+	Project     string
+	Root        string
+	Backend     string
+	Fallback    string
+	Network     bool
+	Auth        []string
+	Session     string
+	Listen      string
+	Token       string
+	Timeout     time.Duration
+	MaxTimeout  time.Duration
+	MaxOutput   int64
+	PassEnv     []string
+	MaxProcs    int64
+	MaxMemory   int64
+	MaxDisk     int64
+	MaxSessions int
+	LogLevel    slog.Level
 }
+
+// defaultMaxSessions bounds the live HTTP sessions: each holds an open jail
+// directory and mcp-go's state for it, and 256 is far above what one
+// developer or a small team opens, while it bounds the descriptors and
+// memory a client that never ends its sessions can take.
+const defaultMaxSessions = 256
 
 // option is one row of the contract's configuration table.
 type option struct {
@@ -62,6 +69,7 @@ var options = []option{
 	{flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", def: "512", usage: "processes a command may have at once (`N`)"},
 	{flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", def: "4GiB", usage: "memory `BYTES` of a command's processes together"},
 	{flag: "max-disk", env: "JAIL_MCP_MAX_DISK", def: "10GiB", usage: "disk usage `BYTES` of one session's jail"},
+	{flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", def: strconv.Itoa(defaultMaxSessions), usage: "live MCP sessions served at once over HTTP (`N`)"},
 	{flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", def: "info", usage: "`LEVEL`: debug, info, warn, error"},
 }
 
@@ -163,6 +171,9 @@ func (rc *rawConfig) parse(fs *flag.FlagSet) (config, error) {
 		}
 	}
 	c.Listen, c.Token = get("listen"), get("token")
+	if c.MaxSessions, err = strconv.Atoi(get("max-sessions")); err != nil || c.MaxSessions < 1 {
+		return c, bad("max-sessions", "want a positive integer")
+	}
 	if err := checkListen(c, rc); err != nil {
 		return c, err
 	}
@@ -248,9 +259,15 @@ func bytesize(s string) (int64, error) {
 
 // checkListen validates --listen and --token together: HTTP on a
 // non-loopback address needs a token, a token needs HTTP, and --session
-// is for stdio, where one server is one session.
+// is for stdio, where one server is one session. --max-sessions given
+// without --listen is refused as a mistake; JAIL_MCP_MAX_SESSIONS is
+// not, as a variable exported for HTTP servers must not break the stdio
+// servers of the same shell.
 func checkListen(c config, rc *rawConfig) error {
 	by := func(name string) string { return or(rc.set[name], "--"+name) }
+	if c.Listen == "" && rc.set["max-sessions"] == "--max-sessions" {
+		return errors.New("--max-sessions is for HTTP; set --listen too")
+	}
 	if c.Token != "" {
 		if c.Listen == "" {
 			return fmt.Errorf("%s: a token is for HTTP; set --listen too", by("token"))

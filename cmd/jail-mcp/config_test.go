@@ -132,6 +132,13 @@ func TestBadConfig(t *testing.T) {
 		{name: "max-procs word", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("many"), want: []string{"positive integer"}},
 		{name: "max-memory word", flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", value: cfgValue("lots"), want: []string{"byte count"}},
 		{name: "max-disk negative", flag: "max-disk", env: "JAIL_MCP_MAX_DISK", value: cfgValue("-1GiB"), want: []string{"byte count"}},
+		{name: "max-sessions zero", flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", value: cfgValue("0"), want: []string{"positive integer"}},
+		{name: "max-sessions negative", flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", value: cfgValue("-3"), want: []string{"positive integer"}},
+		{name: "max-sessions word", flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", value: cfgValue("many"), want: []string{"positive integer"}},
+		{name: "max-sessions fraction", flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", value: cfgValue("2.5"), want: []string{"positive integer"}},
+		// The variable alone is not an error without --listen (see
+		// TestMaxSessionsNeedsListen): only the flag is.
+		{name: "max-sessions without listen", flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", value: cfgValue("5"), want: []string{"set --listen too"}, noEnv: true},
 	}
 	for _, tt := range tests {
 		for _, by := range []string{"flag", "env"} {
@@ -175,6 +182,47 @@ func TestBadConfig(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestMaxSessionsNeedsListen: --max-sessions is for HTTP, so the flag
+// without --listen is refused as a mistake, while the variable is ignored
+// by stdio servers and by run, so that one exported for HTTP servers does
+// not break them. A bad value is refused either way (TestBadConfig).
+func TestMaxSessionsNeedsListen(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		code int
+	}{
+		{"flag", []string{"--max-sessions", "5"}, nil, 2},
+		{"flag of serve", []string{"serve", "--max-sessions", "5"}, nil, 2},
+		{"variable", nil, []string{"JAIL_MCP_MAX_SESSIONS=5"}, 0},
+		{"variable and run", []string{"run", "--", "true"}, []string{"JAIL_MCP_MAX_SESSIONS=5"}, 0},
+		{"bad variable and run", []string{"run", "--", "true"}, []string{"JAIL_MCP_MAX_SESSIONS=many"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := cfgProject(t)
+			// The sub-command, if any, then the project, then the rest.
+			args := append([]string{"--project", p}, tt.args...)
+			if len(tt.args) > 0 && (tt.args[0] == "serve" || tt.args[0] == "run") {
+				args = append([]string{tt.args[0], "--project", p}, tt.args[1:]...)
+			}
+			res := runInProcess(t, args, cfgEnv(tt.env...))
+			if res.code != tt.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", res.code, tt.code, res.stderr)
+			}
+			if tt.code == 2 {
+				cfgOneLine(t, res.stderr)
+				if !strings.Contains(res.stderr, "--max-sessions") || !strings.Contains(res.stderr, "--listen") {
+					t.Errorf("stderr does not name --max-sessions and --listen:\n%s", res.stderr)
+				}
+			}
+		})
 	}
 }
 
@@ -273,6 +321,7 @@ func TestBadInvocation(t *testing.T) {
 		{"run without command after dashes", []string{"run", "--project", p, "--"}, "no command"},
 		{"run bad config", []string{"run", "--project", p, "--network", "yes", "--", "true"}, "--network"},
 		{"run not supported", []string{"run", "--project", p, "--listen", "127.0.0.1:1", "--", "true"}, "flag provided but not defined"},
+		{"max-sessions is not a flag of run", []string{"run", "--project", p, "--max-sessions", "3", "--", "true"}, "-max-sessions"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,17 +24,47 @@ import (
 )
 
 // httpSessions maps MCP session ids to jails, one jail per MCP session,
-// and is mcp-go's SessionIdManager: ids are minted here (random UUIDs,
+// and gives mcp-go its SessionIdManager: ids are minted here (random UUIDs,
 // 122 bits from crypto/rand), and an id this server did not mint, or whose
 // session ended, is refused on every request. (mcp-go's default manager
-// accepts any well-formed id, even a terminated one.)
+// accepts any well-formed id, even a terminated one.) At most maxLive
+// (--max-sessions) sessions are live at once: an initialize beyond them is
+// refused, exactly, however many arrive together (see slot).
 type httpSessions struct {
-	m   *session.Manager
-	log *slog.Logger
+	m       *session.Manager
+	log     *slog.Logger
+	maxLive int
 
-	mu    sync.Mutex
-	live  map[string]*session.Session // nil: minted, no command run yet
-	ended map[string]bool
+	// maxEnded and endedTTL bound what is remembered of ended sessions
+	// (endedMax and endedTTL unless a test lowers them); now is the clock
+	// they are measured by.
+	maxEnded int
+	endedTTL time.Duration
+	now      func() time.Time
+
+	mu         sync.Mutex
+	live       map[string]*session.Session // nil: minted, no command run yet
+	starting   int                         // slots taken and not yet minted or given back
+	ended      map[string]bool
+	endedOrder []endedID // the ids of ended, oldest first
+}
+
+// An ended session's id is remembered only so that its client is told the
+// session ended rather than that the id is unknown: both are refused alike,
+// and ask for the same remedy. So the memory is bounded, in count and in
+// age, for a server that runs for weeks or a client that opens and ends
+// sessions in a loop: 4096 ids (well under a megabyte) is 16 times the
+// default bound on live sessions, and a client coming back after an hour
+// is as well served by "unknown: initialize a new session".
+const (
+	endedMax = 4096
+	endedTTL = time.Hour
+)
+
+// endedID is an ended session's id and when it ended.
+type endedID struct {
+	id string
+	at time.Time
 }
 
 var (
@@ -42,15 +72,104 @@ var (
 	errEndedSession   = errors.New("this MCP session has ended: initialize a new one")
 )
 
-func newHTTPSessions(m *session.Manager, log *slog.Logger) *httpSessions {
-	return &httpSessions{m: m, log: log, live: map[string]*session.Session{}, ended: map[string]bool{}}
+func newHTTPSessions(m *session.Manager, log *slog.Logger, maxSessions int) *httpSessions {
+	return &httpSessions{
+		m: m, log: log, maxLive: maxSessions,
+		// At least maxLive, so that the sessions ended together at shutdown
+		// are all still known when mcp-go ends them once more.
+		maxEnded: max(endedMax, maxSessions), endedTTL: endedTTL, now: time.Now,
+		live: map[string]*session.Session{}, ended: map[string]bool{},
+	}
 }
 
-func (h *httpSessions) Generate() string {
+// forget drops the ended ids beyond maxEnded or older than endedTTL, which
+// are then simply unknown. h.mu is held. The ids end in time order, so
+// they leave from the front; the slice's array is reallocated by append
+// once its front is used up, so it holds about twice maxEnded at most.
+func (h *httpSessions) forget() {
+	cutoff := h.now().Add(-h.endedTTL)
+	for len(h.endedOrder) > 0 && (len(h.endedOrder) > h.maxEnded || !h.endedOrder[0].at.After(cutoff)) {
+		delete(h.ended, h.endedOrder[0].id)
+		h.endedOrder[0] = endedID{}
+		h.endedOrder = h.endedOrder[1:]
+	}
+}
+
+// slot is an initialize request's room for one more live session, taken
+// by pinSessions before mcp-go sees the request and given back after. For
+// that request mcp-go's resolver answers with the slot, whose Generate
+// turns it into the live session in one step: a session is never counted
+// twice, nor missed, however many initializes run at once. A session
+// minted by an initialize that then failed counts like any other until
+// DELETE or the idle timeout, as mcp-go keeps its state for it until then.
+type slot struct {
+	h    *httpSessions
+	used bool // minted or given back; guarded by h.mu
+}
+
+// slotKey is the request context's key of an initialize request's slot.
+type slotKey struct{}
+
+// take takes a slot, or returns nil when live sessions and slots taken
+// already number maxLive.
+func (h *httpSessions) take() *slot {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.live)+h.starting >= h.maxLive {
+		return nil
+	}
+	h.starting++
+	return &slot{h: h}
+}
+
+// giveBack frees the slot of a request that minted no session (mcp-go
+// refused it first); a slot that minted one is the live session now.
+func (h *httpSessions) giveBack(s *slot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !s.used {
+		s.used = true
+		h.starting--
+	}
+}
+
+func (s *slot) Generate() string                  { return s.h.mint(s) }
+func (s *slot) Validate(id string) (bool, error)  { return s.h.Validate(id) }
+func (s *slot) Terminate(id string) (bool, error) { return s.h.Terminate(id) }
+
+// ResolveSessionIdManager is mcp-go's SessionIdManagerResolver: an
+// initialize request's slot, the table itself otherwise (and for mcp-go's
+// idle sweeper and shutdown, which pass no request).
+func (h *httpSessions) ResolveSessionIdManager(r *http.Request) server.SessionIdManager {
+	if r != nil {
+		if s, ok := r.Context().Value(slotKey{}).(*slot); ok {
+			return s
+		}
+	}
+	return h
+}
+
+// Generate is mcp-go's call to mint an id without a slot: for a GET
+// without a session id, which pinSessions refuses, or an initialize that
+// did not pass pinSessions. Neither happens; should one, the id it gets is
+// never live, so it is refused on first use rather than over the bound.
+func (h *httpSessions) Generate() string { return h.mint(nil) }
+
+// mint mints the id of a new session in slot s.
+func (h *httpSessions) mint(s *slot) string {
 	id := uuid.NewString()
 	h.mu.Lock()
-	h.live[id] = nil
+	ok := s != nil && !s.used
+	if ok {
+		s.used = true
+		h.starting--
+		h.live[id] = nil
+	}
 	h.mu.Unlock()
+	if !ok {
+		h.log.Error("MCP session id minted without a slot: it will be refused", "session", id)
+		return id
+	}
 	h.log.Info("MCP session started", "session", id)
 	return id
 }
@@ -58,6 +177,7 @@ func (h *httpSessions) Generate() string {
 func (h *httpSessions) Validate(id string) (isTerminated bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.forget()
 	if _, ok := h.live[id]; ok {
 		return false, nil
 	}
@@ -71,6 +191,7 @@ func (h *httpSessions) Validate(id string) (isTerminated bool, err error) {
 // commands are killed; its jail and the files in it stay.
 func (h *httpSessions) Terminate(id string) (isNotAllowed bool, err error) {
 	h.mu.Lock()
+	h.forget()
 	s, ok := h.live[id]
 	if !ok {
 		ended := h.ended[id]
@@ -82,6 +203,8 @@ func (h *httpSessions) Terminate(id string) (isNotAllowed bool, err error) {
 	}
 	delete(h.live, id)
 	h.ended[id] = true
+	h.endedOrder = append(h.endedOrder, endedID{id, h.now()})
+	h.forget()
 	h.mu.Unlock()
 	killed := 0
 	if s != nil {
@@ -115,6 +238,7 @@ func (h *httpSessions) session(ctx context.Context) (*session.Session, error) {
 	id := cs.SessionID()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.forget()
 	s, ok := h.live[id]
 	switch {
 	case !ok && h.ended[id]:
@@ -144,21 +268,33 @@ func idleTimeout(maxTimeout time.Duration) time.Duration {
 // keeps its DNS-rebinding protection for loopback connections).
 func httpHandler(mcpHTTP http.Handler, sessions *httpSessions, token string) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", requireToken(token, pinSessions(sessions, mcpHTTP)))
+	mux.Handle("/mcp", requireToken(token, sessions.log, pinSessions(sessions, mcpHTTP)))
 	return mux
 }
 
 // requireToken refuses requests without "Authorization: Bearer <token>",
 // comparing in constant time; with no token configured it passes all.
-func requireToken(token string, next http.Handler) http.Handler {
+// Each refusal is logged with where it came from and why, never with what
+// was sent: a wrong token may be a right one of another server.
+func requireToken(token string, log *slog.Logger, next http.Handler) http.Handler {
 	if token == "" {
 		return next
 	}
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		header := r.Header.Get("Authorization")
+		got, ok := strings.CutPrefix(header, "Bearer ")
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			reason := "wrong"
+			switch {
+			case header == "" || header == "Bearer":
+				// (A header's trailing blanks are trimmed: "Bearer " is "Bearer".)
+				reason = "missing"
+			case !ok:
+				reason = "not a bearer token"
+			}
+			log.Warn("bearer token refused", "remote", r.RemoteAddr, "method", r.Method, "reason", reason)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="jail-mcp"`)
 			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
 			return
@@ -169,8 +305,10 @@ func requireToken(token string, next http.Handler) http.Handler {
 
 // pinSessions keeps every request on a protocol version with sessions,
 // so that no tool call runs outside a session's jail: a request of the
-// sessionless 2026-07-28 revision is refused, and GET and DELETE must name
-// a session this server minted and has not ended.
+// sessionless 2026-07-28 revision is refused, and every request but
+// initialize must name a session this server minted and has not ended.
+// mcp-go checks the session of a POST too, through Validate, but without
+// the request, so without saying where a refused one came from.
 func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if mcp.IsModernProtocol(r.Header.Get(mcp.HeaderProtocolVersion)) {
@@ -196,9 +334,25 @@ func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 				refuseSessionless(w, msg.ID)
 				return
 			}
-			if msg.Method != string(mcp.MethodInitialize) && r.Header.Get(server.HeaderKeySessionID) == "" {
-				http.Error(w, "Mcp-Session-Id header required: initialize a session first", http.StatusBadRequest)
-				return
+			if msg.Method == string(mcp.MethodInitialize) {
+				s := sessions.take()
+				if s == nil {
+					sessions.log.Warn("MCP session refused: too many", "remote", r.RemoteAddr, "max_sessions", sessions.maxLive)
+					writeRPCError(w, http.StatusServiceUnavailable, msg.ID, codeTooManySessions, fmt.Sprintf(
+						"jail-mcp already serves its maximum of %d live MCP sessions: end one (DELETE) or raise --max-sessions", sessions.maxLive))
+					return
+				}
+				defer sessions.giveBack(s)
+				r = r.WithContext(context.WithValue(r.Context(), slotKey{}, s))
+			} else {
+				id := r.Header.Get(server.HeaderKeySessionID)
+				if id == "" {
+					http.Error(w, "Mcp-Session-Id header required: initialize a session first", http.StatusBadRequest)
+					return
+				}
+				if sessions.refuse(w, r, id) {
+					return
+				}
 			}
 		case http.MethodGet, http.MethodDelete:
 			id := r.Header.Get(server.HeaderKeySessionID)
@@ -206,13 +360,39 @@ func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 				http.Error(w, "Mcp-Session-Id header required", http.StatusBadRequest)
 				return
 			}
-			if ended, err := sessions.Validate(id); err != nil || ended {
-				http.Error(w, "unknown or ended MCP session", http.StatusNotFound)
+			if sessions.refuse(w, r, id) {
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refuse answers 404 when id is not a live session, and logs it; it
+// reports whether it did.
+func (h *httpSessions) refuse(w http.ResponseWriter, r *http.Request, id string) bool {
+	ended, err := h.Validate(id)
+	if err == nil && !ended {
+		return false
+	}
+	reason, msg := "unknown", errUnknownSession
+	if ended {
+		reason, msg = "ended", errEndedSession
+	}
+	h.log.Warn("MCP session id refused", "remote", r.RemoteAddr, "method", r.Method, "session", logID(id), "reason", reason)
+	http.Error(w, msg.Error(), http.StatusNotFound)
+	return true
+}
+
+// logID is a session id as sent, cut to a length well above the ids this
+// server mints: a header can be a megabyte long, and a flood of them must
+// not write a megabyte a line.
+func logID(id string) string {
+	const maxLen = 80
+	if len(id) > maxLen {
+		return id[:maxLen] + "..."
+	}
+	return id
 }
 
 // modernMeta reports whether a request's _meta names the sessionless
@@ -223,13 +403,28 @@ func modernMeta(meta map[string]any) bool {
 }
 
 func refuseSessionless(w http.ResponseWriter, id json.RawMessage) {
+	writeRPCError(w, http.StatusBadRequest, id, mcp.INVALID_REQUEST,
+		"jail-mcp gives each MCP session its own jail: use protocol version 2025-11-25 or earlier, which has sessions")
+}
+
+// codeTooManySessions is the JSON-RPC error of an initialize beyond
+// --max-sessions: the first of the codes JSON-RPC leaves to servers
+// (-32000 to -32099), which MCP gives no meaning of its own. Not
+// INVALID_REQUEST: the request is sound, the server is full for now. It
+// goes with HTTP 503, which clients read as a server error; a 4xx answer
+// to initialize tells mcp-go's client the server speaks only the old
+// HTTP+SSE transport, and it would report that instead.
+const codeTooManySessions = -32000
+
+// writeRPCError answers a JSON-RPC request (id, valid JSON or empty) with
+// an error; message is ASCII.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, message string) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, id, mcp.INVALID_REQUEST,
-		"jail-mcp gives each MCP session its own jail: use protocol version 2025-11-25 or earlier, which has sessions")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, id, code, message)
 }
 
 // serveHTTP serves streamable HTTP on ln until ctx ends (SIGTERM, SIGINT),
@@ -237,7 +432,7 @@ func refuseSessionless(w http.ResponseWriter, id json.RawMessage) {
 // its files) and returns within a few seconds.
 func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, cfg config, log *slog.Logger) error {
 	mcpHTTP := server.NewStreamableHTTPServer(srv,
-		server.WithSessionIdManager(sessions),
+		server.WithSessionIdManagerResolver(sessions),
 		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		server.WithSessionIdleTTL(idleTimeout(cfg.MaxTimeout)),
 		server.WithStreamableHTTPLogger(log),

@@ -11,12 +11,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +30,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/tools"
@@ -352,6 +355,84 @@ func httpRPCResult(r httpRawResponse, id int) (map[string]any, bool) {
 		}
 	}
 	return nil, false
+}
+
+// httpInitialize is the body of an initialize request.
+func httpInitialize(id int) string {
+	return httpRPC(id, "initialize", map[string]any{
+		"protocolVersion": httpLegacyVersion, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "raw", "version": "1"},
+	}, nil)
+}
+
+// initialize opens an MCP session with a raw initialize request and
+// returns its id.
+func (hs *httpTestServer) initialize(t *testing.T) string {
+	t.Helper()
+	r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(1))
+	id := r.header.Get("Mcp-Session-Id")
+	if r.code != http.StatusOK || id == "" {
+		t.Fatalf("initialize: status %d, session %q: %s", r.code, id, r.body)
+	}
+	return id
+}
+
+// startHTTPInProcess serves the HTTP transport from this process, on a
+// free loopback port, with an MCP server that has no tools, until the test
+// ends: for the tests that lower the limits of the session table, or read
+// it. set, when not nil, adjusts the table before the server starts.
+func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*httpTestServer, *httpSessions) {
+	t.Helper()
+	hs := &httpTestServer{t: t, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	log := newLogger(hs.stderr, slog.LevelDebug)
+	sessions := newHTTPSessions(nil, log, defaultMaxSessions)
+	if set != nil {
+		set(sessions)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.url = "http://" + ln.Addr().String() + "/mcp"
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		hs.waitErr = serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, config{MaxTimeout: time.Minute}, log)
+		close(hs.exited)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-hs.exited
+	})
+	return hs, sessions
+}
+
+// httpWarnings are the lines of a server's stderr that warn msg.
+func httpWarnings(stderr, msg string) []string {
+	var lines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, " WRN ") && strings.Contains(l, " "+msg+" ") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// httpAttr is key=value as the server's log writes it.
+func httpAttr(key, value string) string {
+	if value == "" || strings.ContainsAny(value, " =\"") {
+		value = strconv.Quote(value)
+	}
+	return key + "=" + value
+}
+
+// httpWarned waits a moment for a warning msg naming every one of attrs
+// ("key=value").
+func httpWarned(hs *httpTestServer, msg string, attrs ...string) bool {
+	return waitFor(2*time.Second, func() bool {
+		return slices.ContainsFunc(httpWarnings(hs.stderr.String(), msg), func(l string) bool {
+			return !slices.ContainsFunc(attrs, func(a string) bool { return !strings.Contains(l, " "+a) })
+		})
+	})
 }
 
 // httpJailNames lists the session directories under the project's jail base.
@@ -726,6 +807,16 @@ func TestHTTPRefusesUnknownSessions(t *testing.T) {
 			if c.id != ended.id && fileExists(hs.jail(c.id)) {
 				t.Errorf("a jail was made for %q", c.id)
 			}
+			// Each refusal is logged, with where it came from, the id and why.
+			reason := "unknown"
+			if c.id == ended.id {
+				reason = "ended"
+			}
+			for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+				if !httpWarned(hs, "MCP session id refused", "remote=127.0.0.1:", "method="+method, httpAttr("session", c.id), "reason="+reason) {
+					t.Errorf("no warning of the refused %s with reason %s; stderr:\n%s", method, reason, hs.stderr)
+				}
+			}
 		})
 	}
 
@@ -807,29 +898,44 @@ func TestHTTPToken(t *testing.T) {
 	t.Run("loopback with token", func(t *testing.T) {
 		project := newProject(t)
 		hs := startHTTP(t, project, serverEnv(), "--token", token)
-		initialize := httpRPC(1, "initialize", map[string]any{
-			"protocolVersion": httpLegacyVersion, "capabilities": map[string]any{},
-			"clientInfo": map[string]any{"name": "raw", "version": "1"},
-		}, nil)
-		for _, auth := range []string{
-			"", // none
-			"Bearer wrong-token-0123456789",
-			"Bearer " + token + "x",
-			"Bearer " + token[:len(token)-1],
-			"Bearer ",
-			token,
-			"Basic " + token,
-			"Bearer  " + token,
+		wrong := "wrong-token-" + uuid.NewString()
+		for _, c := range []struct{ auth, reason string }{
+			{"", "missing"},
+			{"Bearer " + wrong, "wrong"},
+			{"Bearer " + token + "x", "wrong"},
+			{"Bearer " + token[:len(token)-1], "wrong"},
+			{"Bearer ", "missing"},
+			{token, "not a bearer token"},
+			{"Basic " + token, "not a bearer token"},
+			{"Bearer  " + token, "wrong"},
 		} {
-			r := hs.mustRaw(t, http.MethodPost, "", map[string]string{"Authorization": auth}, initialize)
+			before := len(httpWarnings(hs.stderr.String(), "bearer token refused"))
+			r := hs.mustRaw(t, http.MethodPost, "", map[string]string{"Authorization": c.auth}, httpInitialize(1))
 			if r.code != http.StatusUnauthorized {
-				t.Errorf("Authorization %q: status %d, want 401", auth, r.code)
+				t.Errorf("Authorization %q: status %d, want 401", c.auth, r.code)
 			}
 			if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
-				t.Errorf("Authorization %q: WWW-Authenticate %q", auth, r.header.Get("WWW-Authenticate"))
+				t.Errorf("Authorization %q: WWW-Authenticate %q", c.auth, r.header.Get("WWW-Authenticate"))
 			}
 			if r.header.Get("Mcp-Session-Id") != "" {
-				t.Errorf("Authorization %q: a session was minted", auth)
+				t.Errorf("Authorization %q: a session was minted", c.auth)
+			}
+			// Each refusal is logged once, with where it came from and why.
+			var lines []string
+			waitFor(2*time.Second, func() bool {
+				lines = httpWarnings(hs.stderr.String(), "bearer token refused")[before:]
+				return len(lines) > 0
+			})
+			if len(lines) != 1 || !strings.Contains(lines[0], " remote=127.0.0.1:") || !strings.Contains(lines[0], " "+httpAttr("reason", c.reason)) {
+				t.Errorf("Authorization %q: logged %q, want one warning with the remote address and reason %q", c.auth, lines, c.reason)
+			}
+		}
+		// No token, right or wrong, nor any piece of one, is ever logged.
+		for _, secret := range []string{token, wrong} {
+			for i := 0; i+8 <= len(secret); i++ {
+				if piece := secret[i : i+8]; strings.Contains(hs.stderr.String(), piece) {
+					t.Fatalf("stderr holds %q of the token %q:\n%s", piece, secret, hs.stderr)
+				}
 			}
 		}
 		if c, _, err := hs.dial(t.Context(), "", ""); err == nil {
@@ -1366,5 +1472,326 @@ func TestHTTPManySessions(t *testing.T) {
 	// per call.
 	if z := hs.zombies(); len(z) > 0 {
 		t.Errorf("after %d calls the server has %d unreaped children, e.g. %v", sessions*calls, len(z), z[:min(len(z), 3)])
+	}
+}
+
+// The ids of ended sessions are remembered within bounds of count and
+// age, however many sessions come and go; an id forgotten is refused
+// exactly as one never minted.
+func TestHTTPForgetsEndedSessions(t *testing.T) {
+	const maxEnded, sessions = 3, 100
+	var clock atomic.Int64
+	clock.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	hs, table := startHTTPInProcess(t, func(h *httpSessions) {
+		h.maxEnded, h.endedTTL = maxEnded, time.Hour
+		h.now = func() time.Time { return time.Unix(0, clock.Load()) }
+	})
+	// refusal is how each kind of request naming id is refused.
+	refusal := func(id string) []string {
+		t.Helper()
+		var out []string
+		for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodPost} {
+			body := ""
+			if method == http.MethodPost {
+				body = httpRPC(2, "tools/list", nil, nil)
+			}
+			r := hs.mustRaw(t, method, id, nil, body)
+			if r.code != http.StatusNotFound {
+				t.Errorf("%s of %s: status %d, want 404: %s", method, id, r.code, r.body)
+			}
+			out = append(out, fmt.Sprintf("%s %d %s", method, r.code, strings.TrimSpace(r.body)))
+		}
+		return out
+	}
+	remembered := func() (n, order, capacity int) {
+		table.mu.Lock()
+		defer table.mu.Unlock()
+		return len(table.ended), len(table.endedOrder), cap(table.endedOrder)
+	}
+	unknown := refusal(uuid.NewString())
+
+	var ids []string
+	for range sessions {
+		id := hs.initialize(t)
+		if r := hs.mustRaw(t, http.MethodDelete, id, nil, ""); r.code != http.StatusOK {
+			t.Fatalf("DELETE: %d %s", r.code, r.body)
+		}
+		ids = append(ids, id)
+		if n, order, capacity := remembered(); n > maxEnded || order != n || capacity > 4*maxEnded {
+			t.Fatalf("after %d sessions ended: %d ids remembered (%d in order, room for %d), want at most %d",
+				len(ids), n, order, capacity, maxEnded)
+		}
+		clock.Add(int64(time.Second))
+	}
+	for i, id := range ids {
+		got := refusal(id)
+		switch forgotten := i < len(ids)-maxEnded; {
+		case forgotten && !slices.Equal(got, unknown):
+			t.Errorf("forgotten id %d: %q, want as unknown: %q", i, got, unknown)
+		case !forgotten && slices.Equal(got, unknown):
+			t.Errorf("recently ended id %d is refused as unknown: %q", i, got)
+		}
+	}
+	// An hour after they ended, none is remembered.
+	clock.Add(int64(time.Hour))
+	for _, id := range ids[len(ids)-maxEnded:] {
+		if got := refusal(id); !slices.Equal(got, unknown) {
+			t.Errorf("id ended over an hour ago: %q, want as unknown: %q", got, unknown)
+		}
+	}
+	if n, _, _ := remembered(); n != 0 {
+		t.Errorf("%d ids remembered an hour after they ended", n)
+	}
+	// The server still serves.
+	if id := hs.initialize(t); hs.mustRaw(t, http.MethodDelete, id, nil, "").code != http.StatusOK {
+		t.Error("DELETE of a new session failed")
+	}
+}
+
+// A flood of requests naming sessions that do not exist is refused and
+// logged request by request, and leaves nothing behind: no entry in the
+// session table, and log lines of bounded length however long the ids.
+func TestHTTPRefusalFloodKeepsNothing(t *testing.T) {
+	const requests = 300
+	hs, table := startHTTPInProcess(t, nil)
+	live := hs.initialize(t)
+	long := strings.Repeat("x", 32<<10)
+	for i := range requests {
+		id := fmt.Sprintf("%s-%d", uuid.NewString(), i)
+		if i%2 == 1 {
+			id += long
+		}
+		method := []string{http.MethodPost, http.MethodGet, http.MethodDelete}[i%3]
+		body := ""
+		if method == http.MethodPost {
+			body = httpToolsCall(i, "true", nil)
+		}
+		if r := hs.mustRaw(t, method, id, nil, body); r.code != http.StatusNotFound {
+			t.Fatalf("%s of an unknown id: status %d, want 404: %s", method, r.code, r.body)
+		}
+	}
+	warnings := httpWarnings(hs.stderr.String(), "MCP session id refused")
+	if len(warnings) != requests {
+		t.Errorf("%d warnings of refused ids, want %d", len(warnings), requests)
+	}
+	for _, l := range warnings {
+		if len(l) > 300 {
+			t.Fatalf("a warning of %d bytes: %.300s...", len(l), l)
+		}
+	}
+	table.mu.Lock()
+	nLive, nEnded := len(table.live), len(table.ended)
+	table.mu.Unlock()
+	if nLive != 1 || nEnded != 0 {
+		t.Errorf("after the flood the table holds %d live and %d ended ids, want 1 and 0", nLive, nEnded)
+	}
+	if r := hs.mustRaw(t, http.MethodDelete, live, nil, ""); r.code != http.StatusOK {
+		t.Errorf("DELETE of the live session after the flood: %d %s", r.code, r.body)
+	}
+}
+
+// --max-sessions bounds the live sessions: an initialize beyond them is
+// refused with a JSON-RPC error saying what to do, and ending a session
+// makes room at once.
+func TestHTTPMaxSessions(t *testing.T) {
+	project := newProject(t)
+	hs := startHTTP(t, project, serverEnv(), "--max-sessions", "3")
+	if !strings.Contains(hs.stderr.String(), "max_sessions=3") {
+		t.Errorf("starting line does not give the bound: %s", hs.stderr)
+	}
+	var sessions []*httpTestSession
+	for i := range 3 {
+		s := hs.connect(t, "")
+		if res, raw := s.exec(map[string]any{"command": fmt.Sprintf("echo %d > $HOME/n; echo $HOME", i)}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
+			t.Fatalf("session %d: %+v %s", i, res, text(raw))
+		}
+		sessions = append(sessions, s)
+	}
+
+	r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(7))
+	if r.code != http.StatusServiceUnavailable || r.header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("4th initialize: status %d, session %q, want 503 and none: %s", r.code, r.header.Get("Mcp-Session-Id"), r.body)
+	}
+	var msg struct {
+		JSONRPC string `json:"jsonrpc"`
+		ID      int    `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &msg); err != nil || r.header.Get("Content-Type") != "application/json" {
+		t.Fatalf("4th initialize: not a JSON-RPC answer (%v, %s): %s", err, r.header.Get("Content-Type"), r.body)
+	}
+	if msg.JSONRPC != "2.0" || msg.ID != 7 || msg.Error.Code != codeTooManySessions {
+		t.Errorf("4th initialize: %+v, want the error %d for id 7", msg, codeTooManySessions)
+	}
+	if m := msg.Error.Message; strings.Contains(m, "\n") || !strings.Contains(m, "3 live MCP sessions") || !strings.Contains(m, "DELETE") || !strings.Contains(m, "raise --max-sessions") {
+		t.Errorf("4th initialize: message %q, want one line saying 3 sessions are live, to end one or to raise --max-sessions", m)
+	}
+	if !httpWarned(hs, "MCP session refused: too many", "remote=127.0.0.1:", "max_sessions=3") {
+		t.Errorf("the refusal is not logged: %s", hs.stderr)
+	}
+	// mcp-go's client reports the server's reason.
+	if c, _, err := hs.dial(t.Context(), "", ""); err == nil {
+		c.Close()
+		t.Error("the mcp-go client got a 4th session")
+	} else if !strings.Contains(err.Error(), "raise --max-sessions") {
+		t.Errorf("the mcp-go client's error: %v, want the server's message", err)
+	}
+
+	// Ending a session makes room at once; the others keep serving.
+	if r := hs.mustRaw(t, http.MethodDelete, sessions[0].id, nil, ""); r.code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", r.code, r.body)
+	}
+	s := hs.connect(t, "")
+	if res, raw := s.exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
+		t.Errorf("session after a DELETE: %+v %s", res, text(raw))
+	}
+	for i, s := range sessions[1:] {
+		if res, raw := s.exec(map[string]any{"command": "cat $HOME/n"}); res.ExitCode != 0 || res.Stdout != fmt.Sprintf("%d\n", i+1) {
+			t.Errorf("session %d: %+v %s", i+1, res, text(raw))
+		}
+	}
+	if r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(8)); r.code != http.StatusServiceUnavailable {
+		t.Errorf("initialize with 3 sessions live again: status %d, want 503", r.code)
+	}
+
+	// The variable sets the bound as well.
+	hs = startHTTP(t, newProject(t), serverEnv("JAIL_MCP_MAX_SESSIONS=1"))
+	hs.initialize(t)
+	if r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(9)); r.code != http.StatusServiceUnavailable || !strings.Contains(r.body, "maximum of 1 live") {
+		t.Errorf("JAIL_MCP_MAX_SESSIONS=1: 2nd initialize: status %d, want 503: %s", r.code, r.body)
+	}
+}
+
+// However many initializes arrive at once, no more sessions than
+// --max-sessions are minted, and refused ones leave no room taken.
+func TestHTTPMaxSessionsConcurrent(t *testing.T) {
+	const maxSessions, initializes, rounds = 4, 10, 3
+	hs := startHTTP(t, newProject(t), serverEnv(), "--max-sessions", fmt.Sprint(maxSessions))
+	for round := range rounds {
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			ids     []string
+			refused int
+		)
+		start := make(chan struct{})
+		for i := range initializes {
+			wg.Go(func() {
+				<-start
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				defer cancel()
+				r, err := hs.raw(ctx, http.MethodPost, "", nil, httpInitialize(i))
+				mu.Lock()
+				defer mu.Unlock()
+				switch id := r.header.Get("Mcp-Session-Id"); {
+				case err != nil:
+					t.Errorf("round %d initialize %d: %v", round, i, err)
+				case r.code == http.StatusOK && id != "":
+					ids = append(ids, id)
+				case r.code == http.StatusServiceUnavailable && id == "":
+					refused++
+				default:
+					t.Errorf("round %d initialize %d: status %d, session %q: %s", round, i, r.code, id, r.body)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if len(ids) != maxSessions || refused != initializes-maxSessions {
+			t.Fatalf("round %d: %d of %d concurrent initializes got a session and %d were refused, want %d and %d",
+				round, len(ids), initializes, refused, maxSessions, initializes-maxSessions)
+		}
+		// The sessions minted work; ending them all makes room for the
+		// next round.
+		for _, id := range ids {
+			if r := hs.mustRaw(t, http.MethodPost, id, nil, httpRPC(2, "tools/list", nil, nil)); r.code != http.StatusOK {
+				t.Errorf("round %d: tools/list in session %s: %d %s", round, id, r.code, r.body)
+			}
+			if r := hs.mustRaw(t, http.MethodDelete, id, nil, ""); r.code != http.StatusOK {
+				t.Errorf("round %d: DELETE of session %s: %d %s", round, id, r.code, r.body)
+			}
+		}
+	}
+	s := hs.connect(t, "")
+	if res, raw := s.exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
+		t.Errorf("after the rounds: %+v %s", res, text(raw))
+	}
+}
+
+// The slots bound the live sessions exactly in any interleaving of
+// initialize requests: each takes a slot, mcp-go reads it a while, then
+// mints its session or refuses it, and the slot is given back.
+func TestHTTPSessionSlots(t *testing.T) {
+	const maxSessions, requests = 5, 40
+	h := newHTTPSessions(nil, slog.New(slog.DiscardHandler), maxSessions)
+	var (
+		wg              sync.WaitGroup
+		minted, refused atomic.Int64
+		mostLive        atomic.Int64
+		start           = make(chan struct{})
+	)
+	for i := range requests {
+		wg.Go(func() {
+			<-start
+			s := h.take()
+			if s == nil {
+				refused.Add(1)
+				return
+			}
+			defer h.giveBack(s)
+			time.Sleep(time.Millisecond)
+			if i%4 == 0 {
+				return // refused by mcp-go before it mints
+			}
+			r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+			r = r.WithContext(context.WithValue(r.Context(), slotKey{}, s))
+			id := h.ResolveSessionIdManager(r).Generate()
+			if ended, err := h.Validate(id); err != nil || ended {
+				t.Errorf("minted id %s: ended %t, %v", id, ended, err)
+			}
+			minted.Add(1)
+			h.mu.Lock()
+			n := int64(len(h.live))
+			h.mu.Unlock()
+			for m := mostLive.Load(); n > m && !mostLive.CompareAndSwap(m, n); m = mostLive.Load() {
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	h.mu.Lock()
+	live, starting := len(h.live), h.starting
+	h.mu.Unlock()
+	if mostLive.Load() > maxSessions || live > maxSessions || int64(live) != minted.Load() || starting != 0 {
+		t.Errorf("%d live (at most %d at once), %d minted, %d slots held, want at most %d live and no slot held",
+			live, mostLive.Load(), minted.Load(), starting, maxSessions)
+	}
+	if refused.Load() == 0 {
+		t.Errorf("none of %d requests at once was refused", requests)
+	}
+
+	// An id minted without a slot, or with a slot used already, is never
+	// live: refused on first use rather than over the bound.
+	s := h.take()
+	if s == nil {
+		t.Fatalf("no slot with %d of %d sessions live", live, maxSessions)
+	}
+	first := s.Generate()
+	for _, id := range []string{s.Generate(), h.Generate(), h.ResolveSessionIdManager(nil).Generate()} {
+		if _, err := h.Validate(id); err == nil {
+			t.Errorf("id %s minted without a slot is live", id)
+		}
+	}
+	h.giveBack(s)
+	if _, err := h.Validate(first); err != nil {
+		t.Errorf("the slot's session is not live: %v", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.live) != live+1 || h.starting != 0 {
+		t.Errorf("%d live and %d slots held, want %d and none", len(h.live), h.starting, live+1)
 	}
 }

@@ -119,9 +119,9 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
-		sessions := newHTTPSessions(m, log)
+		sessions := newHTTPSessions(m, log, cfg.MaxSessions)
 		h.Session = sessions.session
-		logStart(log, cfg, st, m, "", "", "listen", "http://"+ln.Addr().String()+"/mcp", "token", cfg.Token != "")
+		logStart(log, cfg, st, m, "", "", "listen", "http://"+ln.Addr().String()+"/mcp", "token", cfg.Token != "", "max_sessions", cfg.MaxSessions)
 		err = serveHTTP(ctx, ln, srv, sessions, cfg, log)
 		log.Info("stopping")
 		return err
