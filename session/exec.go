@@ -50,15 +50,19 @@ type Result struct {
 	TimedOut     bool
 	Cancelled    bool
 	Limit        string
-	Stdout       Stream
-	Stderr       Stream
-	OutputPath   string // host path of the directory holding the whole output, when cut
-	Duration     time.Duration
-	Timeout      time.Duration // the timeout that applied
-	Session      string
-	Jail         string
-	Backend      string
-	Confined     bool
+	// LimitAfterExit: Limit ("disk") was found crossed once the command
+	// had exited, between two looks of the watchdog; it was not killed
+	// for it, and no call runs until the jail is back under the bound.
+	LimitAfterExit bool
+	Stdout         Stream
+	Stderr         Stream
+	OutputPath     string // host path of the directory holding the whole output, when cut
+	Duration       time.Duration
+	Timeout        time.Duration // the timeout that applied
+	Session        string
+	Jail           string
+	Backend        string
+	Confined       bool
 }
 
 // InputError is a request the caller must fix; nothing ran.
@@ -120,8 +124,14 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("session %s: %w", s.Name, errClosed)
 	}
 	if cfg.MaxDisk > 0 {
-		if u, err := s.diskUsage(diskEvery * watchInterval); err == nil && u.Bytes >= cfg.MaxDisk {
-			return nil, inputErrorf("the jail holds %d bytes, at or over --max-disk %d: remove files or call jail_reset", u.Bytes, cfg.MaxDisk)
+		// No call starts in a jail over its bound; one whose usage
+		// cannot be told is not run either (fail closed).
+		u, err := s.diskUsage(diskEvery * watchInterval)
+		if err != nil {
+			return nil, fmt.Errorf("count the jail's usage for --max-disk: %w", err)
+		}
+		if u.Bytes > cfg.MaxDisk {
+			return nil, inputErrorf("the jail holds %d bytes, over --max-disk %d: remove files or call jail_reset", u.Bytes, cfg.MaxDisk)
 		}
 	}
 	s.ensureSkeleton()
@@ -390,15 +400,17 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 	case state.Exited():
 		res.ExitCode = state.ExitCode()
 		// bubblewrap reports a command killed by a signal as 128+N; the
-		// kernel sends SIGXFSZ only for the per-file bound.
-		if res.Limit == "" && res.ExitCode == 128+fileSizeSignal {
+		// kernel sends SIGXFSZ only for the per-file bound. A file stopped
+		// there can also fill the jail (the two bounds are one size): what
+		// killed the command is what the result names.
+		if (res.Limit == "" || res.Limit == "disk") && res.ExitCode == 128+fileSizeSignal {
 			res.Limit = "file_size"
 		}
 	default:
 		res.ExitCode = -1
 		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			res.Signal, res.SignalNumber = signalName(ws.Signal()), int(ws.Signal())
-			if res.Limit == "" && res.SignalNumber == fileSizeSignal {
+			if (res.Limit == "" || res.Limit == "disk") && res.SignalNumber == fileSizeSignal {
 				res.Limit = "file_size"
 			}
 		}
@@ -417,7 +429,23 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		res.OutputPath = where
 		s.completeOutput(outDir, stdout, stderr)
 	}
+	s.checkDiskAfter(res)
 	return res, nil
+}
+
+// checkDiskAfter tells the call during which the jail crossed its disk
+// bound, when the watchdog has not caught it (a fast writer can fill a
+// jail between two of its looks): the usage after the call, its kept
+// output included. Where the usage watch keeps it, the look costs what
+// the call changed; elsewhere it is the walk of the last second.
+func (s *Session) checkDiskAfter(res *Result) {
+	max := s.m.cfg.MaxDisk
+	if max <= 0 || res.Limit != "" {
+		return
+	}
+	if u, err := s.diskUsage(diskEvery * watchInterval); err == nil && u.Bytes > max {
+		res.Limit, res.LimitAfterExit = "disk", true
+	}
 }
 
 // completeOutput writes the stream that was not cut into the output

@@ -62,6 +62,7 @@ type Manager struct {
 	dog watchdog
 	cg  *cgroupSet // nil where the server cannot create cgroups
 	ls  launchers
+	uw  *usageWatch
 }
 
 // skeleton is created in every jail; the XDG variables point at it.
@@ -107,6 +108,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
+	if cfg.MaxDisk > 0 {
+		m.uw = newUsageWatch(log)
+	}
 	if cfg.Backend != nil && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
 		m.cg = newCgroups()
 	}
@@ -168,6 +172,9 @@ func (m *Manager) Close() error {
 	}
 	m.closeLaunchers()
 	m.cg.close()
+	if m.uw != nil {
+		m.uw.close()
+	}
 	return m.base.Close()
 }
 

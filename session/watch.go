@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// diskEvery is how many watchdog ticks pass between two counts of a jail's
-// disk usage, which walks the jail.
+// diskEvery is how many watchdog ticks pass between two walks of a jail
+// whose usage the usage watch does not keep.
 const diskEvery = 20
 
 // watchdog enforces the process, memory and disk bounds of every running
@@ -94,14 +94,26 @@ func (m *Manager) watchLoop() {
 				report(x, "memory")
 			}
 		}
-		if cfg.MaxDisk > 0 && tick%diskEvery == 0 {
+		if cfg.MaxDisk > 0 {
+			// Where the usage watch keeps a jail's usage, a look costs
+			// what changed: every tick. A jail that must be walked is
+			// walked every diskEvery ticks.
 			over := map[*Session]bool{}
 			for _, x := range roots {
 				if _, done := over[x.s]; done {
 					continue
 				}
-				u, err := x.s.diskUsage(0)
-				over[x.s] = err == nil && u.Bytes > cfg.MaxDisk
+				u, ok := x.s.exactUsage()
+				if !ok {
+					if tick%diskEvery != 0 {
+						continue
+					}
+					var err error
+					if u, err = x.s.diskUsage(0); err != nil {
+						continue
+					}
+				}
+				over[x.s] = u.Bytes > cfg.MaxDisk
 			}
 			for _, x := range roots {
 				if over[x.s] {

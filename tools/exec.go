@@ -174,6 +174,8 @@ func renderExec(r *session.Result) string {
 	switch {
 	case r.TimedOut:
 		fmt.Fprintf(&b, "timed out after %v (timeout %v); the command and everything it started were killed", d, r.Timeout)
+	case r.LimitAfterExit:
+		fmt.Fprintf(&b, "exit %d in %v, but the jail went over its %s bound (%s) during the call: no command runs in it until files are removed or jail_reset is called", r.ExitCode, d, r.Limit, limitFlag[r.Limit])
 	case r.Limit != "" && r.Limit != "file_size":
 		fmt.Fprintf(&b, "killed after %v: the command went over its %s bound (%s); it and everything it started were killed", d, r.Limit, limitFlag[r.Limit])
 	case r.Cancelled:

@@ -94,6 +94,14 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	switch {
 	case res.TimedOut:
 		return &exitError{code: exitTimedOut, msg: fmt.Sprintf("timed out after %v; the command and everything it started were killed", res.Timeout)}
+	case res.LimitAfterExit:
+		// The command ran to its end: its own status, and why the next
+		// one will be refused.
+		fmt.Fprintf(stderr, "jail-mcp: the jail went over its %s bound during the command: no command runs in it until files are removed\n", res.Limit)
+		if res.Signal != "" {
+			return &exitError{code: 128 + res.SignalNumber}
+		}
+		return &exitError{code: res.ExitCode}
 	case res.Limit != "" && res.Limit != "file_size":
 		code := res.ExitCode
 		if res.SignalNumber > 0 {

@@ -1,0 +1,256 @@
+package session
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// usageManager is a manager whose jails' usage the usage watch keeps.
+func usageManager(t *testing.T) *Manager {
+	t.Helper()
+	m, _ := newManager(t, func(c *Config) { c.MaxDisk = 1 << 40 }, nil)
+	if m.uw == nil || m.uw.fd < 0 {
+		t.Fatal("no usage watch: inotify is unavailable here")
+	}
+	return m
+}
+
+// walked is the jail's usage by a walk that sees everything: directories
+// a step left without rights are opened up first, as a reset does.
+func walked(t *testing.T, s *Session) Usage {
+	t.Helper()
+	u, err := count(s.root, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestUsageWatch changes a jail the ways commands do, a look after each
+// change, and the watched usage must be what a walk finds.
+func TestUsageWatch(t *testing.T) {
+	m := usageManager(t)
+	s := openSession(t, m, "watched")
+	j := s.Path
+	sh := func(t *testing.T, script string) {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Dir = j
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+	}
+	steps := []struct{ name, script string }{
+		{"skeleton", `true`},
+		{"write", `printf 12345 > a`},
+		{"append", `printf 0123456789 >> a`},
+		{"truncate down", `truncate -s 2 a`},
+		{"sparse", `truncate -s 1M sparse`},
+		{"fallocate", `fallocate -l 64K alloc`},
+		{"nested", `mkdir -p d1/d2/d3 && echo one > d1/f && echo two > d1/d2/f && echo three > d1/d2/d3/f`},
+		{"rename a directory", `mv d1 d1b`},
+		{"move a directory up", `mv d1b/d2 d2top`},
+		{"write in a moved directory", `echo more >> d2top/d3/f && echo new > d2top/new`},
+		{"remove a tree", `rm -rf d1b`},
+		{"symlinks", `ln -s / root-link && ln -s /usr/bin big-link && ln -s a a-link`},
+		{"hard link", `ln a a2`},
+		{"fifo", `mkfifo fifo`},
+		{"file over file", `echo replaced > b && mv -f b a`},
+		{"directory over file", `rm a2 && mkdir a2 && echo in > a2/x`},
+		{"file over directory", `rm -rf a2 && echo flat > a2`},
+		{"locked after writing", `mkdir locked && head -c 3000 /dev/zero > locked/f && chmod 000 locked`},
+		{"written while opened", `chmod 700 locked && head -c 5000 /dev/zero > locked/g && mkdir locked/sub && echo x > locked/sub/h && chmod 000 locked`},
+		{"unlocked", `chmod 700 locked`},
+		{"delete", `rm -f sparse alloc fifo`},
+		{"many", `mkdir many && cd many && i=0; while [ $i -lt 300 ]; do echo $i > f$i; i=$((i+1)); done`},
+		{"a tree moved in whole", `mkdir -p .tmp/stage/x/y && echo z > .tmp/stage/x/y/z && mv .tmp/stage staged`},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			sh(t, st.script)
+			got, ok := s.exactUsage()
+			if !ok {
+				t.Fatal("the usage watch does not keep the jail")
+			}
+			if want := walked(t, s); got != want {
+				t.Errorf("watched usage %+v, a walk finds %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestUsageWatchOverflow: more events than the kernel queues between two
+// looks, and the jail is scanned again.
+func TestUsageWatchOverflow(t *testing.T) {
+	m := usageManager(t)
+	s := openSession(t, m, "flood")
+	if _, ok := s.exactUsage(); !ok {
+		t.Fatal("the usage watch does not keep the jail")
+	}
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued int
+	fmt.Sscan(strings.TrimSpace(string(b)), &queued)
+	dir := filepath.Join(s.Path, "flood")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.exactUsage(); !ok {
+		t.Fatal("lost the jail")
+	}
+	for i := range queued + 100 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := s.exactUsage()
+	if want := walked(t, s); got != want {
+		t.Errorf("after %d files: watched %+v, a walk finds %+v", queued+100, got, want)
+	}
+}
+
+// TestUsageWatchRandom makes random changes with looks between some of
+// them; every look must agree with a walk.
+func TestUsageWatchRandom(t *testing.T) {
+	m := usageManager(t)
+	s := openSession(t, m, "random")
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, seed>>1))
+	dirs := []string{"."}
+	var files []string
+	pick := func(list []string) string { return list[r.IntN(len(list))] }
+	for i := range 600 {
+		p := func(name string) string { return filepath.Join(s.Path, name) }
+		switch r.IntN(9) {
+		case 0, 1:
+			f := filepath.Join(pick(dirs), fmt.Sprintf("f%d", i))
+			if os.WriteFile(p(f), make([]byte, r.IntN(5000)), 0o600) == nil {
+				files = append(files, f)
+			}
+		case 2:
+			if len(files) > 0 {
+				if f, err := os.OpenFile(p(pick(files)), os.O_APPEND|os.O_WRONLY, 0); err == nil {
+					f.Write(make([]byte, r.IntN(3000)))
+					f.Close()
+				}
+			}
+		case 3:
+			if len(files) > 0 {
+				os.Truncate(p(pick(files)), int64(r.IntN(10000)))
+			}
+		case 4:
+			d := filepath.Join(pick(dirs), fmt.Sprintf("d%d", i))
+			if os.Mkdir(p(d), 0o700) == nil {
+				dirs = append(dirs, d)
+			}
+		case 5:
+			if len(files) > 0 {
+				os.Remove(p(pick(files)))
+			}
+		case 6:
+			// A directory moved elsewhere, with what it holds.
+			if len(dirs) > 1 {
+				from := pick(dirs[1:])
+				to := filepath.Join(pick(dirs), fmt.Sprintf("m%d", i))
+				if os.Rename(p(from), p(to)) == nil {
+					dirs = append(dirs, to)
+				}
+			}
+		case 7:
+			if len(dirs) > 1 {
+				os.RemoveAll(p(pick(dirs[1:])))
+			}
+		case 8:
+			os.Symlink("/", p(filepath.Join(pick(dirs), fmt.Sprintf("l%d", i))))
+		}
+		if r.IntN(4) == 0 {
+			got, ok := s.exactUsage()
+			if !ok {
+				t.Fatal("the usage watch does not keep the jail")
+			}
+			if want := walked(t, s); got != want {
+				t.Fatalf("step %d (seed %d): watched %+v, a walk finds %+v", i, seed, got, want)
+			}
+		}
+	}
+}
+
+// TestUsageWatchSessions: each session's jail is its own; a reset and the
+// end of a session stop its watches.
+func TestUsageWatchSessions(t *testing.T) {
+	m := usageManager(t)
+	a, b := openSession(t, m, "a"), openSession(t, m, "b")
+	ua, _ := a.exactUsage()
+	ub, _ := b.exactUsage()
+	if err := os.WriteFile(filepath.Join(a.Path, "f"), make([]byte, 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.exactUsage(); got.Bytes != ua.Bytes+1000 {
+		t.Errorf("a: %+v, want %d bytes", got, ua.Bytes+1000)
+	}
+	if got, _ := b.exactUsage(); got != ub {
+		t.Errorf("b changed with a: %+v, was %+v", got, ub)
+	}
+	if _, err := a.Reset(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.exactUsage(); got != walked(t, a) || got.Bytes != 0 {
+		t.Errorf("after reset: %+v", got)
+	}
+	watches := len(m.uw.wds)
+	a.Close()
+	m.uw.mu.Lock()
+	left := len(m.uw.wds)
+	m.uw.mu.Unlock()
+	if left >= watches {
+		t.Errorf("watches after the session ended: %d, before %d", left, watches)
+	}
+}
+
+// TestUsageWatchNeverLeavesTheJail: a directory swapped for a symlink
+// while the server looks is never followed out, nor its mode changed.
+func TestUsageWatchNeverLeavesTheJail(t *testing.T) {
+	m := usageManager(t)
+	s := openSession(t, m, "swap")
+	outside := canonTempDir(t)
+	if err := os.WriteFile(filepath.Join(outside, "big"), make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(outside, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(outside, 0o700)
+	var before unix.Stat_t
+	unix.Stat(outside, &before)
+	for i := range 200 {
+		d := filepath.Join(s.Path, "d")
+		os.Remove(d)
+		if i%2 == 0 {
+			os.Mkdir(d, 0o000)
+		} else {
+			os.Symlink(outside, d)
+		}
+		s.exactUsage()
+	}
+	os.Remove(filepath.Join(s.Path, "d"))
+	got, _ := s.exactUsage()
+	if want := walked(t, s); got != want || got.Bytes >= 1<<20 {
+		t.Errorf("watched %+v, a walk finds %+v", got, want)
+	}
+	var after unix.Stat_t
+	unix.Stat(outside, &after)
+	if after.Mode != before.Mode || after.Ctim != before.Ctim {
+		t.Errorf("the directory outside changed: mode %o -> %o", before.Mode, after.Mode)
+	}
+}
