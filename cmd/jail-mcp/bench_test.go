@@ -467,3 +467,60 @@ func BenchmarkReset(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDisk measures what the disk bound costs a call in a big jail:
+// jailed_exec of a command that appends a line to a file, over stdio, in a
+// jail holding 100,000 small files (5,000 in short mode) against the same
+// in a jail holding nothing (ns/op of <backend>-big and -empty), and the
+// walk of the big jail that a count of it takes (walk-ms: what a call would
+// pay if it counted the jail). The usage watch counts what a call changed,
+// not the jail.
+//
+//	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkDisk$' -count 5
+func BenchmarkDisk(b *testing.B) {
+	n := benchFiles()
+	args := map[string]any{"argv": []string{"/bin/sh", "-c", `echo x >> "$HOME/log"`}}
+	for _, tb := range testBackends() {
+		for _, size := range []string{"empty", "big"} {
+			b.Run(tb.name+"-"+size, func(b *testing.B) {
+				ts := tb.start(b, newProject(b), serverEnv())
+				ts.exec(args)
+				jailDir := ts.status().Jail
+				var walk time.Duration
+				if size == "big" {
+					makeTree(b, filepath.Join(jailDir, "tree"), n)
+					// The first look after the tree was made reads its events
+					// (or scans it again, past the kernel's queue).
+					ts.exec(args)
+					start := time.Now()
+					files := 0
+					filepath.WalkDir(jailDir, func(p string, d os.DirEntry, err error) error {
+						if err == nil && !d.IsDir() {
+							if _, err := d.Info(); err == nil {
+								files++
+							}
+						}
+						return nil
+					})
+					walk = time.Since(start)
+					if files < n {
+						b.Fatalf("walked %d files, made %d", files, n)
+					}
+				}
+				for b.Loop() {
+					res, err := ts.call(context.Background(), "jailed_exec", args)
+					if err != nil || res.IsError {
+						b.Fatalf("jailed_exec: %v %v", err, res)
+					}
+				}
+				if st := ts.status(); st.Usage.Files < int64(map[string]int{"empty": 1, "big": n}[size]) {
+					b.Fatalf("usage %+v", st.Usage)
+				}
+				if walk > 0 {
+					b.ReportMetric(float64(walk.Microseconds())/1000, "walk-ms")
+				}
+			})
+		}
+	}
+}
+

@@ -1756,7 +1756,9 @@ func (fx *escapeFixture) secretsStayOut(t *testing.T) {
 func (fx *escapeFixture) bounded(t *testing.T) {
 	project := newProject(t)
 	procs := fx.start(t, project, fx.env(), "--session", "procs", "--max-procs", "100", "--max-output", "4096", "--timeout", "2s", "--max-timeout", "2s")
-	disk := fx.start(t, project, fx.env(), "--session", "disk", "--max-memory", "64MiB", "--max-disk", "8MiB")
+	// No credentials: their state copies would add bytes to a jail that a
+	// file at the per-file bound fills to the byte.
+	disk := fx.start(t, project, fx.env(), "--session", "disk", "--max-memory", "64MiB", "--max-disk", "8MiB", "--auth", "none")
 	diskJail := filepath.Join(project, ".agent-home", "disk")
 
 	fx.vector(t, "procs", func(t *testing.T) {
@@ -1830,6 +1832,8 @@ time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
 		res = fx.attack(t, disk, `
 head -c 20000000 /dev/zero > "$HOME/big"; echo "status $?"
 echo "size $(stat -c %s "$HOME/big")"
+# One file at the bound fills the jail: gone before the next.
+rm -f "$HOME/big"
 try truncate -s 100M "$HOME/sparse"
 try dd if=/dev/zero of="$HOME/seek" bs=1 count=1 seek=20000000
 `+py(`
@@ -1841,6 +1845,7 @@ try:
 except OSError:
     pass
 print("size-py", os.stat(HOME + "/big-py").st_size)
+os.remove(HOME + "/big-py")
 `)+`rm -f "$HOME/big" "$HOME/big-py" "$HOME/sparse" "$HOME/seek"`, nil)
 		for _, line := range strings.Split(res.Stdout, "\n") {
 			if size, ok := strings.CutPrefix(line, "size"); ok {
@@ -1864,6 +1869,24 @@ print("size-py", os.stat(HOME + "/big-py").st_size)
 		}
 		if r, err := disk.call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
 			t.Errorf("reset: %v", err)
+		}
+	})
+	fx.vector(t, "disk-burst", func(t *testing.T) {
+		// Past the bound between two looks of the watchdog, and exit 0:
+		// the call must still say so, and the next must not start.
+		res, raw := disk.exec(map[string]any{"command": `i=0; while [ $i -lt 12 ]; do head -c 1048576 /dev/zero > "$HOME/burst$i"; i=$((i+1)); done`})
+		if res.Limit != "disk" || !raw.IsError {
+			fx.escape(t, "12 MiB written under --max-disk 8MiB, and the call says: %+v", res)
+		}
+		_, refused := disk.exec(map[string]any{"command": "true"})
+		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(oneLineText(t, refused), "--max-disk") {
+			fx.escape(t, "a call over --max-disk ran: %q", text(refused))
+		}
+		if r, err := disk.call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+			t.Errorf("reset: %v", err)
+		}
+		if res, _ := disk.exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
+			t.Errorf("after the reset: %+v", res)
 		}
 	})
 }
