@@ -65,6 +65,20 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	}
 	errLine := &firstLineWriter{w: stderr}
 	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: errLine}
+	// A terminal on stdin is the command's own fd 0, so it can leave it
+	// raw, without echo, resized or non-blocking for the shell jail-mcp
+	// returns to. However the command ends, this puts it back (except when
+	// jail-mcp itself is killed with SIGKILL); a pty of the command's own
+	// would change what the command sees.
+	term, err := saveTerminal(stdin)
+	if err != nil {
+		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	defer func() {
+		if err := term.restore(); err != nil {
+			log.Warn("restore the terminal", "err", err)
+		}
+	}()
 	res, err := s.Exec(ctx, req)
 	if err == nil && st.name == "bwrap" && res.ExitCode == 1 && strings.HasPrefix(errLine.line(), "bwrap: ") {
 		// Exit 1 after a first line from bubblewrap: either bwrap could not
