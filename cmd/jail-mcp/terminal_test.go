@@ -41,6 +41,8 @@ func TestRunRestoresTerminal(t *testing.T) {
 		{name: "SIGTERM", script: raw + "; sleep 30", signal: syscall.SIGTERM, code: 130},
 		{name: "SIGHUP", script: raw + "; sleep 30", signal: syscall.SIGHUP, code: 130},
 		{name: "non-blocking and resized", script: pyTTY(`fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_NONBLOCK); fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("4H", 7, 9, 0, 0))`), code: 0},
+		{name: "exclusive", script: pyTTY(`fcntl.ioctl(0, termios.TIOCEXCL)`), code: 0},
+		{name: "output stopped", script: pyTTY(`termios.tcflow(0, termios.TCOOFF)`), code: 0},
 	}
 	forEachBackend(t, func(t *testing.T, b testBackend) {
 		project := newProject(t)
@@ -79,6 +81,10 @@ func TestRunRestoresTerminal(t *testing.T) {
 				if after.flags != before.flags {
 					t.Errorf("file status flags not restored: before %#o, after %#o", before.flags, after.flags)
 				}
+				if after.exclusive != before.exclusive {
+					t.Errorf("exclusive mode not restored: before %t, after %t", before.exclusive, after.exclusive)
+				}
+				tty.mustWrite(t)
 				if t.Failed() {
 					t.Logf("output:\n%s", tty.out.String())
 				}
@@ -191,9 +197,10 @@ func newTestTerminal(t *testing.T) *testTerminal {
 }
 
 type ttyState struct {
-	termios unix.Termios
-	winsize unix.Winsize
-	flags   int
+	termios   unix.Termios
+	winsize   unix.Winsize
+	flags     int
+	exclusive bool
 }
 
 func (tty *testTerminal) state(t *testing.T) ttyState {
@@ -211,5 +218,20 @@ func (tty *testTerminal) state(t *testing.T) ttyState {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ttyState{termios: *tio, winsize: *ws, flags: flags}
+	excl, err := unix.IoctlGetUint32(fd, unix.TIOCGEXCL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ttyState{termios: *tio, winsize: *ws, flags: flags, exclusive: excl != 0}
+}
+
+// mustWrite fails the test unless a line written to the terminal comes
+// out: output the command stopped stays stopped, and a write blocks.
+func (tty *testTerminal) mustWrite(t *testing.T) {
+	t.Helper()
+	const marker = "terminal-still-writes"
+	go io.WriteString(tty.slave, marker+"\n")
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(tty.out.String(), marker) }) {
+		t.Error("a line written to the terminal after jail-mcp run never came out: output stays stopped")
+	}
 }

@@ -18,17 +18,18 @@ import (
 // error are pipes jail-mcp copies from (session's run), every other
 // descriptor is closed on exec, and every backend starts it in a session
 // of its own, without a controlling terminal, so it cannot open /dev/tty.
-// Termios and window size belong to the terminal, so
+// Termios, window size and exclusive mode belong to the terminal, so
 // restoring them through fd 0 restores a stdout or stderr on the same
 // terminal too; the file status flags belong to the open file description,
 // which a shell shares between fds 0, 1 and 2 by duplicating one open.
 // What the command prints reaches the terminal as bytes: the emulator state
 // escape sequences set (alternate screen, hidden cursor) no ioctl restores.
 type terminalState struct {
-	f       *os.File
-	termios unix.Termios
-	winsize unix.Winsize
-	flags   int
+	f         *os.File
+	termios   unix.Termios
+	winsize   unix.Winsize
+	flags     int
+	exclusive bool
 }
 
 // saveTerminal reads the state of r when it is a terminal, and returns nil
@@ -54,7 +55,11 @@ func saveTerminal(r io.Reader) (*terminalState, error) {
 		if err != nil {
 			return fmt.Errorf("read file status flags: %w", err)
 		}
-		st = &terminalState{f: f, termios: *tio, winsize: *ws, flags: flags}
+		excl, err := exclusive(fd)
+		if err != nil {
+			return fmt.Errorf("read exclusive mode: %w", err)
+		}
+		st = &terminalState{f: f, termios: *tio, winsize: *ws, flags: flags, exclusive: excl}
 		return nil
 	})
 	if err != nil {
@@ -63,10 +68,10 @@ func saveTerminal(r io.Reader) (*terminalState, error) {
 	return st, nil
 }
 
-// restore puts back what the command changed. It sets only what differs:
-// from a background process group, setting termios stops jail-mcp with
-// SIGTTOU, which then happens only when there is something to put back,
-// and job control lets the user bring it forward.
+// restore puts back what the command changed. It sets only what differs,
+// where that can be read: from a background process group, setting termios
+// stops jail-mcp with SIGTTOU, which then happens only when there is
+// something to put back, and job control lets the user bring it forward.
 func (st *terminalState) restore() error {
 	if st == nil {
 		return nil
@@ -79,6 +84,11 @@ func (st *terminalState) restore() error {
 			if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, st.flags); err != nil {
 				errs = append(errs, fmt.Errorf("file status flags: %w", err))
 			}
+		}
+		// In exclusive mode no one but root can open the terminal again:
+		// no sudo or ssh password prompt, no less reading keys from it.
+		if err := restoreExclusive(fd, st.exclusive); err != nil {
+			errs = append(errs, fmt.Errorf("exclusive mode: %w", err))
 		}
 		if tio, err := unix.IoctlGetTermios(fd, getTermios); err != nil || *tio != st.termios {
 			// Now, not after output drains (TCSADRAIN): output the command
@@ -96,12 +106,28 @@ func (st *terminalState) restore() error {
 				errs = append(errs, fmt.Errorf("window size: %w", err))
 			}
 		}
+		if foreground(fd) {
+			// Whether the command stopped output (tcflow TCOOFF) cannot be
+			// read; restarting it when it was not stopped does nothing.
+			// From the background it would stop jail-mcp instead.
+			if err := startOutput(fd); err != nil {
+				errs = append(errs, fmt.Errorf("restart output: %w", err))
+			}
+		}
 		return errors.Join(errs...)
 	})
 	if err != nil {
 		return fmt.Errorf("restore the terminal's modes on standard input: %w", err)
 	}
 	return nil
+}
+
+// foreground reports whether jail-mcp may change fd's terminal without
+// being stopped: it is in the terminal's foreground process group, or the
+// terminal is not its controlling terminal at all.
+func foreground(fd int) bool {
+	pgrp, err := foregroundGroup(fd)
+	return err != nil || pgrp == unix.Getpgrp()
 }
 
 // control calls fn with f's descriptor; unlike f.Fd, it leaves the
