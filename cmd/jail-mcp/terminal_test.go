@@ -43,6 +43,8 @@ func TestRunRestoresTerminal(t *testing.T) {
 		{name: "non-blocking and resized", script: pyTTY(`fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_NONBLOCK); fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("4H", 7, 9, 0, 0))`), code: 0},
 		{name: "exclusive", script: pyTTY(`fcntl.ioctl(0, termios.TIOCEXCL)`), code: 0},
 		{name: "output stopped", script: pyTTY(`termios.tcflow(0, termios.TCOOFF)`), code: 0},
+		// jail-mcp copies this line to the stopped terminal, and blocks.
+		{name: "output stopped, then a line", script: pyTTY(`termios.tcflow(0, termios.TCOOFF); print("after the stop", flush=True)`), code: 0},
 	}
 	forEachBackend(t, func(t *testing.T, b testBackend) {
 		project := newProject(t)
@@ -66,7 +68,16 @@ func TestRunRestoresTerminal(t *testing.T) {
 					}
 					cmd.Process.Signal(tt.signal)
 				}
-				err := cmd.Wait()
+				exited := make(chan error, 1)
+				go func() { exited <- cmd.Wait() }()
+				var err error
+				select {
+				case err = <-exited:
+				case <-time.After(30 * time.Second):
+					cmd.Process.Kill()
+					<-exited
+					t.Fatalf("jail-mcp run still runs 30s on; output:\n%s", tty.out.String())
+				}
 				var ee *exec.ExitError
 				if code := cmd.ProcessState.ExitCode(); code != tt.code || err != nil && !errors.As(err, &ee) {
 					t.Fatalf("jail-mcp run exited %d (%v), want %d; output:\n%s", code, err, tt.code, tty.out.String())
