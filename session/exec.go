@@ -40,6 +40,12 @@ type Request struct {
 	// command runs, with the time it has run and its latest output line;
 	// never after the command has exited.
 	Progress func(elapsed time.Duration, line string)
+
+	// Ended, when set, is called once the command has exited and what is
+	// left of its process group has been killed, before the rest of their
+	// output is copied: jail-mcp run puts its terminal back there, as a
+	// copy to a terminal whose output the command stopped blocks for ever.
+	Ended func()
 }
 
 // Result is the outcome of a command that ran.
@@ -391,6 +397,9 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 	// Whatever is left of the command (outside a pid namespace, a
 	// background child) goes with it.
 	killGroup()
+	if req.Ended != nil {
+		req.Ended()
+	}
 	drain(&copies, readers)
 
 	state := cmd.ProcessState

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/jail-mcp/jail-mcp/jail"
@@ -63,8 +64,26 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	if dir == "" {
 		dir = defaultCwd(cfg.Project)
 	}
+	// A terminal on stdin is the command's own fd 0, so it can leave it
+	// raw, without echo, resized or non-blocking for the shell jail-mcp
+	// returns to. However the command ends, this puts it back (except when
+	// jail-mcp itself is killed with SIGKILL); a pty of the command's own
+	// would change what the command sees.
+	term, err := saveTerminal(stdin)
+	if err != nil {
+		return &exitError{code: exitRefused, msg: err.Error()}
+	}
+	// Exec calls restore as soon as the command is gone, before copying the
+	// rest of its output, which would block on output the command stopped;
+	// the defer covers every way out of Exec that does not get so far.
+	restore := sync.OnceFunc(func() {
+		if err := term.restore(); err != nil {
+			log.Warn("restore the terminal", "err", err)
+		}
+	})
+	defer restore()
 	errLine := &firstLineWriter{w: stderr}
-	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: errLine}
+	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: errLine, Ended: restore}
 	res, err := s.Exec(ctx, req)
 	if err == nil && st.name == "bwrap" && res.ExitCode == 1 && strings.HasPrefix(errLine.line(), "bwrap: ") {
 		// Exit 1 after a first line from bubblewrap: either bwrap could not

@@ -1,0 +1,12 @@
+//go:build !linux && !darwin
+
+package main
+
+import "io"
+
+// terminalState is empty where no backend confines: no command runs.
+type terminalState struct{}
+
+func saveTerminal(io.Reader) (*terminalState, error) { return nil, nil }
+
+func (*terminalState) restore() error { return nil }
