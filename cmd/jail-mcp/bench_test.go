@@ -523,4 +523,3 @@ func BenchmarkDisk(b *testing.B) {
 		}
 	}
 }
-
