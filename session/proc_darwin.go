@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -21,8 +22,8 @@ func signalName(sig syscall.Signal) string {
 	return fmt.Sprintf("SIG%d", int(sig))
 }
 
-// closeInheritedFDs is done by the backend's launcher on this OS.
-func closeInheritedFDs() error { return nil }
+// closeRangeCloexec does not exist here: the descriptors are listed.
+func closeRangeCloexec() error { return errors.ErrUnsupported }
 
 // openPath and openHostPath return no descriptor: no backend of this OS
 // binds paths, so the session copies credentials instead.

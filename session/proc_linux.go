@@ -3,7 +3,6 @@ package session
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -25,25 +24,10 @@ func signalName(sig syscall.Signal) string {
 	return fmt.Sprintf("SIG%d", int(sig))
 }
 
-// closeInheritedFDs marks every descriptor above 2 close-on-exec. Go opens
-// its own files that way, but descriptors the server inherited from whoever
-// started it are not, and would otherwise reach every jailed command.
-func closeInheritedFDs() error {
-	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	if err == nil {
-		return nil
-	}
-	// Kernels before 5.11: walk the descriptors one by one.
-	fds, rerr := os.ReadDir("/proc/self/fd")
-	if rerr != nil {
-		return fmt.Errorf("mark inherited descriptors close-on-exec: %w", err)
-	}
-	for _, e := range fds {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-			unix.CloseOnExec(fd)
-		}
-	}
-	return nil
+// closeRangeCloexec marks every descriptor above 2 close-on-exec in one
+// call (Linux 5.11 and later).
+func closeRangeCloexec() error {
+	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 }
 
 // openPath opens name inside root as an O_PATH descriptor without

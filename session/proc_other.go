@@ -15,7 +15,7 @@ func killProcessGroup(pgid int) {}
 
 func signalName(sig syscall.Signal) string { return sig.String() }
 
-// closeInheritedFDs is done by the backend's launcher on this OS.
+// closeInheritedFDs has nothing to do here: no command is ever started.
 func closeInheritedFDs() error { return nil }
 
 // openPath and openHostPath return no descriptor: no backend of this OS

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -73,6 +74,40 @@ func (fx *escapeFixture) hostChannels(t *testing.T) {
 		}
 		if after := hostAddrs(t); !slices.Equal(before, after) {
 			fx.escape(t, "the host's addresses changed: %v -> %v", before, after)
+		}
+	})
+
+	fx.vector(t, "inherited-fds", func(t *testing.T) {
+		// An MCP client that leaves descriptors open when it starts the
+		// server (not close-on-exec): a host file open for writing and a
+		// host directory, at 3 and 4, and the file again at 9.
+		victim := filepath.Join(fx.victim, "file")
+		before := stateOf(t, victim)
+		file, err := os.OpenFile(victim, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer file.Close()
+		dir, err := os.Open(fx.victim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dir.Close()
+		ts := startServerCmd(t, newProject(t), append(fx.env(), fx.backend.env...), func(cmd *exec.Cmd) {
+			cmd.ExtraFiles = []*os.File{file, dir, nil, nil, nil, nil, file}
+		}, append(slices.Clone(fx.backend.args), "--session", "fds")...)
+		fx.attack(t, ts, `
+for fd in 3 4 5 6 7 8 9; do
+	try sh -c "echo from-the-jail >&$fd"
+done
+`+py(`
+for fd in range(3, 64):
+    attempt("write to descriptor %d" % fd, os.write, fd, b"from-the-jail\n")
+    attempt("create a file through descriptor %d" % fd, lambda: os.close(os.open("pwned-" + E["MARKER"], os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd)))
+    attempt("open /proc/self/fd/%d for writing" % fd, lambda: os.close(os.open("/proc/self/fd/%d" % fd, os.O_WRONLY | os.O_APPEND)))
+`), nil)
+		if after := stateOf(t, victim); after != before {
+			fx.escape(t, "the host file behind an inherited descriptor changed: %+v -> %+v", before, after)
 		}
 	})
 
