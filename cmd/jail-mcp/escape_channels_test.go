@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,6 +111,11 @@ for fd in range(3, 64):
 			fx.escape(t, "the host file behind an inherited descriptor changed: %+v -> %+v", before, after)
 		}
 	})
+
+	// jail-mcp run gives the command the user's terminal as its standard
+	// input: whatever the command does to it (raw, no echo, non-blocking,
+	// exclusive, output stopped) is undone however it ends.
+	fx.vector(t, "run-terminal", func(t *testing.T) { runRestoresTerminal(t, fx.backend) })
 
 	// A FIFO opened for writing ignores a read-only mount: a host process
 	// reading one receives what the jail writes. bubblewrap shadows /tmp,
@@ -475,4 +481,41 @@ func (fr *fifoReader) close() int64 {
 	<-fr.done
 	fr.r.Close()
 	return fr.n.Load()
+}
+
+// httpSessions attacks the HTTP server's session table (promise 7): a
+// client without the token opens nothing and what it sent is never
+// logged; with it, no more than --max-sessions sessions live at once,
+// however many it asks for.
+func (fx *escapeFixture) httpSessions(t *testing.T) {
+	token := "escape-token-" + fx.marker
+	project := newProject(t)
+	hs := startHTTP(t, project, append(fx.env(), fx.backend.env...), append(slices.Clone(fx.backend.args), "--token", token, "--max-sessions", "2")...)
+	wrong := "wrong-token-" + fx.marker + "-attacker"
+	for _, auth := range []string{"", "Bearer " + wrong, "Basic " + wrong} {
+		r := hs.mustRaw(t, http.MethodPost, "", map[string]string{"Authorization": auth}, httpInitialize(1))
+		if r.code != http.StatusUnauthorized || r.header.Get("Mcp-Session-Id") != "" {
+			fx.escape(t, "initialize with Authorization %q: status %d, session %q", auth, r.code, r.header.Get("Mcp-Session-Id"))
+		}
+	}
+	if !httpWarned(hs, "bearer token refused", "remote=127.0.0.1:", "reason=wrong") || !httpWarned(hs, "bearer token refused", "reason=missing") {
+		t.Errorf("refused tokens are not logged:\n%s", hs.stderr)
+	}
+	if strings.Contains(hs.stderr.String(), wrong) {
+		t.Errorf("the server logged a refused token:\n%s", hs.stderr)
+	}
+	for range 2 {
+		s := hs.connect(t, "")
+		if res, raw := s.exec(map[string]any{"command": "echo $HOME"}); res.Backend != fx.backend.name || strings.TrimSpace(res.Stdout) != s.jail() {
+			t.Fatalf("session on %s: %+v %s", fx.backend.name, res, text(raw))
+		}
+	}
+	for i := range 5 {
+		if r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(10+i)); r.code != http.StatusServiceUnavailable || r.header.Get("Mcp-Session-Id") != "" {
+			fx.escape(t, "initialize beyond --max-sessions 2: status %d, session %q", r.code, r.header.Get("Mcp-Session-Id"))
+		}
+	}
+	if got := httpJailNames(t, project); len(got) != 2 {
+		fx.escape(t, "jails made: %v, want the 2 sessions'", got)
+	}
 }

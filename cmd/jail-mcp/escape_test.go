@@ -1871,6 +1871,7 @@ os.remove(HOME + "/big-py")
 			t.Errorf("reset: %v", err)
 		}
 	})
+	fx.vector(t, "http-sessions", fx.httpSessions)
 	fx.vector(t, "disk-burst", func(t *testing.T) {
 		// Past the bound between two looks of the watchdog, and exit 0:
 		// the call must still say so, and the next must not start.

@@ -15,12 +15,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestRunRestoresTerminal runs the real jail-mcp run in a session of its
-// own whose controlling terminal, and standard input, output and error, is
-// a pseudo-terminal, as from a shell; the command changes the terminal and
-// ends in every way a command ends. Afterwards the terminal must be as it
-// was before.
-func TestRunRestoresTerminal(t *testing.T) {
+// runRestoresTerminal runs the real jail-mcp run on backend b in a session
+// of its own whose controlling terminal, and standard input, output and
+// error, is a pseudo-terminal, as from a shell; the command changes the
+// terminal and ends in every way a command ends. Afterwards the terminal
+// must be as it was before. It is the escape suite's run-terminal vector
+// (TestEscape/<backend>/2/run-terminal).
+func runRestoresTerminal(t *testing.T, b testBackend) {
 	py := python3(t)
 	// pyTTY runs Python code with fcntl, os, struct and termios imported.
 	pyTTY := func(code string) string {
@@ -46,62 +47,60 @@ func TestRunRestoresTerminal(t *testing.T) {
 		// jail-mcp copies this line to the stopped terminal, and blocks.
 		{name: "output stopped, then a line", script: pyTTY(`termios.tcflow(0, termios.TCOOFF); print("after the stop", flush=True)`), code: 0},
 	}
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				tty := newTestTerminal(t)
-				before := tty.state(t)
-				args := append(append(append([]string{"run", "--project", project}, b.args...), tt.args...), "--", "/bin/sh", "-c", tt.script)
-				cmd := exec.Command(os.Args[0], args...)
-				cmd.Env, cmd.Dir = serverEnv(b.env...), project
-				cmd.Stdin, cmd.Stdout, cmd.Stderr = tty.slave, tty.slave, tty.slave
-				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				if tt.signal != 0 {
-					if !waitFor(30*time.Second, func() bool { return tty.state(t).termios != before.termios }) {
-						cmd.Process.Kill()
-						cmd.Wait()
-						t.Fatalf("the command did not change the terminal; output:\n%s", tty.out.String())
-					}
-					cmd.Process.Signal(tt.signal)
-				}
-				exited := make(chan error, 1)
-				go func() { exited <- cmd.Wait() }()
-				var err error
-				select {
-				case err = <-exited:
-				case <-time.After(30 * time.Second):
+	project := newProject(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tty := newTestTerminal(t)
+			before := tty.state(t)
+			args := append(append(append([]string{"run", "--project", project}, b.args...), tt.args...), "--", "/bin/sh", "-c", tt.script)
+			cmd := exec.Command(os.Args[0], args...)
+			cmd.Env, cmd.Dir = serverEnv(b.env...), project
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = tty.slave, tty.slave, tty.slave
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if tt.signal != 0 {
+				if !waitFor(30*time.Second, func() bool { return tty.state(t).termios != before.termios }) {
 					cmd.Process.Kill()
-					<-exited
-					t.Fatalf("jail-mcp run still runs 30s on; output:\n%s", tty.out.String())
+					cmd.Wait()
+					t.Fatalf("the command did not change the terminal; output:\n%s", tty.out.String())
 				}
-				var ee *exec.ExitError
-				if code := cmd.ProcessState.ExitCode(); code != tt.code || err != nil && !errors.As(err, &ee) {
-					t.Fatalf("jail-mcp run exited %d (%v), want %d; output:\n%s", code, err, tt.code, tty.out.String())
-				}
-				after := tty.state(t)
-				if after.termios != before.termios {
-					t.Errorf("termios not restored:\nbefore %+v\nafter  %+v", before.termios, after.termios)
-				}
-				if after.winsize != before.winsize {
-					t.Errorf("window size not restored: before %+v, after %+v", before.winsize, after.winsize)
-				}
-				if after.flags != before.flags {
-					t.Errorf("file status flags not restored: before %#o, after %#o", before.flags, after.flags)
-				}
-				if after.exclusive != before.exclusive {
-					t.Errorf("exclusive mode not restored: before %t, after %t", before.exclusive, after.exclusive)
-				}
-				tty.mustWrite(t)
-				if t.Failed() {
-					t.Logf("output:\n%s", tty.out.String())
-				}
-			})
-		}
-	})
+				cmd.Process.Signal(tt.signal)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			var err error
+			select {
+			case err = <-exited:
+			case <-time.After(30 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+				t.Fatalf("jail-mcp run still runs 30s on; output:\n%s", tty.out.String())
+			}
+			var ee *exec.ExitError
+			if code := cmd.ProcessState.ExitCode(); code != tt.code || err != nil && !errors.As(err, &ee) {
+				t.Fatalf("jail-mcp run exited %d (%v), want %d; output:\n%s", code, err, tt.code, tty.out.String())
+			}
+			after := tty.state(t)
+			if after.termios != before.termios {
+				t.Errorf("termios not restored:\nbefore %+v\nafter  %+v", before.termios, after.termios)
+			}
+			if after.winsize != before.winsize {
+				t.Errorf("window size not restored: before %+v, after %+v", before.winsize, after.winsize)
+			}
+			if after.flags != before.flags {
+				t.Errorf("file status flags not restored: before %#o, after %#o", before.flags, after.flags)
+			}
+			if after.exclusive != before.exclusive {
+				t.Errorf("exclusive mode not restored: before %t, after %t", before.exclusive, after.exclusive)
+			}
+			tty.mustWrite(t)
+			if t.Failed() {
+				t.Logf("output:\n%s", tty.out.String())
+			}
+		})
+	}
 }
 
 // TestRunInBackground: jail-mcp run in a background job of a shell with
