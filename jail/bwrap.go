@@ -98,10 +98,11 @@ func (b *bwrap) Start(cmd *exec.Cmd, launch Launcher) (Process, error) {
 }
 
 func (b *bwrap) Guarantees() Guarantees {
-	g := guarantees(nil)
+	g := guarantees(map[int]string{
+		2: "not in full: a FIFO in the project or under HOME, opened for writing, reaches the host process reading it (a read-only mount does not stop it; /tmp, /var/tmp and /run are shown empty, /dev/shm is the sandbox's own). Otherwise no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces",
+	})
 	notes := map[int]string{
-		2: "no unix sockets can be created (seccomp), private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces",
-		7: "processes and memory exactly by cgroups where the server can create them (threads count as processes there), else by a watchdog every 50 ms; disk by a watchdog every second; per-file size and core dumps by rlimit",
+		7: "processes and memory exactly by cgroups where the server can create them (threads count as processes there), else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
 	for i, p := range g.Kept {
 		if n, ok := notes[p.ID]; ok {

@@ -441,10 +441,10 @@ func (l *landlockJail) Guarantees() Guarantees {
 		1: "Landlock does not cover changes of metadata: chmod, chown and utime of files the server's user owns outside the jail still work" + map[bool]string{true: " (as root, chmod and chown are denied by seccomp everywhere, in the jail too; utime is not)", false: ""}[l.root],
 	})
 	notes := map[int]string{
-		2: "no unix sockets can be created (seccomp); SysV IPC, POSIX message queues and key rings denied (seccomp); signals, ptrace and abstract sockets scoped by Landlock; no capabilities, no new namespaces, no new privileges; no controlling terminal",
+		2: "no unix sockets can be created and no unix datagram socket pairs (seccomp); netlink for routing only; SysV IPC, POSIX message queues and key rings denied (seccomp); host FIFOs denied by Landlock; signals, ptrace and abstract sockets scoped by Landlock; no capabilities, no new namespaces, no new privileges; no controlling terminal",
 		3: "no pid namespace: a guard process in the call's Landlock domain and the server as child subreaper kill every process of the call, setsid and double-forked ones included, when it ends or the server dies",
 		5: "every capability and the bounding set dropped; as root, chmod and chown are denied everywhere (root owns the host's files), so tools that set modes in the jail fail: run the server as a normal user, or use bwrap",
-		7: "processes and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms; disk by a watchdog every second; per-file size and core dumps by rlimit",
+		7: "processes and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
 	for i, p := range g.Kept {
 		if n, ok := notes[p.ID]; ok {
