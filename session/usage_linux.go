@@ -2,10 +2,12 @@ package session
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -30,12 +32,17 @@ import (
 type usageWatch struct {
 	log *slog.Logger
 
-	mu    sync.Mutex
-	fd    int // the inotify instance; -1: none, every jail is walked
-	buf   []byte
-	wds   map[int32]*wdir
-	jails map[*Session]*wjail
+	mu     sync.Mutex
+	fd     int // the inotify instance; -1: none, every jail is walked
+	budget int // watches this manager may hold at once
+	buf    []byte
+	wds    map[int32]*wdir
+	jails  map[*Session]*wjail
 }
+
+// errNoWatches reports that a jail needs more watches than the budget
+// leaves.
+var errNoWatches = fmt.Errorf("more directories than the inotify watches jail-mcp may use: %w", unix.ENOSPC)
 
 // wjail is a jail's watched tree.
 type wjail struct {
@@ -44,6 +51,7 @@ type wjail struct {
 	root   *wdir
 	usage  Usage
 	rescan bool // scan again at the next look
+	walked bool // not watched: walked by the caller until the next reset
 }
 
 // wdir is a watched directory of a jail.
@@ -74,6 +82,15 @@ func newUsageWatch(log *slog.Logger) *usageWatch {
 		return w
 	}
 	w.fd, w.buf = fd, make([]byte, 64<<10)
+	// Watches are the user's, shared with every program it runs (an
+	// editor, a file manager): a jail of a million directories must not
+	// take them all. Half is left to the rest.
+	w.budget = 8192 / 2
+	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+			w.budget = n / 2
+		}
+	}
 	return w
 }
 
@@ -98,17 +115,23 @@ func (w *usageWatch) usage(s *Session) (u Usage, ok bool) {
 	}
 	w.read()
 	j := w.jails[s]
+	if j != nil && j.walked {
+		return Usage{}, false
+	}
 	if j == nil || j.rescan {
 		if j != nil {
 			w.drop(j)
 		}
 		var err error
 		if j, err = w.scan(s); err != nil {
+			// Not watched until a reset empties the jail: a scan that
+			// failed would fail again, and cost a walk each time.
+			w.jails[s] = &wjail{walked: true}
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENOMEM) {
-				w.log.Warn("no inotify watch left: the disk bound walks this jail instead, at most once a second",
-					"session", s.Name, "err", err, "fix", "sudo sysctl -w fs.inotify.max_user_watches=1048576")
+				w.log.Warn("no inotify watch left for this jail: the disk bound walks it instead, at most once a second",
+					"session", s.Name, "err", err, "watching", len(w.wds), "fix", "sudo sysctl -w fs.inotify.max_user_watches=1048576")
 			} else {
-				w.log.Warn("scan jail", "session", s.Name, "err", err)
+				w.log.Warn("the disk bound walks this jail, at most once a second: it cannot be watched", "session", s.Name, "err", err)
 			}
 			return Usage{}, false
 		}
@@ -148,7 +171,7 @@ func (w *usageWatch) read() {
 			switch {
 			case ev.Mask&unix.IN_Q_OVERFLOW != 0:
 				for _, j := range w.jails {
-					j.rescan = true
+					j.rescan = !j.walked
 				}
 			case ev.Mask&unix.IN_IGNORED != 0:
 				if d := w.wds[ev.Wd]; d != nil {
@@ -268,6 +291,9 @@ func (w *usageWatch) watch(j *wjail, parent *wdir, name string, f *os.File) (*wd
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, err
+	}
+	if len(w.wds) >= w.budget {
+		return nil, errNoWatches
 	}
 	// By the descriptor's magic link: the very directory opened, never a
 	// path a command could have changed since.

@@ -254,3 +254,36 @@ func TestUsageWatchNeverLeavesTheJail(t *testing.T) {
 		t.Errorf("the directory outside changed: mode %o -> %o", before.Mode, after.Mode)
 	}
 }
+
+// TestUsageWatchBudget: a jail with more directories than the watches the
+// manager may use is walked instead, and the watches stay within the
+// budget: a command cannot take the user's watches from other programs.
+func TestUsageWatchBudget(t *testing.T) {
+	m := usageManager(t)
+	m.uw.budget = 20
+	s := openSession(t, m, "dirs")
+	for i := range 30 {
+		if err := os.MkdirAll(filepath.Join(s.Path, "many", fmt.Sprint(i)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(s.Path, "many", "0", "f"), []byte("12345"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.exactUsage(); ok {
+		t.Error("a jail of 38 directories is watched with a budget of 20")
+	}
+	if n := len(m.uw.wds); n > 20 {
+		t.Errorf("%d watches held, budget 20", n)
+	}
+	if u, err := s.diskUsage(0); err != nil || u != walked(t, s) {
+		t.Errorf("walked usage %+v (%v), want %+v", u, err, walked(t, s))
+	}
+	// Emptied by a reset, it is watched again.
+	if _, err := s.Reset(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if u, ok := s.exactUsage(); !ok || u != walked(t, s) {
+		t.Errorf("after reset: %+v %t", u, ok)
+	}
+}
