@@ -1421,7 +1421,9 @@ n=0; for c in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' < "$c" 2>/dev/null)" = "
 	fx.vector(t, "timeout", func(t *testing.T) {
 		m := marker(10)
 		defer killMarked(m)
-		res, _ := fx.a.exec(map[string]any{"command": startAll(m) + alive(m) + "sleep 100", "timeout_ms": 1500, "env": fx.vars(fx.a)})
+		// The count of alive walks every process in view, which under
+		// Landlock is every process of the host: time enough for a busy one.
+		res, _ := fx.a.exec(map[string]any{"command": startAll(m) + alive(m) + "sleep 100", "timeout_ms": 5000, "env": fx.vars(fx.a)})
 		if !res.TimedOut || res.Limit != "timeout" || !strings.Contains(res.Stdout, fmt.Sprintf("alive %d\n", len(forms))) {
 			t.Fatalf("result: %+v", res)
 		}
