@@ -74,7 +74,7 @@ type wdir struct {
 	// jail of 100,000 files would otherwise cost the server's every
 	// collection a walk of them (measured: a call 20% slower).
 	files map[uint64]int64
-	dirs   map[string]*wdir
+	dirs  map[string]*wdir
 	// pending are the entries events named since the last look.
 	pending map[string]bool
 }
