@@ -4,6 +4,7 @@ package jail
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,95 +14,173 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // bwrap confines with bubblewrap: a read-only view of the host, a private
 // /dev, /proc, pid, ipc and uts namespace, and the jail bound writable.
+// Where the kernel has Landlock ABI 6, each session's commands run in a
+// session agent inside the session's sandbox, which adds the Landlock
+// layer a read-only mount cannot give (no FIFO of the host opened for
+// writing) and forks each command in a scoped domain of its own; without
+// it, every command is a bwrap of its own, with the host's /tmp, /var/tmp
+// and /run shadowed instead.
 type bwrap struct {
 	path    string   // absolute path of the bwrap binary
-	scope   scoper   // Landlock scoping of abstract sockets and signals
 	seccomp []byte   // the filter denying unix sockets, as bwrap --seccomp reads it
-	shadow  []string // the host's shadowDirs as they resolve here
+	abi     int      // the kernel's Landlock ABI; below MinLandlockABI, no agents
+	exe     *os.File // the server's own binary, which agents run
+	shadow  []string // the host's ShadowDirs as they resolve here, without agents
 
 	pathMu  sync.Mutex
 	pathFor string   // the PATH pathDirs were resolved for
 	pathVis []string // PATH's directories below a shadowed one
-
-	mu   sync.Mutex
-	info map[*exec.Cmd]*os.File // read end of each command's --info-fd pipe, until Start
 }
 
 func (b *bwrap) Name() string                { return "bwrap" }
 func (b *bwrap) Confined() bool              { return true }
 func (b *bwrap) Credentials() CredentialMode { return BindCredentials }
+func (b *bwrap) Agents() bool                { return b.abi >= MinLandlockABI && b.exe != nil }
 
-func (b *bwrap) Command(spec Spec) (*exec.Cmd, error) {
-	if err := spec.validate(); err != nil {
-		return nil, err
+func (b *bwrap) Runner(spec Spec, launch Launcher) (Runner, error) {
+	if !b.Agents() {
+		return &directRunner{spec: spec, start: b.startDirect}, nil
 	}
+	return b.startAgent(spec, launch)
+}
+
+// command is the bwrap command that runs spec, with the descriptors
+// BwrapArgs numbers, the seccomp filter, the info pipe and extra after
+// them, and the read end of the info pipe.
+func (b *bwrap) command(spec Spec, shadow []string, extra ...*os.File) (*exec.Cmd, *os.File, error) {
 	filter, err := memfd("jail-mcp-seccomp", b.seccomp)
 	if err != nil {
-		return nil, fmt.Errorf("load seccomp filter: %w", err)
+		return nil, nil, fmt.Errorf("load seccomp filter: %w", err)
 	}
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
 		filter.Close()
-		return nil, fmt.Errorf("create info pipe: %w", err)
+		return nil, nil, fmt.Errorf("create info pipe: %w", err)
 	}
-	spec.Visible = b.visible(spec)
-	cmd := exec.Command(b.path, BwrapArgs(spec, b.shadow)...)
-	// The filter and the info pipe go last, after the descriptors
-	// BwrapArgs numbers; Start closes them once bwrap has them.
-	cmd.ExtraFiles = append(bwrapFiles(spec), filter, infoW)
+	cmd := exec.Command(b.path, BwrapArgs(spec, shadow)...)
+	cmd.ExtraFiles = append(append(bwrapFiles(spec), filter, infoW), extra...)
 	// bwrap itself gets an empty environment: the command's environment
 	// reaches it through --setenv, so nothing in it (LD_PRELOAD, say) can
 	// act on bwrap before the sandbox is in place.
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	b.mu.Lock()
-	if b.info == nil {
-		b.info = map[*exec.Cmd]*os.File{}
-	}
-	b.info[cmd] = infoR
-	b.mu.Unlock()
-	return cmd, nil
+	return cmd, infoR, nil
 }
 
-// Start starts bwrap and returns a wait that returns only once the
-// sandbox's pid namespace is empty. bwrap exits as soon as the command
-// does, while its init, the namespace's pid 1, is still killing what the
-// command left behind; waiting for that init (known from --info-fd) keeps
-// promise 3 for the caller that checks right after.
-func (b *bwrap) Start(cmd *exec.Cmd, launch Launcher) (Process, error) {
-	b.mu.Lock()
-	infoR := b.info[cmd]
-	delete(b.info, cmd)
-	b.mu.Unlock()
-	wait, err := b.scope.start(cmd, launch)
-	if n := len(cmd.ExtraFiles); n >= 2 {
-		cmd.ExtraFiles[n-2].Close() // the seccomp filter
-		cmd.ExtraFiles[n-1].Close() // the write end of the info pipe
+// closeSent closes the descriptors command added for bwrap, once bwrap
+// has them.
+func closeSent(cmd *exec.Cmd, spec Spec) {
+	n := len(bwrapFiles(spec))
+	closeFiles(cmd.ExtraFiles[n:])
+}
+
+// startAgent starts the session agent in a sandbox of spec, bound to its
+// jail, credentials and network.
+func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
+	if spec.JailFile == nil {
+		return nil, errors.New("bwrap: the jail must be given by a descriptor")
 	}
+	server, ctl, err := socketPair()
 	if err != nil {
-		if infoR != nil {
-			infoR.Close()
+		return nil, err
+	}
+	// After the descriptors BwrapArgs numbers, its filter and info pipe:
+	// the agent's control socket and the server's binary.
+	n := 3 + len(bwrapFiles(spec)) + 2
+	spec.Argv = []string{"/proc/self/fd/" + strconv.Itoa(n+1), agentArg, strconv.Itoa(n)}
+	spec.Env = agentEnv
+	if spec.Dir == "" {
+		spec.Dir = spec.Jail
+	}
+	if err := spec.validate(); err != nil {
+		server.Close()
+		ctl.Close()
+		return nil, err
+	}
+	cmd, infoR, err := b.command(spec, nil, ctl, b.exe)
+	if err != nil {
+		server.Close()
+		ctl.Close()
+		return nil, err
+	}
+	// A session of its own, killed as one with bwrap's init; and with the
+	// server, should it die.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	initKill := make(chan func(), 1)
+	go func() { initKill <- watchInit(infoR) }()
+	kill := func(cmd *exec.Cmd) {
+		if cmd.Process != nil {
+			cmd.Process.Kill()
 		}
+		select {
+		case k := <-initKill:
+			k()
+		case <-time.After(initGrace):
+		}
+	}
+	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Network: spec.Network, ABI: b.abi}
+	// Once bwrap has them: the filter and the info pipe's write end.
+	sent := cmd.ExtraFiles[len(bwrapFiles(spec)) : len(cmd.ExtraFiles)-2]
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill}, launch, cfg, []*os.File{spec.JailFile})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// startDirect runs one command in a bwrap of its own. Without Landlock ABI
+// 6 there is no scope for abstract unix sockets: a sandbox that shares the
+// host's network namespace reaches them (the seccomp filter still denies
+// every unix socket).
+func (b *bwrap) startDirect(spec Spec, c Call) (Process, error) {
+	spec.Visible = b.visible(spec)
+	cmd, infoR, err := b.command(spec, b.shadow)
+	if err != nil {
+		return Process{}, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	wait, err := startOn(cmd, c.Launch)
+	closeSent(cmd, spec)
+	if err != nil {
+		infoR.Close()
 		return Process{}, err
 	}
 	initDone := make(chan func(), 1)
 	go func() { initDone <- watchInit(infoR) }()
-	return Process{Wait: func() error {
-		err := wait()
-		(<-initDone)()
-		return err
-	}}, nil
+	pid := cmd.Process.Pid
+	// bwrap exits as soon as the command does, while its init, the
+	// namespace's pid 1, is still killing what the command left behind:
+	// waiting for that init (known from --info-fd) keeps promise 3 for
+	// the caller that checks right after.
+	return Process{
+		Wait: func() (Exit, error) {
+			err := wait()
+			(<-initDone)()
+			if cmd.ProcessState == nil {
+				return Exit{Code: -1}, err
+			}
+			return exitOf(cmd.ProcessState), nil
+		},
+		Kill: func() { syscall.Kill(-pid, syscall.SIGKILL) },
+		Pid:  pid,
+	}, nil
 }
 
 func (b *bwrap) Guarantees() Guarantees {
-	g := guarantees(map[int]string{
-		2: "not in full: a FIFO in the project or under HOME, opened for writing, reaches the host process reading it (a read-only mount does not stop it; /tmp, /var/tmp and /run are shown empty, /dev/shm is the sandbox's own). Otherwise no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces",
-	})
+	var notKept map[int]string
+	p2 := "no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces"
+	if !b.Agents() {
+		notKept = map[int]string{2: "not in full: a FIFO in the project or under HOME, opened for writing, reaches the host process reading it (a read-only mount does not stop it; without Landlock ABI 6 there is no layer that does; /tmp, /var/tmp and /run are shown empty, /dev/shm is the sandbox's own). Otherwise " + p2}
+	}
+	g := guarantees(notKept)
 	notes := map[int]string{
+		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing; the server is outside the sandbox",
 		7: "processes and memory exactly by cgroups where the server can create them (threads count as processes there), else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
 	for i, p := range g.Kept {
@@ -236,6 +315,9 @@ func BwrapArgs(spec Spec, shadow []string) []string {
 		"--disable-userns",
 		"--ro-bind", "/", "/",
 		"--dev", "/dev",
+		// The IPC namespace's own POSIX message queues, mounted where the
+		// agent's Landlock layer can name them as writable.
+		"--mqueue", "/dev/mqueue",
 		"--proc", "/proc",
 		// As root a fresh /proc lets the sandbox write kernel tunables.
 		"--ro-bind", "/proc/sys", "/proc/sys",
@@ -312,11 +394,15 @@ func probeBwrap(ctx context.Context, opts Options) Report {
 		return r
 	}
 	r.Path = path
+	// The ABI of the Landlock layer its session agents add, 0 for none.
+	if abi, err := opts.landlockABI(); err == nil {
+		r.ABI = abi
+	}
 	if opts.SkipTrialRun && (!opts.choosing || userNamespaces() == nil) {
 		r.Available = true
 		return r
 	}
-	if msg := probeRun(ctx, newBwrap(path), "/bin/true"); msg != "" {
+	if msg := probeRun(ctx, newBwrap(path, r.ABI), "/bin/true"); msg != "" {
 		r.Reason, r.Hint = explainBwrap(msg, opts)
 		return r
 	}

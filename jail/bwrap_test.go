@@ -3,7 +3,6 @@
 package jail_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -12,7 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/jail-mcp/jail-mcp/jail"
 )
@@ -164,15 +164,32 @@ func TestSpecStringHidesEnvValues(t *testing.T) {
 	}
 }
 
-// TestBwrapConfines runs the real bubblewrap backend.
+// TestBwrapConfines runs the real bubblewrap backend: with session agents
+// (this kernel's Landlock ABI), and as on a kernel without Landlock ABI 6,
+// each command a bwrap of its own.
 func TestBwrapConfines(t *testing.T) {
-	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
-	if err != nil {
-		t.Fatalf("open bwrap backend: %v", err)
+	for _, mode := range []struct {
+		name   string
+		agents bool
+		opts   jail.Options
+	}{
+		{"agents", true, jail.Options{}},
+		{"without-landlock", false, jail.Options{LandlockABI: func() (int, error) { return 0, unix.ENOSYS }}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			b, err := jail.Open(t.Context(), "bwrap", mode.opts)
+			if err != nil {
+				t.Fatalf("open bwrap backend: %v", err)
+			}
+			if b.Name() != "bwrap" || !b.Confined() || b.Agents() != mode.agents {
+				t.Fatalf("backend %s confined=%t agents=%t, want bwrap confined, agents %t", b.Name(), b.Confined(), b.Agents(), mode.agents)
+			}
+			testBwrapConfines(t, b, mode.agents)
+		})
 	}
-	if b.Name() != "bwrap" || !b.Confined() {
-		t.Fatalf("backend %s confined=%t, want bwrap confined", b.Name(), b.Confined())
-	}
+}
+
+func testBwrapConfines(t *testing.T, b jail.Backend, agents bool) {
 	hostNet, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
 		t.Fatal(err)
@@ -239,16 +256,20 @@ func TestBwrapConfines(t *testing.T) {
 		},
 		{
 			// A FIFO there, opened for writing, would reach a host reader
-			// through the read-only view: they are empty but for what
-			// must stay visible (Spec.Visible, the jail).
-			name: "host tmp, var/tmp and run are shadowed", network: true, wantOK: true,
-			script: `for f in $MARKS; do [ -e "$f" ] && echo "VISIBLE $f"; done
+			// through the read-only view: an agent's Landlock layer denies
+			// the open; without it they are empty but for what must stay
+			// visible (Spec.Visible, the jail).
+			name: "host tmp, var/tmp and run", network: true, wantOK: true,
+			script: `for f in $MARKS; do [ -e "$f" ] && echo "VISIBLE $f"; ( : >> "$f" ) 2>/dev/null && echo "WRITTEN $f"; done
 [ -d "$OUTSIDE" ] && echo outside-visible
 touch /tmp/x /run/x 2>/dev/null || echo read-only
 true`,
 			check: func(t *testing.T, jailDir, outside, stdout, stderr string) {
-				if strings.Contains(stdout, "VISIBLE") || !strings.Contains(stdout, "outside-visible\nread-only") {
-					t.Errorf("stdout %q: want no host file visible, the visible path shown, both read-only", stdout)
+				if got := strings.Count(stdout, "VISIBLE"); agents && got != 3 || !agents && got != 0 {
+					t.Errorf("stdout %q: %d host files visible, want 3 with agents, none without", stdout, got)
+				}
+				if strings.Contains(stdout, "WRITTEN") || !strings.Contains(stdout, "outside-visible\nread-only") {
+					t.Errorf("stdout %q: want nothing written, the visible path shown, both read-only", stdout)
 				}
 			},
 		},
@@ -296,18 +317,11 @@ true`,
 				Network: tt.network,
 				Visible: []string{outside},
 			}
-			cmd, err := b.Command(spec)
-			if err != nil {
-				t.Fatalf("Command(%s): %v", spec, err)
+			stdout, stderr, exit, err := runSpec(t, b, spec)
+			if ok := err == nil && exit.Code == 0; ok != tt.wantOK {
+				t.Fatalf("run: exit %+v err %v, want success %t\nstdout: %s\nstderr: %s", exit, err, tt.wantOK, stdout, stderr)
 			}
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			cmd.WaitDelay = 5 * time.Second
-			err = cmd.Run()
-			if ok := err == nil; ok != tt.wantOK {
-				t.Fatalf("run: err %v, want success %t\nstdout: %s\nstderr: %s", err, tt.wantOK, &stdout, &stderr)
-			}
-			tt.check(t, jailDir, outside, stdout.String(), stderr.String())
+			tt.check(t, jailDir, outside, stdout, stderr)
 		})
 	}
 }
@@ -385,16 +399,8 @@ func TestSkipTrialRun(t *testing.T) {
 				return
 			}
 			dir := canonTemp(t)
-			cmd, err := b.Command(jail.Spec{Argv: []string{"/bin/true"}, Dir: dir, Jail: dir, Env: []string{"PATH=/usr/bin:/bin"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := b.Start(cmd, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := p.Wait(); err != nil {
-				t.Fatalf("/bin/true under %s: %v", b.Name(), err)
+			if _, _, exit, err := runSpec(t, b, jail.Spec{Argv: []string{"/bin/true"}, Dir: dir, Jail: dir, Env: []string{"PATH=/usr/bin:/bin"}}); err != nil || exit.Code != 0 {
+				t.Fatalf("/bin/true under %s: %+v %v", b.Name(), exit, err)
 			}
 		})
 	}

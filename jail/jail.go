@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 )
@@ -19,37 +18,25 @@ var ErrUnavailable = errors.New("jail unavailable")
 // Backend runs commands confined to a jail.
 type Backend interface {
 	// Name is the contract name of the backend: bwrap, landlock,
-	// sandbox-exec, or none for the unconfined fallback.
+	// sandbox-exec, none for the unconfined fallback, or the name of the
+	// one asked for when none can confine here (Refusing).
 	Name() string
-	// Confined is false only for the unconfined fallback.
+	// Confined is false only for the unconfined fallback and Refusing.
 	Confined() bool
-	// Command returns a command that runs spec.Argv under the backend's
-	// confinement. The caller sets standard streams and process attributes,
-	// starts it and kills it; killing its process group ends everything the
-	// command started when the backend keeps promise 3.
-	Command(spec Spec) (*exec.Cmd, error)
-	// Start starts a command made by Command. It forks from a locked OS
-	// thread that launch provides (nil: a fresh one), confined before the
-	// fork where the backend needs it; that thread waits for the command
-	// and then dies with it. The Process's Wait returns once the command
-	// and everything it started are gone.
-	Start(cmd *exec.Cmd, launch Launcher) (Process, error)
+	// Agents reports whether the backend runs each session's commands
+	// through a session agent, started once per session and policy by
+	// Runner: a long-lived process that bounds apply to as a whole.
+	// Otherwise Runner is cheap and each command is started on its own.
+	Agents() bool
+	// Runner returns what runs commands under spec (its Argv unused): a
+	// session agent started now, from a thread of launch, or a runner that
+	// starts each command itself.
+	Runner(spec Spec, launch Launcher) (Runner, error)
 	// Credentials is how the backend shows host credentials in the jail.
 	Credentials() CredentialMode
 	// Guarantees lists the promises of SECURITY.md this backend keeps and
 	// those it does not.
 	Guarantees() Guarantees
-}
-
-// Process is a started command.
-type Process struct {
-	// Wait waits for the command and for every process it started.
-	Wait func() error
-	// Tree, when set, counts the processes of the command wherever they
-	// went and their resident memory in bytes, as last seen (at most
-	// TreeInterval ago); when nil, the caller counts the descendants of
-	// the command's process.
-	Tree func() (procs int, rss int64)
 }
 
 // CredentialMode is how a backend shows host credentials in the jail.

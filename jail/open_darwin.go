@@ -57,29 +57,23 @@ func (s *sandboxExec) Name() string                { return "sandbox-exec" }
 func (s *sandboxExec) Confined() bool              { return true }
 func (s *sandboxExec) Credentials() CredentialMode { return CopyCredentials }
 
-func (s *sandboxExec) Command(spec Spec) (*exec.Cmd, error) {
-	if err := spec.validate(); err != nil {
-		return nil, err
-	}
+func (s *sandboxExec) Agents() bool { return false }
+
+func (s *sandboxExec) Runner(spec Spec, launch Launcher) (Runner, error) {
 	if len(spec.Mounts) > 0 || len(spec.Hide) > 0 {
 		return nil, fmt.Errorf("sandbox-exec cannot mount: credentials must be copied into the jail")
 	}
-	cmd := exec.Command(s.path, SandboxExecArgs(spec)...)
-	cmd.Env = spec.Env
-	cmd.Dir = spec.Dir
-	return cmd, nil
+	return &directRunner{spec: spec, start: s.start}, nil
 }
 
-// Start starts the command in a session of its own (no controlling
+// start starts the command in a session of its own (no controlling
 // terminal) and, once it exits, kills what is left of its tree: its
 // process group, its session's group, and every descendant still found.
-func (s *sandboxExec) Start(cmd *exec.Cmd, launch Launcher) (Process, error) {
-	attr := cmd.SysProcAttr
-	if attr == nil {
-		attr = &syscall.SysProcAttr{}
-	}
-	attr.Setsid, attr.Setpgid, attr.Pgid = true, false, 0
-	cmd.SysProcAttr = attr
+func (s *sandboxExec) start(spec Spec, c Call) (Process, error) {
+	cmd := exec.Command(s.path, SandboxExecArgs(spec)...)
+	cmd.Env, cmd.Dir = spec.Env, spec.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return Process{}, err
 	}
@@ -103,24 +97,37 @@ func (s *sandboxExec) Start(cmd *exec.Cmd, launch Launcher) (Process, error) {
 			}
 		}
 	}()
-	return Process{Wait: func() error {
-		err := cmd.Wait()
-		close(stop)
-		<-stopped
-		for range 3 {
-			unix.Kill(-pid, unix.SIGKILL)
-			left := treeOf(pid, seen)
-			if len(left) == 0 {
-				break
+	return Process{
+		Wait: func() (Exit, error) {
+			err := cmd.Wait()
+			close(stop)
+			<-stopped
+			for range 3 {
+				unix.Kill(-pid, unix.SIGKILL)
+				left := treeOf(pid, seen)
+				if len(left) == 0 {
+					break
+				}
+				for _, p := range left {
+					unix.Kill(p, unix.SIGKILL)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
-			for _, p := range left {
-				unix.Kill(p, unix.SIGKILL)
+			if cmd.ProcessState == nil {
+				return Exit{Code: -1}, err
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		return err
-	}}, nil
+			return exitOf(cmd.ProcessState), nil
+		},
+		Kill: func() { unix.Kill(-pid, unix.SIGKILL) },
+		Pid:  pid,
+	}, nil
 }
+
+// groupAttr puts a command in a process group of its own, killed as one.
+func groupAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// openDir gives no descriptor: no backend here binds by one.
+func openDir(dir string) (*os.File, error) { return nil, nil }
 
 // treeOf lists the live processes below root (by parent), in its process
 // group, or among known.

@@ -32,23 +32,29 @@ func probe(ctx context.Context, name string, opts Options) Report {
 
 func construct(name string, r Report) (Backend, error) {
 	if name == "landlock" {
-		l, err := newLandlock(r.ABI)
-		if err != nil {
-			return nil, err
-		}
-		return l, reapOrphans()
+		return newLandlock(r.ABI)
 	}
-	return newBwrap(r.Path), nil
+	return newBwrap(r.Path, r.ABI), nil
 }
 
-func newBwrap(path string) *bwrap {
+// newBwrap is bubblewrap at path; abi is the kernel's Landlock ABI, which
+// decides whether commands run in session agents.
+func newBwrap(path string, abi int) *bwrap {
 	filter, err := seccompFilter(runtime.GOARCH)
 	if err != nil {
 		// No filter for this machine: every syscall of the command is
 		// denied, so nothing runs unconfined.
 		filter, _ = seccompFilter("amd64")
 	}
-	return &bwrap{path: path, scope: newScoper(), seccomp: filter, shadow: shadowHost()}
+	b := &bwrap{path: path, seccomp: filter, shadow: shadowHost()}
+	// With Landlock ABI 6, session agents add the layer that closes what
+	// the shadowing only narrowed.
+	if abi >= MinLandlockABI {
+		if exe, err := selfExe(); err == nil {
+			b.abi, b.exe, b.shadow = abi, exe, nil
+		}
+	}
+	return b
 }
 
 // memfd is an in-memory file holding data, read from its start.

@@ -1,6 +1,9 @@
 package jail
 
-import "os/exec"
+import (
+	"os/exec"
+	"syscall"
+)
 
 // Unconfined runs commands with no confinement at all. It exists only for
 // --fallback warn; every result of a command it ran says confined: false.
@@ -9,23 +12,41 @@ type Unconfined struct{}
 func (Unconfined) Name() string                { return "none" }
 func (Unconfined) Confined() bool              { return false }
 func (Unconfined) Credentials() CredentialMode { return CopyCredentials }
+func (Unconfined) Agents() bool                { return false }
 
-func (Unconfined) Command(spec Spec) (*exec.Cmd, error) {
-	if err := spec.validate(); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
-	cmd.Env = spec.Env
-	cmd.Dir = spec.Dir
-	return cmd, nil
+func (Unconfined) Runner(spec Spec, launch Launcher) (Runner, error) {
+	return &directRunner{spec: spec, start: startUnconfined}, nil
 }
 
-func (Unconfined) Start(cmd *exec.Cmd, launch Launcher) (Process, error) {
-	wait, err := scoper{}.start(cmd, launch)
-	return Process{Wait: wait}, err
+func startUnconfined(spec Spec, c Call) (Process, error) {
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Env, cmd.Dir = spec.Env, spec.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
+	cmd.SysProcAttr = groupAttr()
+	wait, err := startOn(cmd, c.Launch)
+	if err != nil {
+		if cmd.Err != nil || isNotFound(err) {
+			return Process{}, notFound(spec.Argv[0], err)
+		}
+		return Process{}, err
+	}
+	pid := cmd.Process.Pid
+	return Process{
+		Wait: func() (Exit, error) {
+			err := wait()
+			if cmd.ProcessState == nil {
+				return Exit{Code: -1}, err
+			}
+			return exitOf(cmd.ProcessState), nil
+		},
+		Kill: func() { killGroup(pid) },
+		Pid:  pid,
+	}, nil
 }
 
 func (Unconfined) Guarantees() Guarantees {
 	none := "no confinement: --fallback warn is in effect"
 	return guarantees(map[int]string{1: none, 2: none, 3: none, 5: none, 7: "only timeout and output are bounded", 8: "the operator chose --fallback warn"})
 }
+
+var _ = syscall.SIGKILL

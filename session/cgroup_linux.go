@@ -126,9 +126,8 @@ func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
 	cc := &callCgroup{enforced: map[string]bool{}}
 	if cs.pids != "" && maxProcs > 0 {
 		d := filepath.Join(cs.pids, id)
-		// bwrap, its init and the thread that forks bwrap count too.
 		if os.Mkdir(d, 0o755) == nil {
-			if write(filepath.Join(d, "pids.max"), strconv.FormatInt(maxProcs+3, 10)) == nil {
+			if write(filepath.Join(d, "pids.max"), strconv.FormatInt(maxProcs, 10)) == nil {
 				cc.pids, cc.enforced["procs"] = d, true
 			} else {
 				os.Remove(d)
@@ -218,13 +217,35 @@ func (l *launcher) discard() {
 	l.cc.remove()
 }
 
-// exceeded names the bound the kernel hit, or "": a fork refused at
-// pids.max, or a process killed by the OOM killer at the memory limit.
-func (cc *callCgroup) exceeded() string {
-	if cc.mem != "" && cgroupCounter(filepath.Join(cc.mem, "memory.oom_control"), "oom_kill") > 0 {
-		return "memory"
+// cgroupMark is what a cgroup's counters of bounds hit said at a moment:
+// the cgroups of a session agent serve many calls, and a call is judged
+// by what it hit, not by what the calls before it did.
+type cgroupMark struct{ oom, max int64 }
+
+// mark reads the counters now; nil marks nothing.
+func (cc *callCgroup) mark() cgroupMark {
+	if cc == nil {
+		return cgroupMark{}
 	}
-	if cc.pids != "" && cgroupCounter(filepath.Join(cc.pids, "pids.events"), "max") > 0 {
+	var m cgroupMark
+	if cc.mem != "" {
+		m.oom = cgroupCounter(filepath.Join(cc.mem, "memory.oom_control"), "oom_kill")
+	}
+	if cc.pids != "" {
+		m.max = cgroupCounter(filepath.Join(cc.pids, "pids.events"), "max")
+	}
+	return m
+}
+
+// exceededSince names the bound the kernel hit since m, or "": a fork
+// refused at pids.max, or a process killed by the OOM killer at the
+// memory limit.
+func (cc *callCgroup) exceededSince(m cgroupMark) string {
+	now := cc.mark()
+	switch {
+	case now.oom > m.oom:
+		return "memory"
+	case now.max > m.max:
 		return "procs"
 	}
 	return ""

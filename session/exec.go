@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,15 +57,21 @@ type Result struct {
 	// had exited, between two looks of the watchdog; it was not killed
 	// for it, and no call runs until the jail is back under the bound.
 	LimitAfterExit bool
-	Stdout         Stream
-	Stderr         Stream
-	OutputPath     string // host path of the directory holding the whole output, when cut
-	Duration       time.Duration
-	Timeout        time.Duration // the timeout that applied
-	Session        string
-	Jail           string
-	Backend        string
-	Confined       bool
+	// AgentRestarted says why the session agent of the call's policy had
+	// ended, when this call started a new one.
+	AgentRestarted string
+	// AgentLost says why the session agent ended during the call, which
+	// took the command with it.
+	AgentLost  string
+	Stdout     Stream
+	Stderr     Stream
+	OutputPath string // host path of the directory holding the whole output, when cut
+	Duration   time.Duration
+	Timeout    time.Duration // the timeout that applied
+	Session    string
+	Jail       string
+	Backend    string
+	Confined   bool
 }
 
 // InputError is a request the caller must fix; nothing ran.
@@ -83,6 +86,34 @@ func inputErrorf(format string, a ...any) error {
 // grace is how long output pipes may stay open after the command is gone
 // before they are closed under whoever holds them.
 const grace = 500 * time.Millisecond
+
+// stdinFile is the command's standard input as a file: the caller's own
+// file (jail-mcp run), /dev/null, or a pipe fed from r. release closes
+// what the server holds of it once the command has it; stop, once the
+// command is gone, ends the feeding that a command which never read would
+// otherwise hold up. Both are idempotent.
+func stdinFile(r io.Reader) (f *os.File, release, stop func(), err error) {
+	nothing := func() {}
+	switch in := r.(type) {
+	case *os.File:
+		return in, nothing, nothing, nil
+	case nil:
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return f, sync.OnceFunc(func() { f.Close() }), nothing, nil
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	go func() {
+		io.Copy(pw, r)
+		pw.Close()
+	}()
+	return pr, sync.OnceFunc(func() { pr.Close() }), sync.OnceFunc(func() { pw.Close() }), nil
+}
 
 // Exec runs req in the session's jail. It returns an *InputError for a
 // request that cannot run as given, an error wrapping jail.ErrUnavailable
@@ -117,8 +148,10 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, &InputError{msg: "auth: " + err.Error()}
 	}
-	if cfg.Backend == nil {
-		return nil, cfg.Unavailable
+	backend := cfg.Backend
+	if jail.IsRefusing(backend) {
+		_, err := backend.Runner(jail.Spec{}, nil)
+		return nil, err
 	}
 
 	s.resetMu.RLock()
@@ -146,35 +179,43 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	for _, e := range exps {
 		credEnv = append(credEnv, e.Env...)
 	}
-	spec := jail.Spec{
-		Argv:    argv,
-		Dir:     dir,
-		Env:     buildEnv(cfg.Environ, cfg.PassEnv, s.Path, credEnv, req.Env),
-		Jail:    s.Path,
-		Network: network,
-		Visible: []string{cfg.Project},
-	}
+	call := jail.Call{Argv: argv, Dir: dir, Env: buildEnv(cfg.Environ, cfg.PassEnv, s.Path, credEnv, req.Env)}
+
+	var runner jail.Runner
+	var slot *agentSlot
+	var restarted string
 	var opened []*os.File
 	defer func() { closeAll(opened) }()
-	// The jail is given by a descriptor too, opened without following a
-	// link (its parent is read-only to commands; this keeps it so).
-	jf, err := openPath(s.m.base, s.Name)
-	if err != nil {
-		return nil, fmt.Errorf("open jail %s: %w", s.Path, err)
-	}
-	if jf != nil {
-		opened = append(opened, jf)
-		if fi, err := jf.Stat(); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("open jail %s: not a directory", s.Path)
+	if backend.Agents() {
+		// The session agent of this call's policy: under bwrap its sandbox
+		// binds the policy's credentials.
+		if slot, restarted, err = s.agent(network, names, exps); err != nil {
+			return nil, err
 		}
-		spec.JailFile = jf
-	}
-	switch mode := cfg.Backend.Credentials(); mode {
-	case jail.BindCredentials:
-		if err := s.bindCredentials(&spec, exps, &opened); err != nil {
-			return nil, fmt.Errorf("expose credentials: %w", err)
+		defer s.agentDone(slot)
+		runner = slot.runner
+	} else {
+		// A command on its own, its credentials bound for it.
+		spec := jail.Spec{Argv: argv, Dir: dir, Env: call.Env, Jail: s.Path, Network: network, Visible: []string{cfg.Project}}
+		jf, err := s.openJail()
+		if err != nil {
+			return nil, err
 		}
-	default:
+		if jf != nil {
+			opened = append(opened, jf)
+			spec.JailFile = jf
+		}
+		if backend.Credentials() == jail.BindCredentials {
+			if err := s.bindCredentials(&spec, exps, &opened); err != nil {
+				return nil, fmt.Errorf("expose credentials: %w", err)
+			}
+		}
+		if runner, err = backend.Runner(spec, nil); err != nil {
+			return nil, fmt.Errorf("prepare %s: %w", spec, err)
+		}
+		defer runner.Close()
+	}
+	if mode := backend.Credentials(); mode != jail.BindCredentials {
 		undo, err := s.placeCredentials(exps, mode == jail.LinkCredentials)
 		if err != nil {
 			return nil, fmt.Errorf("place credentials in %s: %w", s.Path, err)
@@ -185,20 +226,15 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 			}
 		}()
 	}
-	cmd, err := cfg.Backend.Command(spec)
-	if errors.Is(err, fs.ErrNotExist) {
-		// A backend that looks the program up itself (landlock) found
-		// nothing: the request names a program the jail does not have.
-		return nil, inputErrorf("argv[0] %q: not found in the jail's PATH", argv[0])
-	}
-	if err != nil {
-		return nil, fmt.Errorf("prepare %s: %w", spec, err)
-	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer s.track(cancel)()
-	return s.run(ctx, cmd, req, timeout)
+	res, err := s.run(ctx, runner, slot, call, req, timeout)
+	if res != nil {
+		res.AgentRestarted = restarted
+	}
+	return res, err
 }
 
 func cmp(v, def time.Duration) time.Duration {
@@ -265,8 +301,9 @@ func (s *Session) resolveCwd(cwd string) (string, error) {
 	return "", inputErrorf("cwd %q: outside the project %s and the session's jail", cwd, project)
 }
 
-// run starts cmd and waits for it, its output and its deadline.
-func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout time.Duration) (*Result, error) {
+// run starts call with runner (slot: the session agent it is, or nil)
+// and waits for it, its output and its deadline.
+func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, call jail.Call, req Request, timeout time.Duration) (*Result, error) {
 	cfg := s.m.cfg
 	res := &Result{
 		Session: s.Name, Jail: s.Path, Backend: cfg.Backend.Name(),
@@ -298,8 +335,8 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		stderr.keepMax = stdout.keepMax
 	}
 
-	// The child gets pipes of its own, never the server's stdin or stdout,
-	// and only fds 0-2: Go opens everything else close-on-exec.
+	// The command gets pipes of its own, never the server's stdin or
+	// stdout, and only fds 0-2.
 	var readers []*os.File
 	var copies sync.WaitGroup
 	attach := func(dst io.Writer) (*os.File, error) {
@@ -329,39 +366,54 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 		closeAll(readers)
 		return nil, fmt.Errorf("create pipe: %w", err)
 	}
-	cmd.Stdout, cmd.Stderr = wout, werr
-	cmd.Stdin = req.Stdin
-	cmd.SysProcAttr = procAttr()
-	if req.Stdin != nil {
-		cmd.WaitDelay = grace
+	stdin, releaseStdin, stopStdin, err := stdinFile(req.Stdin)
+	if err != nil {
+		wout.Close()
+		werr.Close()
+		closeAll(readers)
+		return nil, err
 	}
+	defer releaseStdin()
+	defer stopStdin()
+	call.Stdin, call.Stdout, call.Stderr = stdin, wout, werr
 
-	// Where the server can make cgroups, the kernel bounds the call's
-	// processes and memory exactly; the watchdog covers the rest.
+	// Where the server can make cgroups, the kernel bounds processes and
+	// memory exactly: a command on its own in cgroups of its own, a
+	// session agent's commands in the agent's, each call held to the
+	// bounds by the watchdog besides.
 	var cc *callCgroup
-	var launch jail.Launcher
-	if l := s.m.takeLauncher(); l != nil {
-		cc, launch = l.cc, l.launch
+	var mark cgroupMark
+	if slot != nil {
+		cc = slot.cc
+		mark = cc.mark()
+	} else if l := s.m.takeLauncher(); l != nil {
+		cc, call.Launch = l.cc, l.launch
 		// Removing a cgroup waits for its last process to be reaped by the
 		// kernel; the result need not wait for that.
 		defer s.m.removeCgroups(cc)
 	}
 	start := time.Now()
-	proc, err := s.m.cfg.Backend.Start(cmd, launch)
+	proc, err := runner.Run(call)
 	wout.Close()
 	werr.Close()
+	releaseStdin()
 	if err != nil {
 		closeAll(readers)
 		copies.Wait()
-		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
+		if errors.Is(err, jail.ErrNotFound) {
+			return nil, inputErrorf("argv[0] %q: not found in the jail's PATH", call.Argv[0])
+		}
+		return nil, fmt.Errorf("start %s: %w", call.Argv[0], err)
 	}
-	pgid := cmd.Process.Pid
-	killGroup := func() { killProcessGroup(pgid) }
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	exited := make(chan error, 1)
-	go func() { exited <- proc.Wait() }()
+	type ended struct {
+		exit jail.Exit
+		err  error
+	}
+	exited := make(chan ended, 1)
+	go func() { e, err := proc.Wait(); exited <- ended{e, err} }()
 
 	stopProgress := func() {}
 	if req.Progress != nil {
@@ -369,60 +421,56 @@ func (s *Session) run(ctx context.Context, cmd *exec.Cmd, req Request, timeout t
 	}
 
 	hit := make(chan string, 1)
-	stopWatch := s.m.watch(s, pgid, proc.Tree, cc, hit)
+	stopWatch := s.m.watch(s, proc.Pid, proc.Tree, cc, mark, hit)
 
-	var waitErr error
+	var end ended
 	select {
-	case waitErr = <-exited:
+	case end = <-exited:
 	case <-timer.C:
 		res.TimedOut, res.Limit = true, "timeout"
-		killGroup()
-		waitErr = <-exited
+		proc.Kill()
+		end = <-exited
 	case <-ctx.Done():
 		res.Cancelled = true
-		killGroup()
-		waitErr = <-exited
+		proc.Kill()
+		end = <-exited
 	case res.Limit = <-hit:
-		killGroup()
-		waitErr = <-exited
+		proc.Kill()
+		end = <-exited
 	}
 	stopWatch()
 	if res.Limit == "" && cc != nil {
 		// The kernel enforces cgroup bounds by itself (a refused fork, an
 		// OOM kill), often before the watchdog looks: ask it.
-		res.Limit = cc.exceeded()
+		res.Limit = cc.exceededSince(mark)
 	}
 	stopProgress()
 	res.Duration = time.Since(start)
-	// Whatever is left of the command (outside a pid namespace, a
-	// background child) goes with it.
-	killGroup()
+	stopStdin()
+	// Whatever is left of the command (a background child of one that ran
+	// on its own) goes with it.
+	proc.Kill()
 	if req.Ended != nil {
 		req.Ended()
 	}
 	drain(&copies, readers)
 
-	state := cmd.ProcessState
-	switch {
-	case state == nil:
-		return nil, fmt.Errorf("wait %s: %w", cmd.Path, waitErr)
-	case state.Exited():
-		res.ExitCode = state.ExitCode()
-		// bubblewrap reports a command killed by a signal as 128+N; the
-		// kernel sends SIGXFSZ only for the per-file bound. A file stopped
-		// there can also fill the jail (the two bounds are one size): what
-		// killed the command is what the result names.
-		if (res.Limit == "" || res.Limit == "disk") && res.ExitCode == 128+fileSizeSignal {
-			res.Limit = "file_size"
-		}
-	default:
+	if end.err != nil {
+		// The session agent ended under the call: the command is gone
+		// with it, and the next call starts a new agent.
+		res.AgentLost = end.err.Error()
+	}
+	res.ExitCode = end.exit.Code
+	if end.exit.Signal != 0 {
 		res.ExitCode = -1
-		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.Signal, res.SignalNumber = signalName(ws.Signal()), int(ws.Signal())
-			if (res.Limit == "" || res.Limit == "disk") && res.SignalNumber == fileSizeSignal {
-				res.Limit = "file_size"
-			}
-		}
+		res.Signal, res.SignalNumber = signalName(end.exit.Signal), int(end.exit.Signal)
+	}
+	// The kernel sends SIGXFSZ only for the per-file bound (bubblewrap
+	// reports a command a signal killed as 128+N). A file stopped there
+	// can also fill the jail (the two bounds are one size): what killed
+	// the command is what the result names.
+	if (res.Limit == "" || res.Limit == "disk") && (res.SignalNumber == fileSizeSignal || res.Signal == "" && res.ExitCode == 128+fileSizeSignal) {
+		res.Limit = "file_size"
 	}
 
 	where := filepath.Join(s.Path, outDir)

@@ -109,8 +109,28 @@ func (m *Manager) prepareLauncher() *launcher {
 	m.ls.seq++
 	id := fmt.Sprintf("c%d", m.ls.seq)
 	m.ls.mu.Unlock()
-	return m.cg.prepare(id, m.cfg.MaxProcs, m.cfg.MaxMemory)
+	return m.cg.prepare(id, m.procLimit(), m.cfg.MaxMemory)
 }
+
+// procLimit is the pids.max of the cgroups a launcher is prepared in.
+// cgroup v1 counts threads: a command on its own shares its cgroups with
+// bwrap, bwrap's init and the thread that forks bwrap; a session agent's
+// hold the agent's own threads (the Go runtime's, and one per call it
+// runs), its guard or bwrap and its init, and every call of the session
+// together.
+func (m *Manager) procLimit() int64 {
+	if m.cfg.MaxProcs <= 0 {
+		return 0
+	}
+	if m.cfg.Backend.Agents() {
+		return m.cfg.MaxProcs + agentThreads
+	}
+	return m.cfg.MaxProcs + 3
+}
+
+// agentThreads is what a session agent's cgroups allow beyond --max-procs
+// for the agent itself.
+const agentThreads = 64
 
 // removeCgroups removes a call's cgroups in the background, once its last
 // process is gone; Close waits for it.

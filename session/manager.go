@@ -28,10 +28,9 @@ type Config struct {
 	Project string // canonical project directory
 	Root    string // canonical jail base, from ResolveRoot
 
-	// Backend confines commands. When it is nil, Unavailable says why and
-	// every command is refused (fail closed).
-	Backend     jail.Backend
-	Unavailable error
+	// Backend confines commands; jail.Refusing refuses every one, saying
+	// why (fail closed).
+	Backend jail.Backend
 
 	Network    bool
 	Auth       []string // canonical CLI names the operator enabled
@@ -111,15 +110,16 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxDisk > 0 {
 		m.uw = newUsageWatch(log)
 	}
-	if cfg.Backend != nil && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
+	if !jail.IsRefusing(cfg.Backend) && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
 		m.cg = newCgroups()
 	}
 	if m.cg != nil {
 		// The first call finds its launcher ready, or nearly: the slow
 		// cgroup move overlaps opening the session. One call needs no
-		// spare beyond it.
+		// spare beyond it, nor do session agents, which start once per
+		// session and policy.
 		spares := spareLaunchers
-		if cfg.OneCall {
+		if cfg.OneCall || cfg.Backend.Agents() {
 			spares = 1
 		}
 		m.startLaunchers(spares)
@@ -227,7 +227,7 @@ func (m *Manager) Open(name string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open jail %s: %w", path, err)
 	}
-	s := &Session{m: m, Name: name, Path: path, root: root, running: map[uint64]*call{}}
+	s := &Session{m: m, Name: name, Path: path, root: root, running: map[uint64]*call{}, agents: map[agentKey]*agentSlot{}}
 	if err := s.ensureSkeleton(); err != nil {
 		root.Close()
 		return nil, err

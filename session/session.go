@@ -36,6 +36,10 @@ type Session struct {
 	credMu sync.Mutex
 	placed map[string]*placement
 
+	// agentMu guards agents: the session agent of each policy in use.
+	agentMu sync.Mutex
+	agents  map[agentKey]*agentSlot
+
 	// usageMu guards the latest count of the jail and when it was taken.
 	usageMu sync.Mutex
 	usage   Usage
@@ -66,6 +70,7 @@ func (s *Session) Close() error {
 	s.m.forget(s)
 	s.resetMu.Lock()
 	defer s.resetMu.Unlock()
+	s.stopAgents()
 	if s.m.uw != nil {
 		s.m.uw.forget(s)
 	}
@@ -233,6 +238,9 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 		}
 	}
 	defer s.resetMu.Unlock()
+	// Nothing of the session runs while its jail is emptied: its agents
+	// stop, and the next call starts new ones.
+	s.stopAgents()
 	// Emptying the jail is not followed event by event: it is scanned
 	// again, once, at the next look.
 	if s.m.uw != nil {

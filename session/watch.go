@@ -14,27 +14,31 @@ const diskEvery = 20
 // commands run; it runs only while some command does.
 type watchdog struct {
 	mu      sync.Mutex
-	watched map[int]*watched // by root pid
+	watched map[*watched]bool
 	running bool
 }
 
 type watched struct {
 	s    *Session
+	root int                 // the process the descendants of which are the call's, when tree is nil
 	tree func() (int, int64) // the backend's count of the call's processes, or nil
-	cc   *callCgroup         // the call's cgroups, or nil
+	cc   *callCgroup         // the call's cgroups (or its agent's), or nil
+	mark cgroupMark          // cc's counters when the call started
 	hit  chan<- string       // receives the name of the first bound exceeded
 }
 
-// watch starts watching the command whose process (bwrap, or the command
-// itself) is root; the returned function stops it.
-func (m *Manager) watch(s *Session, root int, tree func() (int, int64), cc *callCgroup, hit chan<- string) (stop func()) {
+// watch starts watching a call: its processes are counted by tree, or
+// are the descendants of root (bwrap, or the command itself) when tree is
+// nil. The returned function stops it.
+func (m *Manager) watch(s *Session, root int, tree func() (int, int64), cc *callCgroup, mark cgroupMark, hit chan<- string) (stop func()) {
 	w := &m.dog
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watched == nil {
-		w.watched = map[int]*watched{}
+		w.watched = map[*watched]bool{}
 	}
-	w.watched[root] = &watched{s: s, tree: tree, cc: cc, hit: hit}
+	x := &watched{s: s, root: root, tree: tree, cc: cc, mark: mark, hit: hit}
+	w.watched[x] = true
 	if !w.running {
 		w.running = true
 		go m.watchLoop()
@@ -42,7 +46,7 @@ func (m *Manager) watch(s *Session, root int, tree func() (int, int64), cc *call
 	return func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		delete(w.watched, root)
+		delete(w.watched, x)
 	}
 }
 
@@ -59,16 +63,16 @@ func (m *Manager) watchLoop() {
 			w.mu.Unlock()
 			return
 		}
-		roots := make(map[int]*watched, len(w.watched))
-		for r, x := range w.watched {
-			roots[r] = x
+		roots := make([]*watched, 0, len(w.watched))
+		for x := range w.watched {
+			roots = append(roots, x)
 		}
 		w.mu.Unlock()
 
 		var parent map[int]int // scanned once a tick, only if some call needs it
-		for root, x := range roots {
+		for _, x := range roots {
 			if x.cc != nil {
-				if lim := x.cc.exceeded(); lim != "" {
+				if lim := x.cc.exceededSince(x.mark); lim != "" {
 					report(x, lim)
 					continue
 				}
@@ -85,7 +89,7 @@ func (m *Manager) watchLoop() {
 				if parent == nil {
 					parent = scanProcs()
 				}
-				tr = descendants(root, parent)
+				tr = descendants(x.root, parent)
 			}
 			switch {
 			case procs && int64(tr.procs) > cfg.MaxProcs+1: // +1: bwrap's init, or the landlock guard

@@ -48,11 +48,12 @@ const execOutputSchema = `{
     "session": {"type": "string"},
     "jail": {"type": "string"},
     "backend": {"type": "string"},
-    "confined": {"type": "boolean"}
+    "confined": {"type": "boolean"},
+    "agent": {"type": "string", "description": "empty, or what happened to the session agent that runs this session's commands: it ended during this call, or this call started a new one because the one before ended (and why)"}
   },
   "required": ["exit_code", "signal", "timed_out", "limit", "cancelled", "stdout", "stderr",
     "stdout_bytes", "stderr_bytes", "stdout_truncated", "stderr_truncated", "output_path",
-    "duration_ms", "session", "jail", "backend", "confined"]
+    "duration_ms", "session", "jail", "backend", "confined", "agent"]
 }`
 
 var execFields = fieldNames(execInputSchema)
@@ -99,6 +100,7 @@ type ExecResult struct {
 	Jail            string `json:"jail"`
 	Backend         string `json:"backend"`
 	Confined        bool   `json:"confined"`
+	Agent           string `json:"agent"`
 }
 
 // Exec is the jailed_exec tool.
@@ -155,9 +157,21 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 		StdoutTruncated: res.Stdout.Truncated, StderrTruncated: res.Stderr.Truncated,
 		OutputPath: res.OutputPath, DurationMS: res.Duration.Milliseconds(),
 		Session: res.Session, Jail: res.Jail, Backend: res.Backend, Confined: res.Confined,
+		Agent: agentNote(res),
 	}
-	failed := res.ExitCode != 0 || res.TimedOut || res.Cancelled || res.Signal != "" || res.Limit != ""
+	failed := res.ExitCode != 0 || res.TimedOut || res.Cancelled || res.Signal != "" || res.Limit != "" || res.AgentLost != ""
 	return structured(out, renderExec(res), failed), nil
+}
+
+// agentNote is what the result says of the session agent.
+func agentNote(r *session.Result) string {
+	switch {
+	case r.AgentLost != "":
+		return "the session agent ended during this call and took the command with it (" + r.AgentLost + "); the next call starts a new one"
+	case r.AgentRestarted != "":
+		return "this call started a new session agent: the one before ended (" + r.AgentRestarted + ")"
+	}
+	return ""
 }
 
 // limitFlag names the operator's setting behind each bound.
@@ -171,6 +185,9 @@ func renderExec(r *session.Result) string {
 		b.WriteString("UNCONFINED (--fallback warn: no jail could confine this command); ")
 	}
 	d := r.Duration.Round(time.Millisecond)
+	if note := agentNote(r); note != "" {
+		b.WriteString(note + "\n")
+	}
 	switch {
 	case r.TimedOut:
 		fmt.Fprintf(&b, "timed out after %v (timeout %v); the command and everything it started were killed", d, r.Timeout)

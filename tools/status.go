@@ -47,10 +47,18 @@ const statusOutputSchema = `{
       "kept": {"type": "array", "items": {"$ref": "#/$defs/promise"}},
       "not_kept": {"type": "array", "items": {"$ref": "#/$defs/promise"}}
     }, "required": ["kept", "not_kept"]},
+    "agents": {"type": "array", "description": "the session agents that run this session's commands, one per policy in use", "items": {"type": "object", "properties": {
+      "network": {"type": "boolean"},
+      "auth": {"type": "array", "items": {"type": "string"}},
+      "running": {"type": "integer"},
+      "started": {"type": "string"},
+      "restarts": {"type": "integer"},
+      "last_ended": {"type": "string", "description": "why the agent of this policy before this one ended, or empty"}
+    }, "required": ["network", "auth", "running", "started", "restarts", "last_ended"]}},
     "version": {"type": "string"}
   },
   "required": ["session", "project", "jail", "backend", "available", "confined", "reason", "hint",
-    "network", "auth", "usage", "running", "limits", "guarantees", "version"],
+    "network", "auth", "usage", "running", "limits", "guarantees", "agents", "version"],
   "$defs": {"promise": {"type": "object", "properties": {
     "id": {"type": "integer"}, "name": {"type": "string"}, "note": {"type": "string"}
   }, "required": ["id", "name"]}}
@@ -87,21 +95,22 @@ type Limits struct {
 
 // StatusResult is the structured result of jail_status.
 type StatusResult struct {
-	Session    string          `json:"session"`
-	Project    string          `json:"project"`
-	Jail       string          `json:"jail"`
-	Backend    string          `json:"backend"`
-	Available  bool            `json:"available"`
-	Confined   bool            `json:"confined"`
-	Reason     string          `json:"reason"`
-	Hint       string          `json:"hint"`
-	Network    bool            `json:"network"`
-	Auth       []AuthEntry     `json:"auth"`
-	Usage      session.Usage   `json:"usage"`
-	Running    int             `json:"running"`
-	Limits     Limits          `json:"limits"`
-	Guarantees jail.Guarantees `json:"guarantees"`
-	Version    string          `json:"version"`
+	Session    string              `json:"session"`
+	Project    string              `json:"project"`
+	Jail       string              `json:"jail"`
+	Backend    string              `json:"backend"`
+	Available  bool                `json:"available"`
+	Confined   bool                `json:"confined"`
+	Reason     string              `json:"reason"`
+	Hint       string              `json:"hint"`
+	Network    bool                `json:"network"`
+	Auth       []AuthEntry         `json:"auth"`
+	Usage      session.Usage       `json:"usage"`
+	Running    int                 `json:"running"`
+	Limits     Limits              `json:"limits"`
+	Guarantees jail.Guarantees     `json:"guarantees"`
+	Agents     []session.AgentInfo `json:"agents"`
+	Version    string              `json:"version"`
 }
 
 // limitNames are the bounds of Limits, by field name.
@@ -123,7 +132,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	}
 	out := StatusResult{
 		Session: s.Name, Project: cfg.Project, Jail: s.Path,
-		Backend: h.BackendName, Available: cfg.Backend != nil,
+		Backend: cfg.Backend.Name(), Available: !jail.IsRefusing(cfg.Backend), Confined: cfg.Backend.Confined(),
 		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network,
 		Auth: authEntries(h.Manager, s), Usage: usage, Running: s.Running(),
 		Limits: Limits{
@@ -132,14 +141,8 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 			MaxMemoryBytes: cfg.MaxMemory, MaxDiskBytes: cfg.MaxDisk,
 			Enforced: enforced(cfg.Backend), NotEnforced: notEnforced(cfg.Backend),
 		},
+		Guarantees: cfg.Backend.Guarantees(), Agents: s.Agents(),
 		Version: h.Version,
-	}
-	if cfg.Backend != nil {
-		out.Backend = cfg.Backend.Name()
-		out.Confined = cfg.Backend.Confined()
-		out.Guarantees = cfg.Backend.Guarantees()
-	} else {
-		out.Guarantees = jail.Guarantees{Kept: []jail.Promise{{ID: 8, Name: "fail closed", Note: "no command runs"}}, NotKept: []jail.Promise{}}
 	}
 	return structured(out, renderStatus(out), false), nil
 }
@@ -161,14 +164,14 @@ func authEntries(m *session.Manager, s *session.Session) []AuthEntry {
 // enforced lists the bounds that hold here: all of them where the
 // watchdog sees processes (Linux), the time and output bounds elsewhere.
 func enforced(b jail.Backend) []string {
-	if b == nil || !session.Watchable {
+	if jail.IsRefusing(b) || !session.Watchable {
 		return limitNames[:3]
 	}
 	return limitNames
 }
 
 func notEnforced(b jail.Backend) []string {
-	if b == nil || !session.Watchable {
+	if jail.IsRefusing(b) || !session.Watchable {
 		return limitNames[3:]
 	}
 	return []string{}

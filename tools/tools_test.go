@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -48,15 +49,19 @@ func newServerWith(t *testing.T, network, useBackend bool) (*server.MCPServer, *
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
 		Timeout: 60 * time.Second, MaxTimeout: 10 * time.Minute, MaxOutput: maxOutput,
 	}
-	b, unavailable := jail.Open(t.Context(), "bwrap", jail.Options{})
+	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
+	var unavailable *jail.UnavailableError
 	if !useBackend {
-		b, unavailable = nil, &jail.UnavailableError{Backend: "bwrap", Reason: "switched off by the test", Hint: "do not"}
+		err = &jail.UnavailableError{Backend: "bwrap", Reason: "switched off by the test", Hint: "do not"}
 	}
-	if unavailable == nil {
+	switch {
+	case err == nil:
 		cfg.Backend = b
-	} else {
+	case errors.As(err, &unavailable):
 		// Listing tools needs no backend; running them does (see needBackend).
-		cfg.Unavailable = unavailable
+		cfg.Backend = jail.Refusing{Err: unavailable}
+	default:
+		t.Fatal(err)
 	}
 	m, err := session.New(cfg)
 	if err != nil {
@@ -77,15 +82,15 @@ func newServerWith(t *testing.T, network, useBackend bool) (*server.MCPServer, *
 	return srv, m
 }
 
-func reason(err error) string {
-	if ue, ok := err.(*jail.UnavailableError); ok {
+func reason(ue *jail.UnavailableError) string {
+	if ue != nil {
 		return ue.Reason
 	}
 	return ""
 }
 
-func hint(err error) string {
-	if ue, ok := err.(*jail.UnavailableError); ok {
+func hint(ue *jail.UnavailableError) string {
+	if ue != nil {
 		return ue.Hint
 	}
 	return ""
@@ -93,8 +98,8 @@ func hint(err error) string {
 
 func needBackend(t *testing.T, m *session.Manager) {
 	t.Helper()
-	if m.Config().Backend == nil {
-		t.Fatalf("bwrap cannot confine here (the tests need it; see README): %v", m.Config().Unavailable)
+	if b, ok := m.Config().Backend.(jail.Refusing); ok {
+		t.Fatalf("bwrap cannot confine here (the tests need it; see README): %v", b.Err)
 	}
 }
 

@@ -22,10 +22,11 @@ import (
 // BenchmarkPerCall measures one /bin/true per iteration, in one run so
 // that the ratios compare like with like: plain exec; the bare bwrap line
 // of PERFORMANCE.md; the round trip of a tool call that runs nothing
-// (mcp-floor); each backend's own line spawned directly (Command, Start,
-// Wait on the same Spec shape the server builds); and the full round trip
-// of jailed_exec {"argv": ["/bin/true"]} over stdio through the real
-// server on that backend.
+// (mcp-floor); on each backend, a call to a warm session agent in process
+// (agent: Runner.Run, no MCP), the full round trip of jailed_exec
+// {"argv": ["/bin/true"]} over stdio through the real server with its
+// agent warm (server), and the first call of a new session, which starts
+// its agent (first: only the call is timed, not the server's start).
 //
 //	go test ./cmd/jail-mcp -run '^$' -bench PerCall -count 5
 func BenchmarkPerCall(b *testing.B) {
@@ -63,7 +64,7 @@ func BenchmarkPerCall(b *testing.B) {
 		}
 	})
 	for _, tb := range testBackends() {
-		b.Run(tb.name+"-line", func(b *testing.B) {
+		b.Run(tb.name+"-agent", func(b *testing.B) {
 			env := map[string]string{}
 			for _, kv := range tb.env {
 				k, v, _ := strings.Cut(kv, "=")
@@ -79,24 +80,31 @@ func BenchmarkPerCall(b *testing.B) {
 				b.Fatal(err)
 			}
 			spec := serverSpec(b, be)
+			r, err := be.Runner(spec, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer devnull.Close()
+			call := jail.Call{Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Stdin: devnull, Stdout: devnull, Stderr: devnull}
 			for b.Loop() {
-				cmd, err := be.Command(spec)
+				p, err := r.Run(call)
 				if err != nil {
 					b.Fatal(err)
 				}
-				p, err := be.Start(cmd, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := p.Wait(); err != nil {
-					b.Fatal(err)
+				if e, err := p.Wait(); err != nil || e.Code != 0 {
+					b.Fatalf("/bin/true: %+v %v", e, err)
 				}
 			}
 		})
 		b.Run(tb.name+"-server", func(b *testing.B) {
 			ts := tb.start(b, newProject(b), serverEnv())
 			args := map[string]any{"argv": []string{"/bin/true"}}
-			ts.exec(args) // the jail's skeleton and first state copies
+			ts.exec(args) // the agent, the jail's skeleton and first state copies
 			for b.Loop() {
 				res, err := ts.call(context.Background(), "jailed_exec", args)
 				if err != nil || res.IsError {
@@ -104,14 +112,29 @@ func BenchmarkPerCall(b *testing.B) {
 				}
 			}
 		})
+		b.Run(tb.name+"-first", func(b *testing.B) {
+			project := newProject(b)
+			args := map[string]any{"argv": []string{"/bin/true"}}
+			b.StopTimer()
+			for i := 0; i < b.N; i++ {
+				ts := tb.start(b, project, serverEnv(), "--session", fmt.Sprintf("first-%d", i))
+				b.StartTimer()
+				res, err := ts.call(context.Background(), "jailed_exec", args)
+				b.StopTimer()
+				if err != nil || res.IsError {
+					b.Fatalf("jailed_exec: %v %v", err, res)
+				}
+				ts.c.Close()
+			}
+		})
 	}
 }
 
-// serverSpec is the Spec the server builds for jailed_exec {"argv":
-// ["/bin/true"]} in a new session of a new project with an empty HOME:
-// the same jail layout, working directory, environment, jail bound by
-// descriptor and, where credentials are bound, the hidden state directory.
-// The line spawned from it is the server's own.
+// serverSpec is the Spec the server builds for the session agent of a new
+// session of a new project with an empty HOME, and its call of
+// jailed_exec {"argv": ["/bin/true"]}: the same jail layout, working
+// directory, environment, jail bound by descriptor and, where credentials
+// are bound, the hidden state directory.
 func serverSpec(b *testing.B, be jail.Backend) jail.Spec {
 	b.Helper()
 	project := newProject(b)

@@ -85,10 +85,13 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	errLine := &firstLineWriter{w: stderr}
 	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: errLine, Ended: restore}
 	res, err := s.Exec(ctx, req)
-	if err == nil && st.name == "bwrap" && res.ExitCode == 1 && strings.HasPrefix(errLine.line(), "bwrap: ") {
-		// Exit 1 after a first line from bubblewrap: either bwrap could not
-		// set up the jail (and the command never started) or the command
-		// said so itself. The probe tells them apart.
+	var inputErr *session.InputError
+	if st.name == "bwrap" && !errors.As(err, &inputErr) &&
+		(err != nil || res.ExitCode == 1 && strings.HasPrefix(errLine.line(), "bwrap: ")) {
+		// The session agent did not start, or (bwrap's direct mode) exit 1
+		// after a first line from bubblewrap: either bwrap could not set up
+		// the jail (and the command never started) or the command said so
+		// itself. The probe tells them apart.
 		if r := jail.Probe(ctx, "bwrap", jail.Options{Getenv: getenv}); !r.Available {
 			ue := &jail.UnavailableError{Backend: r.Backend, Reason: r.Reason, Hint: r.Hint}
 			msg := "refused: no jail can confine commands here: " + ue.Error()
@@ -98,7 +101,6 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 			return &exitError{code: exitRefused, msg: msg}
 		}
 	}
-	var inputErr *session.InputError
 	switch {
 	case errors.As(err, &inputErr):
 		return &exitError{code: exitRefused, msg: "refused: " + err.Error()}

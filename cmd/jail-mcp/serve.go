@@ -41,6 +41,9 @@ type backendState struct {
 // command (see jail.Options.SkipTrialRun) and no spare launchers.
 func openJail(ctx context.Context, cfg config, environ []string, getenv func(string) string, oneCall bool, log *slog.Logger) (*session.Manager, backendState, error) {
 	var st backendState
+	if err := jail.ProtectServer(); err != nil {
+		return nil, st, err
+	}
 	// Every command inherits the server's per-file bound and no core dumps.
 	if err := session.LimitProcess(cfg.MaxDisk); err != nil {
 		return nil, st, fmt.Errorf("set resource limits: %w", err)
@@ -67,7 +70,7 @@ func openJail(ctx context.Context, cfg config, environ []string, getenv func(str
 			scfg.Backend = jail.Unconfined{}
 			log.Warn("no backend can confine: commands run UNCONFINED (--fallback warn)", "reason", st.reason, "hint", st.hint)
 		} else {
-			scfg.Unavailable = err
+			scfg.Backend = jail.Refusing{Err: unavailable}
 			log.Error("no backend can confine: every command will be refused", "reason", st.reason, "hint", st.hint)
 		}
 	default:
@@ -167,7 +170,7 @@ func sessionName(cfg config) string {
 // stdio session's (empty over HTTP, where each MCP session has its own).
 func logStart(log *slog.Logger, cfg config, st backendState, m *session.Manager, name, jail string, extra ...any) {
 	mc := m.Config()
-	confined := mc.Backend != nil && mc.Backend.Confined()
+	confined := mc.Backend.Confined()
 	attrs := []any{"version", versionString()}
 	if name != "" {
 		attrs = append(attrs, "session", name, "jail", jail)

@@ -1,0 +1,375 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// agentClient is the server's side of a session agent: one confined
+// process per session and policy, which runs the session's commands.
+//
+// The agent is not trusted once a command has run in it: what it sends is
+// bounded (maxAgentFrame) and checked (known call ids, sane numbers, the
+// right order), and anything else ends it. Whatever it does, it costs only
+// its session: the server enforces every deadline from outside, and an
+// agent that does not end a call it was told to kill, or that misbehaves,
+// is killed whole with its sandbox (kill).
+type agentClient struct {
+	conn *net.UnixConn
+	kill func() // kills the agent and everything of its calls
+	pid  int    // the agent's process (bwrap's, under bwrap), in the host
+
+	wmu sync.Mutex // one frame at a time
+
+	mu     sync.Mutex
+	calls  map[uint64]*agentCall
+	nextID uint64
+	err    error         // why it ended, once it did
+	done   chan struct{} // closed once it ended
+
+	stderr *tailBuffer // the agent's stderr, for why it ended
+}
+
+// agentCall is one call of an agent, as the server sees it.
+type agentCall struct {
+	started chan agentMsg // started or failed, once
+	ended   chan struct{} // closed when exit is set
+	exit    agentMsg
+	tree    atomic.Pointer[[2]int64]
+	state   int // 0 starting, 1 running, 2 ended; guarded by the client's mu
+}
+
+// agentEnv is an agent's environment. One processor for Go code is
+// enough for an agent, which waits in system calls, and fewer threads at
+// start make its confinement of every thread cheaper.
+var agentEnv = []string{"GOMAXPROCS=1"}
+
+// Deadlines the server holds an agent to (variables for the tests of
+// agents that break them).
+var (
+	agentStartTimeout = 10 * time.Second // from spawn to ready
+	callStartTimeout  = 10 * time.Second // from run to started or failed
+	// killGrace is how long an agent has to end a call it was told to
+	// kill: its own reaping takes up to reapGrace.
+	killGrace = reapGrace + 2*time.Second
+)
+
+// agentStart is how startAgent starts an agent.
+type agentStart struct {
+	cmd    *exec.Cmd       // the agent, or the sandbox that runs it
+	ctl    *os.File        // the agent's end of the control socket, a descriptor of cmd
+	server *net.UnixConn   // the server's end
+	sent   []*os.File      // descriptors of cmd to close once it started
+	kill   func(*exec.Cmd) // ends it whole
+	// confine, when set, confines the launching thread before it forks
+	// cmd: the thread then dies at once, and cmd has no parent-death
+	// signal tied to it. Otherwise the thread waits for cmd and dies with
+	// it, so that such a signal fires only then.
+	confine func() error
+}
+
+// startAgent starts an agent from a thread of launch, sends it cfg with
+// files, and waits until it says it is ready.
+func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) (*agentClient, error) {
+	cmd, ctl, server, kill := st.cmd, st.ctl, st.server, st.kill
+	a := &agentClient{conn: server, calls: map[uint64]*agentCall{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096}}
+	cmd.Stderr = a.stderr
+	if launch == nil {
+		launch = FreshThread
+	}
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	launch(func() {
+		if st.confine != nil {
+			if err := st.confine(); err != nil {
+				started <- err
+				return
+			}
+		}
+		err := cmd.Start()
+		started <- err
+		if err == nil && st.confine == nil {
+			exited <- cmd.Wait()
+		}
+	})
+	err := <-started
+	ctl.Close()
+	closeFiles(st.sent)
+	if err == nil && st.confine != nil {
+		go func() { exited <- cmd.Wait() }()
+	}
+	if err != nil {
+		server.Close()
+		return nil, fmt.Errorf("start the session agent: %w", err)
+	}
+	a.pid = cmd.Process.Pid
+	a.kill = func() { kill(cmd) }
+	// Until it is ready, the start below says why it failed (its socket
+	// sees the end too).
+	gone, startDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		err := <-exited
+		close(gone)
+		<-startDone
+		a.end(fmt.Errorf("%w (%v)%s", ErrAgentEnded, err, a.stderr.line()))
+	}()
+	defer close(startDone)
+
+	ready := make(chan error, 1)
+	go func() {
+		if err := writeFrame(server, cfg, files...); err != nil {
+			ready <- err
+			return
+		}
+		m, _, err := readFrame(server, maxAgentFrame, false)
+		switch {
+		case err != nil:
+			ready <- err
+		case m.T == msgError:
+			ready <- errors.New(oneLine(m.Err))
+		case m.T != msgReady:
+			ready <- fmt.Errorf("%w: %s before ready", errFrame, m.T)
+		default:
+			ready <- nil
+		}
+	}()
+	select {
+	case err = <-ready:
+	case <-time.After(agentStartTimeout):
+		err = errors.New("not ready in time")
+	}
+	if err != nil {
+		// An agent (or bwrap) that fails to set up says why on stderr as
+		// it exits: wait a moment for that line.
+		select {
+		case <-gone:
+		case <-time.After(time.Second):
+		}
+		a.end(&agentStartError{err: err, line: strings.TrimPrefix(a.stderr.line(), ": ")})
+		return nil, a.Err()
+	}
+	go a.read()
+	return a, nil
+}
+
+// read takes the agent's messages until it ends; anything unexpected
+// ends it.
+func (a *agentClient) read() {
+	for {
+		m, _, err := readFrame(a.conn, maxAgentFrame, false)
+		if err != nil {
+			a.end(fmt.Errorf("%w: %v%s", ErrAgentEnded, err, a.stderr.line()))
+			return
+		}
+		if err := a.deliver(m); err != nil {
+			a.end(fmt.Errorf("%w: it broke the protocol (%v) and was killed", ErrAgentEnded, err))
+			return
+		}
+	}
+}
+
+// deliver routes one message to its call, checking that it fits.
+func (a *agentClient) deliver(m agentMsg) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.calls[m.ID]
+	if c == nil {
+		return fmt.Errorf("%s for unknown call %d", m.T, m.ID)
+	}
+	switch {
+	case (m.T == msgStarted || m.T == msgFailed) && c.state == 0:
+		c.started <- m
+		c.state = 1
+		if m.T == msgFailed {
+			c.state = 2
+			delete(a.calls, m.ID)
+		}
+	case m.T == msgTree && c.state == 1:
+		if m.Procs < 0 || m.RSS < 0 {
+			return fmt.Errorf("tree of %d processes, %d bytes", m.Procs, m.RSS)
+		}
+		c.tree.Store(&[2]int64{int64(m.Procs), m.RSS})
+	case m.T == msgExited && c.state == 1:
+		if m.Signal < 0 || m.Signal > 64 || m.Code < -1 || m.Code > 255 {
+			return fmt.Errorf("exit %d, signal %d", m.Code, m.Signal)
+		}
+		c.exit = m
+		close(c.ended)
+		c.state = 2
+		delete(a.calls, m.ID)
+	default:
+		return fmt.Errorf("%s for call %d in state %d", m.T, m.ID, c.state)
+	}
+	return nil
+}
+
+// end records why the agent ended, kills it whole and lets every call of
+// it know; the first reason stays.
+func (a *agentClient) end(err error) {
+	a.mu.Lock()
+	if a.err != nil {
+		a.mu.Unlock()
+		return
+	}
+	a.err = err
+	a.calls = map[uint64]*agentCall{}
+	close(a.done)
+	a.mu.Unlock()
+	if a.kill != nil {
+		a.kill()
+	}
+	a.conn.Close()
+}
+
+// Err is why the agent ended, or nil.
+func (a *agentClient) Err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// Close stops the agent: every call is killed and it exits; one that does
+// not within killGrace is killed whole.
+func (a *agentClient) Close() {
+	if a.Err() != nil {
+		return
+	}
+	a.send(agentMsg{T: msgStop})
+	select {
+	case <-a.done:
+	case <-time.After(killGrace):
+	}
+	a.end(fmt.Errorf("%w: %w", ErrAgentEnded, errRunnerClosed))
+}
+
+func (a *agentClient) send(m agentMsg, files ...*os.File) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	return writeFrame(a.conn, m, files...)
+}
+
+// Run starts c in the agent.
+func (a *agentClient) Run(c Call) (Process, error) {
+	call := &agentCall{started: make(chan agentMsg, 1), ended: make(chan struct{})}
+	call.tree.Store(&[2]int64{1, 0})
+	a.mu.Lock()
+	if a.err != nil {
+		err := a.err
+		a.mu.Unlock()
+		return Process{}, err
+	}
+	a.nextID++
+	id := a.nextID
+	a.calls[id] = call
+	a.mu.Unlock()
+	if err := a.send(agentMsg{T: msgRun, ID: id, Argv: c.Argv, Env: c.Env, Dir: c.Dir}, c.Stdin, c.Stdout, c.Stderr); err != nil {
+		a.end(fmt.Errorf("%w: %v", ErrAgentEnded, err))
+		return Process{}, a.Err()
+	}
+	select {
+	case m := <-call.started:
+		if m.T == msgFailed {
+			if m.NotFound {
+				return Process{}, fmt.Errorf("%s: %w", c.Argv[0], ErrNotFound)
+			}
+			return Process{}, fmt.Errorf("start %s: %s", c.Argv[0], oneLine(m.Err))
+		}
+	case <-a.done:
+		return Process{}, a.Err()
+	case <-time.After(callStartTimeout):
+		a.end(fmt.Errorf("%w: it did not start a command in %v and was killed", ErrAgentEnded, callStartTimeout))
+		return Process{}, a.Err()
+	}
+	var killOnce sync.Once
+	return Process{
+		Wait: func() (Exit, error) {
+			select {
+			case <-call.ended:
+				return Exit{Code: call.exit.Code, Signal: syscall.Signal(call.exit.Signal)}, nil
+			case <-a.done:
+				return Exit{Code: -1, Signal: syscall.SIGKILL}, a.Err()
+			}
+		},
+		Kill: func() {
+			killOnce.Do(func() {
+				a.send(agentMsg{T: msgKill, ID: id})
+				go func() {
+					select {
+					case <-call.ended:
+					case <-a.done:
+					case <-time.After(killGrace):
+						a.end(fmt.Errorf("%w: it did not end a call within %v of being told to kill it, and was killed", ErrAgentEnded, killGrace))
+					}
+				}()
+			})
+		},
+		Tree: func() (int, int64) { t := call.tree.Load(); return int(t[0]), t[1] },
+	}, nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+// line is the last line written, as ": line", or "".
+func (t *tailBuffer) line() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(string(t.b))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if s == "" {
+		return ""
+	}
+	return ": " + oneLine(s)
+}
+
+// oneLine is s on one line, at most 300 bytes.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// socketPair is a connected pair of unix stream sockets, close-on-exec:
+// the server's end as a connection, the agent's as a file to pass on.
+func socketPair() (*net.UnixConn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socket pair: %w", err)
+	}
+	sf := os.NewFile(uintptr(fds[0]), "agent-control")
+	c, err := net.FileConn(sf)
+	sf.Close()
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, nil, err
+	}
+	return c.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "agent-control"), nil
+}

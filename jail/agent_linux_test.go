@@ -1,0 +1,251 @@
+package jail
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A lying agent cannot be made of the real one: these tests run the test
+// binary as an agent that speaks the real protocol over the real socket
+// and breaks it in one way each (fakeAgent), and check that the server's
+// side ends it, kills it, and never hangs or takes anything from it.
+
+const fakeAgentEnv = "JAIL_MCP_TEST_FAKE_AGENT"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(fakeAgentEnv); mode != "" {
+		os.Exit(fakeAgent(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// fakeAgent serves on fd 3 until the server is gone, lying as mode says.
+func fakeAgent(mode string) int {
+	f := os.NewFile(3, "control")
+	c, err := net.FileConn(f)
+	if err != nil {
+		return 2
+	}
+	conn := c.(*net.UnixConn)
+	if _, files, err := readFrame(conn, maxServerFrame, true); err == nil {
+		closeFiles(files)
+	}
+	if mode == "not-ready" {
+		time.Sleep(time.Minute)
+		return 0
+	}
+	writeFrame(conn, agentMsg{T: msgReady, Pid: os.Getpid()})
+	for {
+		m, files, err := readFrame(conn, maxServerFrame, true)
+		closeFiles(files)
+		if err != nil {
+			return 0
+		}
+		if m.T != msgRun {
+			continue
+		}
+		switch mode {
+		case "huge":
+			var hdr [4]byte
+			binary.BigEndian.PutUint32(hdr[:], 1<<20)
+			conn.Write(hdr[:])
+			conn.Write(make([]byte, 1<<20))
+		case "unknown-id":
+			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID + 1000})
+		case "bad-exit":
+			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID})
+			writeFrame(conn, agentMsg{T: msgExited, ID: m.ID, Code: 1000})
+		case "negative-tree":
+			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID})
+			writeFrame(conn, agentMsg{T: msgTree, ID: m.ID, Procs: -5})
+		case "exit-twice":
+			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID})
+			writeFrame(conn, agentMsg{T: msgExited, ID: m.ID})
+			writeFrame(conn, agentMsg{T: msgExited, ID: m.ID})
+		case "garbage":
+			conn.Write([]byte{0, 0, 0, 5, '{', '{', '{', '{', '{'})
+		case "silent":
+		case "ignores-kill":
+			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID})
+		case "dies":
+			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID})
+			os.Exit(3)
+		case "sends-fds":
+			// Descriptors pushed at the server with every message.
+			dup, _ := os.Open("/")
+			oob := unix.UnixRights(int(dup.Fd()), int(dup.Fd()), int(dup.Fd()))
+			payload := fmt.Sprintf(`{"t":"started","id":%d}`, m.ID)
+			frame := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
+			conn.WriteMsgUnix(append(frame, payload...), oob, nil)
+			payload = fmt.Sprintf(`{"t":"exited","id":%d,"code":7}`, m.ID)
+			frame = binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
+			conn.WriteMsgUnix(append(frame, payload...), oob, nil)
+		}
+	}
+}
+
+// startFake starts a fake agent of mode; killed counts its kill.
+func startFake(t *testing.T, mode string) (*agentClient, error, *atomic.Int32) {
+	t.Helper()
+	server, ctl, err := socketPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fakeAgentEnv+"="+mode)
+	cmd.ExtraFiles = []*os.File{ctl}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	killed := &atomic.Int32{}
+	kill := func(cmd *exec.Cmd) {
+		killed.Add(1)
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+		}
+	}
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill}, nil, agentMsg{T: msgConfig, Kind: "fake"}, nil)
+	if a != nil {
+		t.Cleanup(a.Close)
+	}
+	return a, err, killed
+}
+
+func fds(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
+
+func TestAgentThatBreaksTheProtocol(t *testing.T) {
+	old := [3]time.Duration{agentStartTimeout, callStartTimeout, killGrace}
+	agentStartTimeout, callStartTimeout, killGrace = 2*time.Second, 2*time.Second, 2*time.Second
+	t.Cleanup(func() { agentStartTimeout, callStartTimeout, killGrace = old[0], old[1], old[2] })
+
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	call := Call{Argv: []string{"/bin/true"}, Dir: "/", Stdin: devnull, Stdout: devnull, Stderr: devnull}
+
+	t.Run("not-ready", func(t *testing.T) {
+		start := time.Now()
+		_, err, killed := startFake(t, "not-ready")
+		if err == nil || killed.Load() == 0 || time.Since(start) > 5*time.Second {
+			t.Errorf("an agent that never says ready: err %v, killed %d, after %v", err, killed.Load(), time.Since(start))
+		}
+	})
+	for _, tt := range []struct {
+		mode string
+		// where the lie shows: Run, or Wait
+		atRun bool
+		want  string
+	}{
+		{"huge", true, "malformed frame"},
+		{"unknown-id", true, "unknown call"},
+		{"garbage", true, "malformed frame"},
+		{"silent", true, "did not start a command"},
+		{"dies", false, "session agent ended"},
+		{"bad-exit", false, "exit 1000"},
+		{"negative-tree", false, "tree of -5"},
+	} {
+		t.Run(tt.mode, func(t *testing.T) {
+			a, err, killed := startFake(t, tt.mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			p, err := a.Run(call)
+			if err == nil {
+				if tt.atRun {
+					t.Fatalf("Run took the lie")
+				}
+				_, err = p.Wait()
+			}
+			if err == nil || !errors.Is(err, ErrAgentEnded) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err %v, want the agent ended: %s", err, tt.want)
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Errorf("it took %v", time.Since(start))
+			}
+			if killed.Load() == 0 || a.Err() == nil {
+				t.Errorf("the agent was not killed (%d) or not marked ended (%v)", killed.Load(), a.Err())
+			}
+			if _, err := a.Run(call); err == nil {
+				t.Error("an ended agent still runs calls")
+			}
+		})
+	}
+	t.Run("exit-twice", func(t *testing.T) {
+		a, err, killed := startFake(t, "exit-twice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := a.Run(call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.Wait(); err != nil {
+			t.Fatalf("the first exit: %v", err)
+		}
+		if !waitUntil(3*time.Second, func() bool { return a.Err() != nil }) || killed.Load() == 0 {
+			t.Errorf("a second exit of the same call did not end the agent: %v", a.Err())
+		}
+	})
+	t.Run("ignores-kill", func(t *testing.T) {
+		a, _, killed := startFake(t, "ignores-kill")
+		p, err := a.Run(call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		p.Kill()
+		_, err = p.Wait()
+		if err == nil || killed.Load() == 0 || time.Since(start) > 5*time.Second {
+			t.Errorf("an agent that keeps a killed call: err %v, killed %d, after %v", err, killed.Load(), time.Since(start))
+		}
+	})
+	t.Run("sends-fds", func(t *testing.T) {
+		a, err, _ := startFake(t, "sends-fds")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := fds(t)
+		for range 5 {
+			p, err := a.Run(call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e, err := p.Wait(); err != nil || e.Code != 7 {
+				t.Fatalf("exit %+v %v", e, err)
+			}
+		}
+		if after := fds(t); after > before {
+			t.Errorf("the server holds %d descriptors more after the agent sent some", after-before)
+		}
+	})
+}
+
+func waitUntil(d time.Duration, f func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if f() {
+			return true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return f()
+}

@@ -1,0 +1,318 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A session agent is the server's own binary, run as "<binary> agent FD"
+// with its end of the control socket at FD: under bwrap inside the
+// session's sandbox, under landlock in the host, where it confines itself
+// before it serves. It runs each command of its session in a Landlock
+// domain nested in its own, so that the command can neither signal nor
+// trace it, and kills everything of the call when the call ends.
+//
+// It starts in this package's init, not in main: package initialisation
+// runs packages in the order of their import paths as soon as their own
+// imports are done (the Go spec, since 1.21), and jail, which the server
+// imports, comes before the packages that serve MCP, whose JSON-schema
+// compiler takes longer to initialise than an agent needs to start.
+const agentArg = "agent"
+
+func init() {
+	if len(os.Args) == 3 && os.Args[1] == agentArg {
+		os.Exit(serveAgent(os.Args[2]))
+	}
+}
+
+// serveAgent is the agent's main.
+func serveAgent(fdArg string) int {
+	fd, err := strconv.Atoi(fdArg)
+	if err == nil && fd > 2 {
+		_, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	}
+	if err != nil || fd <= 2 {
+		fmt.Fprintln(os.Stderr, "jail-mcp agent: jail-mcp starts its agents itself; this is not a command")
+		return 2
+	}
+	// Its name in ps and /proc, rather than the descriptor it was run by.
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("jail-mcp-agent\x00")[0])), 0, 0, 0)
+	// Nothing else its starter left open reaches a command.
+	unix.CloseRange(3, uint(fd-1), 0)
+	unix.CloseRange(uint(fd+1), ^uint(0), 0)
+	f := os.NewFile(uintptr(fd), "control")
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "jail-mcp agent:", err)
+		return 2
+	}
+	a := &agent{conn: c.(*net.UnixConn), calls: map[uint64]*agentRun{}}
+	return a.serve()
+}
+
+// agent is the agent's side of the protocol.
+type agent struct {
+	conn *net.UnixConn
+	wmu  sync.Mutex // one frame at a time
+
+	mu    sync.Mutex
+	calls map[uint64]*agentRun
+	wg    sync.WaitGroup
+}
+
+// agentRun is one call in the agent: the eventfd that wakes its thread to
+// kill it.
+type agentRun struct {
+	kill int
+}
+
+func (a *agent) send(m agentMsg) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	return writeFrame(a.conn, m)
+}
+
+func (a *agent) serve() int {
+	m, files, err := readFrame(a.conn, maxServerFrame, true)
+	if err != nil || m.T != msgConfig {
+		closeFiles(files)
+		return 2
+	}
+	if err := a.confine(m, files); err != nil {
+		a.send(agentMsg{T: msgError, Err: err.Error()})
+		return 1
+	}
+	closeFiles(files)
+	if err := a.send(agentMsg{T: msgReady, Pid: os.Getpid()}); err != nil {
+		return 1
+	}
+	for {
+		m, files, err := readFrame(a.conn, maxServerFrame, true)
+		if err != nil {
+			break // the server is gone: end every call
+		}
+		switch m.T {
+		case msgRun:
+			a.start(m, files)
+		case msgKill:
+			a.kill(m.ID)
+			closeFiles(files)
+		case msgStop:
+			closeFiles(files)
+			a.stop()
+			return 0
+		default:
+			closeFiles(files)
+		}
+	}
+	a.stop()
+	return 0
+}
+
+// confine finishes the agent's confinement: under landlock, where it
+// starts in the session's domain, a guard in that domain and a nested
+// scoped domain for the agent itself, out of the guard's reach; under
+// bwrap, whose sandbox already drops capabilities and loads the seccomp
+// filter, the file-system layer that a read-only mount cannot give (no
+// FIFO of the host opened for writing). The agent is then not dumpable, so that no command can
+// trace it or open its /proc files, and a child subreaper, so that what a
+// command leaves is its to reap.
+func (a *agent) confine(m agentMsg, files []*os.File) error {
+	if len(files) < 1 || m.ABI < MinLandlockABI {
+		return errors.New("agent: a jail and Landlock ABI 6 are needed")
+	}
+	jail := files[0]
+	if fi, err := jail.Stat(); err != nil || !fi.IsDir() {
+		return errors.New("agent: the jail is not a directory")
+	}
+	switch m.Kind {
+	case "landlock":
+		// The thread that forked the agent confined it (no capabilities,
+		// no new privileges, the session's domain, seccomp): its guard is
+		// forked in that domain, then the agent nests itself out of the
+		// guard's reach.
+		if len(files) < 2 {
+			return errors.New("agent: no guard pipe")
+		}
+		if err := startGuard(files[1]); err != nil {
+			return err
+		}
+		fd, err := scopeRuleset()
+		if err != nil {
+			return err
+		}
+		if err := restrictProcess(fd); err != nil {
+			return err
+		}
+	case "bwrap":
+		// The sandbox's own /dev/shm, /dev/mqueue and /dev/pts stay
+		// writable, as they are without this layer: POSIX shared memory
+		// and message queues (Landlock's rules hold on inodes, so the
+		// queues' mount names the IPC namespace's own), and terminals.
+		fd, err := fsRuleset(m.ABI, jail, true, "/dev/shm", "/dev/mqueue", "/dev/pts")
+		if err != nil {
+			return err
+		}
+		if err := restrictProcess(fd); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("agent: unknown kind %q", m.Kind)
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("not dumpable: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("child subreaper: %w", err)
+	}
+	return nil
+}
+
+// guardScript waits for the end of its standard input, the read end of a
+// pipe whose write end only the server holds, then kills every process it
+// may signal: those of its session's agent and calls, and nothing else.
+const guardScript = `read -r _; kill -s KILL -- -1`
+
+// startGuard starts the guard of a landlock agent in the agent's domain.
+func startGuard(pipe *os.File) error {
+	gc := &exec.Cmd{
+		Path: "/bin/sh", Args: []string{"jail-mcp-guard", "-c", guardScript},
+		Env: []string{}, Dir: "/", Stdin: pipe,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := gc.Start(); err != nil {
+		return fmt.Errorf("start guard: %w", err)
+	}
+	// Reaped when it exits (the agent is a child subreaper and waits for
+	// it); it outlives the agent only to kill what the agent left.
+	go gc.Wait()
+	return nil
+}
+
+// start runs one call on a thread of its own that enters a domain nested
+// in the agent's, forks the command, counts its processes while it runs,
+// and kills them all when it ends.
+func (a *agent) start(m agentMsg, files []*os.File) {
+	if len(files) != 3 || m.ID == 0 || len(m.Argv) == 0 {
+		closeFiles(files)
+		a.send(agentMsg{T: msgFailed, ID: m.ID, Err: "agent: malformed run"})
+		return
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		closeFiles(files)
+		a.send(agentMsg{T: msgFailed, ID: m.ID, Err: "agent: " + err.Error()})
+		return
+	}
+	r := &agentRun{kill: efd}
+	a.mu.Lock()
+	a.calls[m.ID] = r
+	a.mu.Unlock()
+	a.wg.Go(func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the call
+		defer func() {
+			a.mu.Lock()
+			delete(a.calls, m.ID)
+			a.mu.Unlock()
+			unix.Close(efd)
+		}()
+		a.send(a.run(m, files, efd))
+	})
+}
+
+// run is a call's thread: it returns the message that ends the call.
+func (a *agent) run(m agentMsg, files []*os.File, efd int) agentMsg {
+	defer closeFiles(files)
+	fd, err := scopeRuleset()
+	if err == nil {
+		err = restrictThread(fd)
+	}
+	if err != nil {
+		return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error()}
+	}
+	path := m.Argv[0]
+	if !strings.Contains(path, "/") {
+		p, err := lookPath(path, envValue(m.Env, "PATH"))
+		if err != nil {
+			return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error(), NotFound: true}
+		}
+		path = p
+	}
+	cmd := &exec.Cmd{
+		Path: path, Args: m.Argv, Env: m.Env, Dir: m.Dir,
+		Stdin: files[0], Stdout: files[1], Stderr: files[2],
+		// Its own session: no controlling terminal to inject into.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		notFound := errors.Is(err, os.ErrNotExist)
+		return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error(), NotFound: notFound}
+	}
+	closeFiles(files)
+	files = nil
+	a.send(agentMsg{T: msgStarted, ID: m.ID, Pid: cmd.Process.Pid})
+	if pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, int(TreeInterval.Milliseconds()))
+			if n > 0 || (err != nil && err != unix.EINTR) {
+				break
+			}
+			procs, rss := domainTree(false)
+			a.send(agentMsg{T: msgTree, ID: m.ID, Procs: procs, RSS: rss})
+		}
+		unix.Close(pidfd)
+	}
+	// The command first, so that it is reaped here (with its status) and
+	// not among the zombies killDomain reaps; then whatever it left.
+	unix.Kill(cmd.Process.Pid, unix.SIGKILL)
+	cmd.Wait()
+	killDomain()
+	out := agentMsg{T: msgExited, ID: m.ID, Code: -1}
+	if st := cmd.ProcessState; st != nil {
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			out.Signal = int(ws.Signal())
+		} else {
+			out.Code = st.ExitCode()
+		}
+	}
+	return out
+}
+
+// kill wakes a call's thread to kill it.
+func (a *agent) kill(id uint64) {
+	a.mu.Lock()
+	r := a.calls[id]
+	a.mu.Unlock()
+	if r != nil {
+		unix.Write(r.kill, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	}
+}
+
+// stop kills every call and waits, a bounded time, for them to end.
+func (a *agent) stop() {
+	a.mu.Lock()
+	for _, r := range a.calls {
+		unix.Write(r.kill, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	}
+	a.mu.Unlock()
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(reapGrace + time.Second):
+	}
+}

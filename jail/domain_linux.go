@@ -1,0 +1,245 @@
+package jail
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// The Landlock and seccomp pieces of a jail, used by a session agent to
+// confine itself and, per call, each command.
+
+// landlockDevices are the devices a shell needs to write, besides the jail.
+var landlockDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom"}
+
+// landlockPreset is the Landlock configuration of ABI abi: every right
+// that ABI knows.
+func landlockPreset(abi int) landlock.Config {
+	presets := []landlock.Config{landlock.V1, landlock.V2, landlock.V3, landlock.V4, landlock.V5, landlock.V6, landlock.V7, landlock.V8, landlock.V9, landlock.V10, landlock.V11}
+	return presets[min(max(abi, 1), len(presets))-1]
+}
+
+// fsRuleset makes the ruleset of a jail: the whole file system readable
+// and executable, the jail (given by a descriptor opened without following
+// links) writable with every right, a few devices writable; with network
+// off, no TCP bind or connect; abstract unix sockets and signals scoped to
+// the domain where the ABI has scopes. private lists directories of the
+// sandbox's own (bubblewrap's /dev/shm, /dev/pts) writable too.
+func fsRuleset(abi int, jail *os.File, network bool, private ...string) (int, error) {
+	cfg := landlockPreset(abi)
+	attr := ll.RulesetAttr{HandledAccessFS: uint64(cfg.HandledAccessFS), Scoped: uint64(cfg.Scoped)}
+	if !network {
+		attr.HandledAccessNet = uint64(cfg.HandledAccessNet)
+	}
+	fd, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return -1, fmt.Errorf("landlock ruleset: %w", err)
+	}
+	all := attr.HandledAccessFS
+	read := uint64(ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir)
+	dev := all & uint64(ll.AccessFSReadFile|ll.AccessFSWriteFile|ll.AccessFSIoctlDev)
+	add := func(f *os.File, access uint64) error {
+		return ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: access, ParentFd: int(f.Fd())}, 0)
+	}
+	fail := func(err error) (int, error) { unix.Close(fd); return -1, err }
+	root, err := os.OpenFile("/", unix.O_PATH, 0)
+	if err != nil {
+		return fail(err)
+	}
+	err = add(root, read)
+	root.Close()
+	if err != nil {
+		return fail(fmt.Errorf("landlock rule for /: %w", err))
+	}
+	if err := add(jail, all); err != nil {
+		return fail(fmt.Errorf("landlock rule for the jail: %w", err))
+	}
+	for _, p := range private {
+		f, err := os.OpenFile(p, unix.O_PATH|unix.O_DIRECTORY, 0)
+		if err != nil {
+			continue
+		}
+		err = add(f, all|dev)
+		f.Close()
+		if err != nil {
+			return fail(fmt.Errorf("landlock rule for %s: %w", p, err))
+		}
+	}
+	for _, d := range landlockDevices {
+		f, err := os.OpenFile(d, unix.O_PATH, 0)
+		if err != nil {
+			continue // a device this host lacks
+		}
+		fi, serr := f.Stat()
+		if serr == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			err = add(f, dev)
+		}
+		f.Close()
+		if err != nil {
+			return fail(fmt.Errorf("landlock rule for %s: %w", d, err))
+		}
+	}
+	return fd, nil
+}
+
+// scopeRuleset makes a ruleset that only scopes signals and abstract unix
+// sockets: a domain nested with it cannot signal, trace or reach the
+// abstract sockets of what is outside it.
+func scopeRuleset() (int, error) {
+	attr := ll.RulesetAttr{Scoped: ll.ScopeAbstractUnixSocket | ll.ScopeSignal}
+	fd, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return -1, fmt.Errorf("landlock scope: %w", err)
+	}
+	return fd, nil
+}
+
+// restrictThread enters the domain of ruleset fd on the calling thread
+// only, and closes fd.
+func restrictThread(fd int) error {
+	defer unix.Close(fd)
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
+		return fmt.Errorf("landlock restrict: %w", err)
+	}
+	return nil
+}
+
+// restrictProcess enters the domain of ruleset fd on every thread of the
+// process, and closes fd.
+func restrictProcess(fd int) error {
+	defer unix.Close(fd)
+	if err := ll.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := ll.AllThreadsLandlockRestrictSelf(fd, 0); err != nil {
+		return fmt.Errorf("landlock restrict: %w", err)
+	}
+	return nil
+}
+
+// sockFprog turns a raw sock_filter program into the kernel's structure;
+// ins must stay alive while it is used.
+func sockFprog(prog []byte) (unix.SockFprog, []unix.SockFilter) {
+	ins := make([]unix.SockFilter, len(prog)/8)
+	for i := range ins {
+		b := prog[8*i:]
+		ins[i] = unix.SockFilter{
+			Code: uint16(b[0]) | uint16(b[1])<<8, Jt: b[2], Jf: b[3],
+			K: uint32(b[4]) | uint32(b[5])<<8 | uint32(b[6])<<16 | uint32(b[7])<<24,
+		}
+	}
+	return unix.SockFprog{Len: uint16(len(ins)), Filter: &ins[0]}, ins
+}
+
+// loadSeccompThread loads a raw sock_filter program on the calling thread
+// only (no_new_privs must be set on it).
+func loadSeccompThread(prog []byte) error {
+	fprog, ins := sockFprog(prog)
+	err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0)
+	_ = ins
+	if err != nil {
+		return fmt.Errorf("load seccomp filter: %w", err)
+	}
+	return nil
+}
+
+// dropCapabilitiesThread empties the calling thread's capability sets,
+// its bounding set and its ambient set: uid 0 keeps its files but no
+// power beyond them.
+func dropCapabilitiesThread() error {
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("drop capabilities: %w", err)
+	}
+	return nil
+}
+
+// reapGrace bounds how long a call's thread waits for its killed
+// processes to go.
+const reapGrace = 5 * time.Second
+
+// TreeInterval is how often the processes of a running call are counted.
+const TreeInterval = 50 * time.Millisecond
+
+// killDomain kills every process of the calling thread's Landlock domain,
+// setsid and double-forked ones included, and waits up to reapGrace for
+// them to be gone. Signals are scoped to the domain, so kill -1 reaches
+// them and nothing else (the caller's own process is never signalled by
+// it). Zombies the caller was made parent of (it is a child subreaper)
+// are reaped here.
+func killDomain() {
+	deadline := time.Now().Add(reapGrace)
+	for {
+		unix.Kill(-1, unix.SIGKILL)
+		// Nothing left that this thread may signal, zombies included: the
+		// call is over without a walk of /proc.
+		if unix.Kill(-1, 0) == unix.ESRCH {
+			return
+		}
+		if procs, _ := domainTree(true); procs == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// domainTree counts the live processes of the calling thread's domain and
+// their resident memory; with reap, it reaps those that are zombies and
+// children of the caller.
+func domainTree(reap bool) (procs int, rss int64) {
+	self := os.Getpid()
+	d, err := os.Open("/proc")
+	if err != nil {
+		return 0, 0
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	page := int64(os.Getpagesize())
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || pid == self || unix.Kill(pid, 0) != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			continue
+		}
+		f := bytes.Fields(b[i+2:])
+		if len(f) > 1 && f[0][0] == 'Z' {
+			if ppid, _ := strconv.Atoi(string(f[1])); reap && ppid == self {
+				unix.Wait4(pid, nil, unix.WNOHANG|unix.WALL, nil)
+			}
+			continue
+		}
+		procs++
+		if len(f) > 21 {
+			n, _ := strconv.ParseInt(string(f[21]), 10, 64) // rss, in pages
+			rss += n * page
+		}
+	}
+	return procs, rss
+}

@@ -1,0 +1,31 @@
+package jail
+
+import "errors"
+
+// Refusing is the backend of a host where no backend confines and the
+// operator chose --fallback fail: it refuses every command with why and
+// the command that fixes it, so that callers need no special case.
+type Refusing struct {
+	Err *UnavailableError
+}
+
+func (r Refusing) Name() string                { return r.Err.Backend }
+func (r Refusing) Confined() bool              { return false }
+func (r Refusing) Agents() bool                { return false }
+func (r Refusing) Credentials() CredentialMode { return CopyCredentials }
+
+func (r Refusing) Runner(Spec, Launcher) (Runner, error) { return nil, r.Err }
+
+func (r Refusing) Guarantees() Guarantees {
+	return Guarantees{Kept: []Promise{{ID: 8, Name: promises[8], Note: "no command runs"}}, NotKept: []Promise{}}
+}
+
+// IsRefusing reports whether b refuses every command.
+func IsRefusing(b Backend) bool {
+	_, ok := b.(Refusing)
+	return ok
+}
+
+// ErrAgentEnded is wrapped by the error of a call whose session agent
+// ended under it, and by a runner's Err once its agent ended.
+var ErrAgentEnded = errors.New("the session agent ended")

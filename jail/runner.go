@@ -1,0 +1,86 @@
+package jail
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// Call is one command for a Runner to run.
+type Call struct {
+	Argv []string // program and arguments; Argv[0] is looked up in Env's PATH
+	Env  []string // the complete environment, KEY=VALUE
+	Dir  string   // working directory, an absolute path
+	// The command's standard streams; the runner closes nothing of them.
+	Stdin, Stdout, Stderr *os.File
+	// Launch, for a runner that starts each command itself (Agents is
+	// false), forks it from a thread the caller prepared (moved into the
+	// call's cgroups); nil: a fresh one.
+	Launch Launcher
+}
+
+// Exit is how a command ended.
+type Exit struct {
+	Code   int            // its exit status; -1 when a signal ended it
+	Signal syscall.Signal // the signal that ended it, or 0
+}
+
+// Process is a started command.
+type Process struct {
+	// Wait waits for the command and every process it started to be gone.
+	// An error means the runner lost the command (its agent ended).
+	Wait func() (Exit, error)
+	// Kill kills the command and everything it started; Wait returns soon
+	// after.
+	Kill func()
+	// Tree, when set, counts the processes of the command wherever they
+	// went and their resident memory in bytes, as last seen (at most
+	// TreeInterval ago); when nil, the caller counts the descendants of
+	// Pid.
+	Tree func() (procs int, rss int64)
+	Pid  int
+}
+
+// Runner runs the commands of one session under one policy: the Spec it
+// was made from, but for the command itself.
+type Runner interface {
+	// Run starts c. It returns ErrNotFound when the program does not
+	// exist in the jail's view.
+	Run(c Call) (Process, error)
+	// Close kills every command it runs and ends it; it is idempotent.
+	Close()
+	// Err is nil while the runner can run commands, and why it cannot
+	// once it has ended (an agent that died or was killed).
+	Err() error
+}
+
+// ErrNotFound reports a program the jail does not have.
+var ErrNotFound = errors.New("not found in the jail's PATH")
+
+// errRunnerClosed is the Err of a runner that was closed.
+var errRunnerClosed = errors.New("closed")
+
+// agentStartError is why an agent did not get ready: the first line it
+// (or bwrap) wrote when it has one, what went wrong on the socket else.
+type agentStartError struct {
+	err  error
+	line string
+}
+
+func (e *agentStartError) Error() string {
+	if e.line != "" {
+		return "the session agent did not start: " + e.line
+	}
+	return "the session agent could not confine itself: " + e.err.Error()
+}
+
+func (e *agentStartError) Unwrap() error { return e.err }
+
+// startLine is the first line an agent that did not start wrote, or "".
+func startLine(err error) string {
+	var ase *agentStartError
+	if errors.As(err, &ase) {
+		return ase.line
+	}
+	return ""
+}

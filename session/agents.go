@@ -1,0 +1,221 @@
+package session
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jail-mcp/jail-mcp/auth"
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+// A session's commands run in session agents (where the backend has them,
+// jail.Backend.Agents): one per policy that cannot change in a running
+// sandbox, network on or off and the set of CLIs whose credentials are
+// shown. An agent starts on the first call that needs it and stays until
+// the session is reset or ends, it is idle for agentIdle, or more policies
+// are in use than maxAgents; one that ended (killed, crashed, or taken
+// down by the server for breaking the protocol) is started again by the
+// next call, whose result says so.
+const (
+	maxAgents = 4
+	agentIdle = 10 * time.Minute
+)
+
+// agentKey is the policy of an agent.
+type agentKey struct {
+	network bool
+	auth    string // the CLIs shown, sorted, comma-separated
+}
+
+func (k agentKey) String() string {
+	net := "off"
+	if k.network {
+		net = "on"
+	}
+	return fmt.Sprintf("network %s, credentials of [%s]", net, k.auth)
+}
+
+// agentSlot is the agent of one policy of a session.
+type agentSlot struct {
+	key      agentKey
+	runner   jail.Runner
+	cc       *callCgroup // its cgroups, or nil
+	started  time.Time
+	lastUsed time.Time
+	running  int
+	restarts int
+	ended    string // why the previous agent of this policy ended
+}
+
+// AgentInfo describes one session agent for jail_status.
+type AgentInfo struct {
+	Network  bool     `json:"network"`
+	Auth     []string `json:"auth"`
+	Running  int      `json:"running"`
+	Started  string   `json:"started"`
+	Restarts int      `json:"restarts"`
+	Ended    string   `json:"last_ended"`
+}
+
+// Agents lists the session's agents.
+func (s *Session) Agents() []AgentInfo {
+	s.agentMu.Lock()
+	defer s.agentMu.Unlock()
+	out := []AgentInfo{}
+	for _, a := range s.agents {
+		names := []string{}
+		if a.key.auth != "" {
+			names = strings.Split(a.key.auth, ",")
+		}
+		out = append(out, AgentInfo{
+			Network: a.key.network, Auth: names, Running: a.running,
+			Started: a.started.UTC().Format(time.RFC3339), Restarts: a.restarts, Ended: a.ended,
+		})
+	}
+	slices.SortFunc(out, func(a, b AgentInfo) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	return out
+}
+
+// agent returns the running agent of the policy (network, the CLIs of
+// exps), starting one when there is none or the one before ended; it
+// counts a call on it, which done uncounts. restarted says why the agent
+// before ended, when this call started a new one.
+func (s *Session) agent(network bool, names []string, exps []auth.Exposure) (slot *agentSlot, restarted string, err error) {
+	key := agentKey{network: network, auth: strings.Join(slices.Sorted(slices.Values(names)), ",")}
+	s.agentMu.Lock()
+	defer s.agentMu.Unlock()
+	now := time.Now()
+	s.retireAgents(now, key)
+	slot = s.agents[key]
+	if slot != nil && slot.runner.Err() == nil {
+		slot.lastUsed = now
+		slot.running++
+		return slot, "", nil
+	}
+	next := &agentSlot{key: key, started: now, lastUsed: now}
+	if slot != nil {
+		next.restarts = slot.restarts + 1
+		next.ended = slot.runner.Err().Error()
+		restarted = next.ended
+		s.m.log.Warn("session agent ended: starting a new one", "session", s.Name, "policy", key.String(), "why", next.ended)
+		s.stopAgent(slot)
+	}
+	runner, cc, err := s.startAgent(network, exps)
+	if err != nil {
+		if slot != nil {
+			delete(s.agents, key)
+		}
+		return nil, "", err
+	}
+	next.runner, next.cc, next.running = runner, cc, 1
+	s.agents[key] = next
+	s.m.log.Debug("session agent started", "session", s.Name, "policy", key.String())
+	return next, restarted, nil
+}
+
+// done uncounts a call of slot.
+func (s *Session) agentDone(slot *agentSlot) {
+	s.agentMu.Lock()
+	slot.running--
+	slot.lastUsed = time.Now()
+	s.agentMu.Unlock()
+}
+
+// startAgent starts the agent of a policy: a sandbox of the session's
+// jail, by descriptor, and under bwrap the credentials of the policy
+// bound in it; from a launcher thread already in cgroups of its own where
+// the server makes cgroups.
+func (s *Session) startAgent(network bool, exps []auth.Exposure) (jail.Runner, *callCgroup, error) {
+	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project}}
+	var opened []*os.File
+	defer func() { closeAll(opened) }()
+	jf, err := s.openJail()
+	if err != nil {
+		return nil, nil, err
+	}
+	if jf != nil {
+		opened = append(opened, jf)
+		spec.JailFile = jf
+	}
+	if s.m.cfg.Backend.Credentials() == jail.BindCredentials {
+		if err := s.bindCredentials(&spec, exps, &opened); err != nil {
+			return nil, nil, fmt.Errorf("expose credentials: %w", err)
+		}
+	}
+	var launch jail.Launcher
+	var cc *callCgroup
+	if l := s.m.takeLauncher(); l != nil {
+		cc, launch = l.cc, l.launch
+	}
+	r, err := s.m.cfg.Backend.Runner(spec, launch)
+	if err != nil {
+		if cc != nil {
+			s.m.removeCgroups(cc)
+		}
+		return nil, nil, err
+	}
+	return r, cc, nil
+}
+
+// openJail opens the jail by a descriptor, without following a link (its
+// parent is read-only to commands; this keeps it so).
+func (s *Session) openJail() (*os.File, error) {
+	jf, err := openPath(s.m.base, s.Name)
+	if err != nil {
+		return nil, fmt.Errorf("open jail %s: %w", s.Path, err)
+	}
+	if jf != nil {
+		if fi, err := jf.Stat(); err != nil || !fi.IsDir() {
+			jf.Close()
+			return nil, fmt.Errorf("open jail %s: not a directory", s.Path)
+		}
+	}
+	return jf, nil
+}
+
+// retireAgents stops the agents idle for agentIdle, and the least recently
+// used idle one when a new policy would make more than maxAgents.
+// s.agentMu is held.
+func (s *Session) retireAgents(now time.Time, want agentKey) {
+	for k, a := range s.agents {
+		if a.running == 0 && now.Sub(a.lastUsed) > agentIdle {
+			s.stopAgent(a)
+			delete(s.agents, k)
+		}
+	}
+	if _, ok := s.agents[want]; ok || len(s.agents) < maxAgents {
+		return
+	}
+	var oldest *agentSlot
+	for _, a := range s.agents {
+		if a.running == 0 && (oldest == nil || a.lastUsed.Before(oldest.lastUsed)) {
+			oldest = a
+		}
+	}
+	if oldest != nil {
+		s.stopAgent(oldest)
+		delete(s.agents, oldest.key)
+	}
+}
+
+// stopAgent ends an agent and, once its processes are gone, its cgroups.
+func (s *Session) stopAgent(a *agentSlot) {
+	a.runner.Close()
+	if a.cc != nil {
+		s.m.removeCgroups(a.cc)
+		a.cc = nil
+	}
+}
+
+// stopAgents ends every agent of the session: at a reset and at its end.
+func (s *Session) stopAgents() {
+	s.agentMu.Lock()
+	defer s.agentMu.Unlock()
+	for k, a := range s.agents {
+		s.stopAgent(a)
+		delete(s.agents, k)
+	}
+}
