@@ -141,15 +141,9 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 	switch m.Kind {
 	case "landlock":
 		// The thread that forked the agent confined it (no capabilities,
-		// no new privileges, the session's domain, seccomp): its guard is
-		// forked in that domain, then the agent nests itself out of the
-		// guard's reach.
-		if len(files) < 2 {
-			return errors.New("agent: no guard pipe")
-		}
-		if err := startGuard(files[1]); err != nil {
-			return err
-		}
+		// no new privileges, the session's domain, seccomp) and forked the
+		// guard in that domain: the agent nests itself out of the guard's
+		// reach.
 		fd, err := scopeRuleset()
 		if err != nil {
 			return err
@@ -186,7 +180,8 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 // may signal: those of its session's agent and calls, and nothing else.
 const guardScript = `read -r _; kill -s KILL -- -1`
 
-// startGuard starts the guard of a landlock agent in the agent's domain.
+// startGuard starts the guard of a landlock agent from the confined
+// thread that then forks the agent, in the agent's domain.
 func startGuard(pipe *os.File) error {
 	gc := &exec.Cmd{
 		Path: "/bin/sh", Args: []string{"jail-mcp-guard", "-c", guardScript},
@@ -196,8 +191,8 @@ func startGuard(pipe *os.File) error {
 	if err := gc.Start(); err != nil {
 		return fmt.Errorf("start guard: %w", err)
 	}
-	// Reaped when it exits (the agent is a child subreaper and waits for
-	// it); it outlives the agent only to kill what the agent left.
+	// Reaped by the server when it exits; it outlives the agent only to
+	// kill what the agent left.
 	go gc.Wait()
 	return nil
 }

@@ -18,24 +18,26 @@ import (
 // in a session agent: the server's own binary, which confines itself in
 // the host before it serves:
 //
-//   - it drops every capability (a root server) and sets no new
-//     privileges on all its threads; a seccomp filter denies what Landlock
-//     cannot see (unix sockets, SysV IPC, key rings, new namespaces, with
-//     network off every socket but routing netlink, for root chmod and
-//     chown);
-//   - a Landlock domain makes the whole filesystem read-only but the jail
-//     and a few devices, denies TCP with network off, and scopes abstract
-//     sockets and signals;
-//   - it forks a guard in that domain, which waits for the end of a pipe
-//     only the server holds: when the server dies, or ends the agent, the
-//     guard kills every process of the domain (kill -1 reaches only it);
-//   - it enters a nested scoped domain, out of the guard's reach, and
-//     forks each command from a thread of its own in a domain nested once
-//     more: the command can signal and trace neither the agent nor the
-//     guard, and the thread kills every process of its call when it ends.
+//   - a thread of the server that dies right after (a fresh one, or a
+//     launcher in the agent's cgroups) drops every capability (a root
+//     server) and sets no new privileges; a seccomp filter denies what
+//     Landlock cannot see (unix sockets, SysV IPC, key rings, new
+//     namespaces, with network off every socket but routing netlink, for
+//     root chmod and chown); a Landlock domain makes the whole filesystem
+//     read-only but the jail and a few devices, denies TCP with network
+//     off, and scopes abstract sockets and signals;
+//   - that thread forks a guard in the domain, which waits for the end of
+//     a pipe only the server holds: when the server dies, or ends the
+//     agent, the guard kills every process of the domain (kill -1 reaches
+//     only it); then it forks the agent and exits;
+//   - the agent enters a nested scoped domain, out of the guard's reach,
+//     and forks each command from a thread of its own in a domain nested
+//     once more: the command can signal and trace neither the guard nor
+//     the agent's other threads, and that thread kills every process of
+//     its call when it ends.
 //
-// No thread of the server ever enters a domain: it is the agent, not the
-// server, that shares a domain with commands' ancestors.
+// No living thread of the server is ever in a domain: the threads that
+// confine themselves to fork an agent end at once.
 type landlockJail struct {
 	abi  int
 	root bool     // the server runs as uid 0
@@ -133,10 +135,15 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 		if err := restrictThread(fd); err != nil {
 			return err
 		}
-		return loadSeccompThread(filter)
+		if err := loadSeccompThread(filter); err != nil {
+			return err
+		}
+		// The guard, forked here in the session's domain, execs while the
+		// agent starts.
+		return startGuard(guardR)
 	}
 	cfg := agentMsg{T: msgConfig, Kind: "landlock", Jail: spec.Jail, Network: spec.Network, ABI: l.abi, Root: l.root}
-	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, confine: confine}, launch, cfg, []*os.File{jail, guardR})
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, confine: confine}, launch, cfg, []*os.File{jail})
 	guardR.Close()
 	if err != nil {
 		guardW.Close()
