@@ -121,7 +121,7 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 		err := <-exited
 		close(gone)
 		<-startDone
-		a.end(fmt.Errorf("%w (%v)%s", ErrAgentEnded, err, a.stderr.line()))
+		a.end(fmt.Errorf("%w (%w)%s", ErrAgentEnded, agentLost{err}, a.stderr.line()))
 	}()
 	defer close(startDone)
 
@@ -168,7 +168,7 @@ func (a *agentClient) read() {
 	for {
 		m, _, err := readFrame(a.conn, maxAgentFrame, false)
 		if err != nil {
-			a.end(fmt.Errorf("%w: %v%s", ErrAgentEnded, err, a.stderr.line()))
+			a.end(fmt.Errorf("%w: %w%s", ErrAgentEnded, agentLost{err}, a.stderr.line()))
 			return
 		}
 		if err := a.deliver(m); err != nil {
@@ -266,15 +266,15 @@ func (a *agentClient) Run(c Call) (Process, error) {
 	if a.err != nil {
 		err := a.err
 		a.mu.Unlock()
-		return Process{}, err
+		return Process{}, notStarted(err)
 	}
 	a.nextID++
 	id := a.nextID
 	a.calls[id] = call
 	a.mu.Unlock()
 	if err := a.send(agentMsg{T: msgRun, ID: id, Argv: c.Argv, Env: c.Env, Dir: c.Dir}, c.Stdin, c.Stdout, c.Stderr); err != nil {
-		a.end(fmt.Errorf("%w: %v", ErrAgentEnded, err))
-		return Process{}, a.Err()
+		a.end(fmt.Errorf("%w: %w", ErrAgentEnded, agentLost{err}))
+		return Process{}, notStarted(a.Err())
 	}
 	select {
 	case m := <-call.started:
@@ -285,7 +285,7 @@ func (a *agentClient) Run(c Call) (Process, error) {
 			return Process{}, fmt.Errorf("start %s: %s", c.Argv[0], oneLine(m.Err))
 		}
 	case <-a.done:
-		return Process{}, a.Err()
+		return Process{}, notStarted(a.Err())
 	case <-time.After(callStartTimeout):
 		a.end(fmt.Errorf("%w: it did not start a command in %v and was killed", ErrAgentEnded, callStartTimeout))
 		return Process{}, a.Err()
@@ -316,6 +316,28 @@ func (a *agentClient) Run(c Call) (Process, error) {
 		Tree: func() (int, int64) { t := call.tree.Load(); return int(t[0]), t[1] },
 	}, nil
 }
+
+// agentLost is how an agent went on its own, as its process or its
+// connection told: it died, was killed from outside, or hung up.
+type agentLost struct{ error }
+
+func (c agentLost) Unwrap() error { return c.error }
+
+// notStarted marks the error of a call whose agent was lost before it
+// said the command started: the agent had not started it, or it went down
+// with the agent at once; the caller may run the call on a new agent.
+// The end of an agent the server closed, or killed for not starting a
+// command in time, is not such a loss.
+func notStarted(err error) error {
+	if !errors.As(err, new(agentLost)) {
+		return err
+	}
+	return lostBeforeStart{err}
+}
+
+type lostBeforeStart struct{ error }
+
+func (l lostBeforeStart) Unwrap() []error { return []error{l.error, ErrLostBeforeStart} }
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {

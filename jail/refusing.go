@@ -29,3 +29,9 @@ func IsRefusing(b Backend) bool {
 // ErrAgentEnded is wrapped by the error of a call whose session agent
 // ended under it, and by a runner's Err once its agent ended.
 var ErrAgentEnded = errors.New("the session agent ended")
+
+// ErrLostBeforeStart is wrapped by the error of a call whose session agent
+// was lost (killed from outside, crashed) before it said the command
+// started: the command never started, or went down with the agent within
+// moments of its exec; the call may run on a new agent.
+var ErrLostBeforeStart = errors.New("the session agent was lost before it started the command")

@@ -91,28 +91,31 @@ const grace = 500 * time.Millisecond
 // file (jail-mcp run), /dev/null, or a pipe fed from r. release closes
 // what the server holds of it once the command has it; stop, once the
 // command is gone, ends the feeding that a command which never read would
-// otherwise hold up. Both are idempotent.
-func stdinFile(r io.Reader) (f *os.File, release, stop func(), err error) {
+// otherwise hold up; feed starts the feeding, once the command started, so
+// that a call run again on a new agent reads r whole. All are idempotent.
+func stdinFile(r io.Reader) (f *os.File, release, stop, feed func(), err error) {
 	nothing := func() {}
 	switch in := r.(type) {
 	case *os.File:
-		return in, nothing, nothing, nil
+		return in, nothing, nothing, nothing, nil
 	case nil:
 		f, err := os.Open(os.DevNull)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
-		return f, sync.OnceFunc(func() { f.Close() }), nothing, nil
+		return f, sync.OnceFunc(func() { f.Close() }), nothing, nothing, nil
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	go func() {
-		io.Copy(pw, r)
-		pw.Close()
-	}()
-	return pr, sync.OnceFunc(func() { pr.Close() }), sync.OnceFunc(func() { pw.Close() }), nil
+	feed = sync.OnceFunc(func() {
+		go func() {
+			io.Copy(pw, r)
+			pw.Close()
+		}()
+	})
+	return pr, sync.OnceFunc(func() { pr.Close() }), sync.OnceFunc(func() { pw.Close() }), feed, nil
 }
 
 // Exec runs req in the session's jail. It returns an *InputError for a
@@ -192,7 +195,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		if slot, restarted, err = s.agent(network, names, exps); err != nil {
 			return nil, err
 		}
-		defer s.agentDone(slot)
+		defer func() { s.agentDone(slot) }()
 		runner = slot.runner
 	} else {
 		// A command on its own, its credentials bound for it.
@@ -231,6 +234,21 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	defer cancel(nil)
 	defer s.track(cancel)()
 	res, err := s.run(ctx, runner, slot, call, req, timeout)
+	if slot != nil && errors.Is(err, jail.ErrLostBeforeStart) && ctx.Err() == nil {
+		// The agent was lost before it started the command (killed from
+		// the host, say): the call runs once on a new one, which says why.
+		next, why, err := s.agent(network, names, exps)
+		if err != nil {
+			return nil, err
+		}
+		s.agentDone(slot)
+		slot, restarted = next, why
+		res, err = s.run(ctx, slot.runner, slot, call, req, timeout)
+		if res != nil {
+			res.AgentRestarted = restarted
+		}
+		return res, err
+	}
 	if res != nil {
 		res.AgentRestarted = restarted
 	}
@@ -366,7 +384,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		closeAll(readers)
 		return nil, fmt.Errorf("create pipe: %w", err)
 	}
-	stdin, releaseStdin, stopStdin, err := stdinFile(req.Stdin)
+	stdin, releaseStdin, stopStdin, feedStdin, err := stdinFile(req.Stdin)
 	if err != nil {
 		wout.Close()
 		werr.Close()
@@ -405,6 +423,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		}
 		return nil, fmt.Errorf("start %s: %w", call.Argv[0], err)
 	}
+	feedStdin()
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()

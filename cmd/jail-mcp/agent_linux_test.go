@@ -53,6 +53,22 @@ func TestAgentLost(t *testing.T) {
 				if r, _ := ts.exec(map[string]any{"command": "echo again"}); r.Stdout != "again\n" || r.Agent != "" {
 					t.Errorf("the call after that: %+v", r)
 				}
+				if sig != syscall.SIGKILL {
+					return
+				}
+				// A call made as its agent dies, before the server saw it go,
+				// runs on a new agent: the old one never started it.
+				for i := range 5 {
+					agents := agentsOf(ts.cmd.Process.Pid)
+					if len(agents) != 1 {
+						t.Fatalf("agents of the server: %v", agents)
+					}
+					syscall.Kill(agents[0], sig)
+					r, raw := ts.exec(map[string]any{"command": "cat", "stdin": "racing\n"})
+					if r.Stdout != "racing\n" || !strings.Contains(r.Agent, "started a new session agent") {
+						t.Errorf("call %d right after its agent was killed: %+v %q", i, r, text(raw))
+					}
+				}
 			})
 		}
 	})
