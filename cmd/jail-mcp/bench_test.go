@@ -65,31 +65,13 @@ func BenchmarkPerCall(b *testing.B) {
 	})
 	for _, tb := range testBackends() {
 		b.Run(tb.name+"-agent", func(b *testing.B) {
-			env := map[string]string{}
-			for _, kv := range tb.env {
-				k, v, _ := strings.Cut(kv, "=")
-				env[k] = v
-			}
-			be, err := jail.Open(b.Context(), tb.name, jail.Options{Getenv: func(k string) string {
-				if v, ok := env[k]; ok {
-					return v
-				}
-				return os.Getenv(k)
-			}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			spec := serverSpec(b, be)
+			// Calls of a warm session agent, in process: no MCP, no session.
+			be, spec, devnull := agentBench(b, tb)
 			r, err := be.Runner(spec, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer r.Close()
-			devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer devnull.Close()
 			call := jail.Call{Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Stdin: devnull, Stdout: devnull, Stderr: devnull}
 			for b.Loop() {
 				p, err := r.Run(call)
@@ -100,6 +82,37 @@ func BenchmarkPerCall(b *testing.B) {
 					b.Fatalf("/bin/true: %+v %v", e, err)
 				}
 			}
+		})
+		b.Run(tb.name+"-agent-start", func(b *testing.B) {
+			// A session agent started, one /bin/true run in it, and the
+			// agent stopped, in process: what the first call of a session
+			// adds, by phase.
+			be, spec, devnull := agentBench(b, tb)
+			call := jail.Call{Argv: spec.Argv, Env: spec.Env, Dir: spec.Dir, Stdin: devnull, Stdout: devnull, Stderr: devnull}
+			var ts, tr, tc time.Duration
+			n := 0
+			for b.Loop() {
+				t0 := time.Now()
+				r, err := be.Runner(spec, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				p, err := r.Run(call)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Wait()
+				t2 := time.Now()
+				r.Close()
+				tc += time.Since(t2)
+				ts += t1.Sub(t0)
+				tr += t2.Sub(t1)
+				n++
+			}
+			b.ReportMetric(float64(ts.Microseconds())/float64(n)/1000, "start-ms")
+			b.ReportMetric(float64(tr.Microseconds())/float64(n)/1000, "run-ms")
+			b.ReportMetric(float64(tc.Microseconds())/float64(n)/1000, "close-ms")
 		})
 		b.Run(tb.name+"-server", func(b *testing.B) {
 			ts := tb.start(b, newProject(b), serverEnv())
@@ -128,6 +141,32 @@ func BenchmarkPerCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// agentBench opens tb's backend as the server would, with the Spec of a
+// new session's agent and /dev/null for the streams of its calls.
+func agentBench(b *testing.B, tb testBackend) (jail.Backend, jail.Spec, *os.File) {
+	b.Helper()
+	env := map[string]string{}
+	for _, kv := range tb.env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	be, err := jail.Open(b.Context(), tb.name, jail.Options{Getenv: func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { devnull.Close() })
+	return be, serverSpec(b, be), devnull
 }
 
 // serverSpec is the Spec the server builds for the session agent of a new
