@@ -276,29 +276,42 @@ func (a *agentClient) Run(c Call) (Process, error) {
 		a.end(fmt.Errorf("%w: %w", ErrAgentEnded, agentLost{err}))
 		return Process{}, notStarted(a.Err())
 	}
+	// What the agent said before it ended counts (its reader delivers it
+	// before it marks the end): a command it started is never reported as
+	// not started, and so never run twice.
+	var m agentMsg
 	select {
-	case m := <-call.started:
-		if m.T == msgFailed {
-			if m.NotFound {
-				return Process{}, fmt.Errorf("%s: %w", c.Argv[0], ErrNotFound)
-			}
-			return Process{}, fmt.Errorf("start %s: %s", c.Argv[0], oneLine(m.Err))
-		}
+	case m = <-call.started:
 	case <-a.done:
-		return Process{}, notStarted(a.Err())
+		select {
+		case m = <-call.started:
+		default:
+			return Process{}, notStarted(a.Err())
+		}
 	case <-time.After(callStartTimeout):
 		a.end(fmt.Errorf("%w: it did not start a command in %v and was killed", ErrAgentEnded, callStartTimeout))
 		return Process{}, a.Err()
 	}
+	if m.T == msgFailed {
+		if m.NotFound {
+			return Process{}, fmt.Errorf("%s: %w", c.Argv[0], ErrNotFound)
+		}
+		return Process{}, fmt.Errorf("start %s: %s", c.Argv[0], oneLine(m.Err))
+	}
 	var killOnce sync.Once
 	return Process{
 		Wait: func() (Exit, error) {
+			// An exit the agent reported before it ended is the call's.
 			select {
 			case <-call.ended:
-				return Exit{Code: call.exit.Code, Signal: syscall.Signal(call.exit.Signal)}, nil
 			case <-a.done:
-				return Exit{Code: -1, Signal: syscall.SIGKILL}, a.Err()
+				select {
+				case <-call.ended:
+				default:
+					return Exit{Code: -1, Signal: syscall.SIGKILL}, a.Err()
+				}
 			}
+			return Exit{Code: call.exit.Code, Signal: syscall.Signal(call.exit.Signal)}, nil
 		},
 		Kill: func() {
 			killOnce.Do(func() {
