@@ -266,7 +266,7 @@ func (a *agentClient) Run(c Call) (Process, error) {
 	if a.err != nil {
 		err := a.err
 		a.mu.Unlock()
-		return Process{}, notStarted(err)
+		return Process{}, err
 	}
 	a.nextID++
 	id := a.nextID
@@ -274,11 +274,11 @@ func (a *agentClient) Run(c Call) (Process, error) {
 	a.mu.Unlock()
 	if err := a.send(agentMsg{T: msgRun, ID: id, Argv: c.Argv, Env: c.Env, Dir: c.Dir}, c.Stdin, c.Stdout, c.Stderr); err != nil {
 		a.end(fmt.Errorf("%w: %w", ErrAgentEnded, agentLost{err}))
-		return Process{}, notStarted(a.Err())
+		return Process{}, a.Err()
 	}
 	// What the agent said before it ended counts (its reader delivers it
 	// before it marks the end): a command it started is never reported as
-	// not started, and so never run twice.
+	// lost before its start, and so never run twice.
 	var m agentMsg
 	select {
 	case m = <-call.started:
@@ -286,7 +286,7 @@ func (a *agentClient) Run(c Call) (Process, error) {
 		select {
 		case m = <-call.started:
 		default:
-			return Process{}, notStarted(a.Err())
+			return Process{}, a.Err()
 		}
 	case <-time.After(callStartTimeout):
 		a.end(fmt.Errorf("%w: it did not start a command in %v and was killed", ErrAgentEnded, callStartTimeout))
@@ -331,26 +331,12 @@ func (a *agentClient) Run(c Call) (Process, error) {
 }
 
 // agentLost is how an agent went on its own, as its process or its
-// connection told: it died, was killed from outside, or hung up.
+// connection told: it died, was killed from outside, or hung up. It is
+// ErrAgentLost; the end of an agent the server closed, or killed for not
+// starting a command in time, is not.
 type agentLost struct{ error }
 
-func (c agentLost) Unwrap() error { return c.error }
-
-// notStarted marks the error of a call whose agent was lost before it
-// said the command started: the agent had not started it, or it went down
-// with the agent at once; the caller may run the call on a new agent.
-// The end of an agent the server closed, or killed for not starting a
-// command in time, is not such a loss.
-func notStarted(err error) error {
-	if !errors.As(err, new(agentLost)) {
-		return err
-	}
-	return lostBeforeStart{err}
-}
-
-type lostBeforeStart struct{ error }
-
-func (l lostBeforeStart) Unwrap() []error { return []error{l.error, ErrLostBeforeStart} }
+func (c agentLost) Unwrap() []error { return []error{c.error, ErrAgentLost} }
 
 // tailBuffer keeps the last max bytes written to it.
 type tailBuffer struct {

@@ -30,8 +30,10 @@ func IsRefusing(b Backend) bool {
 // ended under it, and by a runner's Err once its agent ended.
 var ErrAgentEnded = errors.New("the session agent ended")
 
-// ErrLostBeforeStart is wrapped by the error of a call whose session agent
-// was lost (killed from outside, crashed) before it said the command
-// started: the command never started, or went down with the agent within
-// moments of its exec; the call may run on a new agent.
-var ErrLostBeforeStart = errors.New("the session agent was lost before it started the command")
+// ErrAgentLost is wrapped by the error of a runner whose session agent
+// went on its own (killed from outside, crashed), not closed or timed out
+// by the server. An error of Run that wraps it means the agent was lost
+// before it said the command started: the command never started, or went
+// down with the agent within moments of its exec; the call may run on a
+// new agent.
+var ErrAgentLost = errors.New("the session agent was lost")

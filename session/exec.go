@@ -234,20 +234,16 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	defer cancel(nil)
 	defer s.track(cancel)()
 	res, err := s.run(ctx, runner, slot, call, req, timeout)
-	if slot != nil && errors.Is(err, jail.ErrLostBeforeStart) && ctx.Err() == nil {
+	if slot != nil && errors.Is(err, jail.ErrAgentLost) && ctx.Err() == nil {
 		// The agent was lost before it started the command (killed from
 		// the host, say): the call runs once on a new one, which says why.
-		next, why, err := s.agent(network, names, exps)
-		if err != nil {
-			return nil, err
+		next, why, aerr := s.agent(network, names, exps)
+		if aerr != nil {
+			return nil, aerr
 		}
 		s.agentDone(slot)
 		slot, restarted = next, why
 		res, err = s.run(ctx, slot.runner, slot, call, req, timeout)
-		if res != nil {
-			res.AgentRestarted = restarted
-		}
-		return res, err
 	}
 	if res != nil {
 		res.AgentRestarted = restarted
