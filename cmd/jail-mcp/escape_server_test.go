@@ -16,9 +16,10 @@ import (
 )
 
 // serverOutOfReach attacks the server and the session agent from a
-// command: every thread of the server and of the agent that runs the
-// command is signalled (SIGSTOP, SIGKILL), traced, and its /proc read and
-// written (stdout, environ, fd, mem). The server never shares a command's
+// command (and, under landlock, the session's guard): every thread of the
+// server and of the agent that runs the command is signalled (SIGSTOP,
+// SIGKILL), traced, and its /proc read and written (stdout, environ, fd,
+// mem). The server never shares a command's
 // sandbox or Landlock domain and is not dumpable; the agent is outside
 // the command's nested domain (Landlock scopes signals and ptrace to it)
 // and not dumpable either.
@@ -31,6 +32,23 @@ func (fx *escapeFixture) serverOutOfReach(t *testing.T) {
 			t.Fatalf("the server has %d threads: the attack proves less than it should", len(tids))
 		}
 		env := map[string]any{"SERVERPID": strconv.Itoa(server)}
+		if fx.landlock() {
+			// The guard of the session's domain, the server's child: it is
+			// in the session's outer domain, out of a command's reach.
+			ts.exec(map[string]any{"command": "true"})
+			guards := guardsOf(server)
+			if len(guards) == 0 {
+				t.Fatal("no guard of the server's agents found: the attack proves less than it should")
+			}
+			env["GUARDPID"] = strconv.Itoa(guards[0])
+			defer func() {
+				for _, g := range guards {
+					if st := procStatFile(t, filepath.Join("/proc", strconv.Itoa(g), "stat")); len(st) < 3 || st[2] == "T" || st[2] == "t" || st[2] == "Z" {
+						fx.escape(t, "the guard %d was stopped or ended from the jail: %v", g, st)
+					}
+				}
+			}()
+		}
 		res := fx.attack(t, ts, `
 # The agent runs this shell: its parent.
 export AGENTPID=$PPID
@@ -43,6 +61,9 @@ export AGENTPID=$PPID
 			}
 		} else if strings.Contains(res.Stdout, "server-thread ") {
 			fx.escape(t, "the server's threads are visible in the jail:\n%s", tail(res.Stdout))
+		}
+		if fx.landlock() && !strings.Contains(res.Stdout, "guard-thread ") {
+			t.Errorf("the guard was not seen: the attack proves less than it should\n%s", tail(res.Stdout))
 		}
 		if !strings.Contains(res.Stdout, "agent-thread ") {
 			t.Errorf("the agent's threads were not seen: the attack proves less than it should\n%s", tail(res.Stdout))
@@ -223,7 +244,32 @@ def attack(kind, pid):
 
 attack("server", int(E["SERVERPID"]))
 attack("agent", int(E["AGENTPID"]))
+if "GUARDPID" in E:
+    attack("guard", int(E["GUARDPID"]))
 `
+
+// guardsOf lists the landlock guards a server started: its children run
+// as "jail-mcp-guard".
+func guardsOf(server int) []int {
+	var out []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil || !strings.HasPrefix(string(cmdline), "jail-mcp-guard\x00") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		st := string(b)
+		if f := strings.Fields(st[strings.LastIndexByte(st, ')')+1:]); len(f) > 1 && f[1] == strconv.Itoa(server) {
+			pid, _ := strconv.Atoi(filepath.Base(d))
+			out = append(out, pid)
+		}
+	}
+	return out
+}
 
 // threadsOf lists the threads of a host process.
 func threadsOf(t *testing.T, pid int) []int {
