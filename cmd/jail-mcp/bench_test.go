@@ -115,7 +115,7 @@ func BenchmarkPerCall(b *testing.B) {
 			b.ReportMetric(float64(tc.Microseconds())/float64(n)/1000, "close-ms")
 		})
 		b.Run(tb.name+"-server", func(b *testing.B) {
-			ts := tb.start(b, newProject(b), serverEnv())
+			ts := tb.startBinary(b, productBinary(b), newProject(b), serverEnv())
 			args := map[string]any{"argv": []string{"/bin/true"}}
 			ts.exec(args) // the agent, the jail's skeleton and first state copies
 			for b.Loop() {
@@ -130,7 +130,7 @@ func BenchmarkPerCall(b *testing.B) {
 			args := map[string]any{"argv": []string{"/bin/true"}}
 			b.StopTimer()
 			for i := 0; i < b.N; i++ {
-				ts := tb.start(b, project, serverEnv(), "--session", fmt.Sprintf("first-%d", i))
+				ts := tb.startBinary(b, productBinary(b), project, serverEnv(), "--session", fmt.Sprintf("first-%d", i))
 				b.StartTimer()
 				res, err := ts.call(context.Background(), "jailed_exec", args)
 				b.StopTimer()
@@ -219,15 +219,43 @@ func benchEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// buildJailMCP builds the real jail-mcp binary into a temporary directory.
-func buildJailMCP(b *testing.B) string {
+// product is the real binary, built once as the README installs it
+// (CGO_ENABLED=0: a static binary, which its agents start faster in a
+// sandbox): the per-call benchmarks run it as the server, and so as its
+// agents, and BenchmarkRun runs it; the test binary carries the tests'
+// packages and would time their start-up too.
+var product struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func productBinary(b *testing.B) string {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), "jail-mcp")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
+	product.once.Do(func() {
+		product.dir, product.err = os.MkdirTemp("", "jail-mcp-bench-")
+		if product.err != nil {
+			return
+		}
+		afterTests = append(afterTests, func() { os.RemoveAll(product.dir) })
+		product.bin = filepath.Join(product.dir, "jail-mcp")
+		cmd := exec.Command("go", "build", "-o", product.bin, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			product.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if product.err != nil {
+		b.Fatal(product.err)
 	}
-	return bin
+	return product.bin
+}
+
+// startBinary is start with bin, the real binary, as the server.
+func (tb testBackend) startBinary(b *testing.B, bin, project string, env []string, args ...string) *testServer {
+	b.Helper()
+	return tb.startWith(b, project, env, func(cmd *exec.Cmd) { cmd.Path, cmd.Args[0] = bin, bin }, args...)
 }
 
 // installSRT installs @anthropic-ai/sandbox-runtime under a temporary
@@ -265,7 +293,7 @@ func installSRT(b *testing.B) string {
 //
 //	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkRun$' -count 5
 func BenchmarkRun(b *testing.B) {
-	bin := buildJailMCP(b)
+	bin := productBinary(b)
 	for _, tb := range testBackends() {
 		b.Run("jail-mcp-"+tb.name, func(b *testing.B) {
 			project := newProject(b)

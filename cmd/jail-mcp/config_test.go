@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/auth"
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
 )
 
 // cfgResult is the outcome of one in-process run of the program.
@@ -24,11 +25,14 @@ type cfgResult struct {
 
 // runInProcess calls run as main does, with an empty standard input, and
 // returns the exit status exitCode computes and what was written.
+// exitTimedOut is the contract's status of a jail-mcp run that timed out.
+const exitTimedOut = 124
+
 func runInProcess(t *testing.T, args, environ []string) cfgResult {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	err := run(t.Context(), args, environ, strings.NewReader(""), &stdout, &stderr)
-	code := exitCode(err, &stderr)
+	err := cli.Main(t.Context(), args, environ, strings.NewReader(""), &stdout, &stderr)
+	code := cli.ExitCode(err, &stderr)
 	return cfgResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
@@ -594,8 +598,8 @@ func TestServeInProcess(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 	}, "\n") + "\n"
 	var stdout, stderr bytes.Buffer
-	err := run(t.Context(), []string{"--project", p, "--session", "s", "--log-level", "debug"}, cfgEnv(), strings.NewReader(in), &stdout, &stderr)
-	if code := exitCode(err, &stderr); code != 0 {
+	err := cli.Main(t.Context(), []string{"--project", p, "--session", "s", "--log-level", "debug"}, cfgEnv(), strings.NewReader(in), &stdout, &stderr)
+	if code := cli.ExitCode(err, &stderr); code != 0 {
 		t.Fatalf("exit %d, want 0; stderr:\n%s", code, stderr.String())
 	}
 	ids := map[float64]bool{}

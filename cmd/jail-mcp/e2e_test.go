@@ -21,6 +21,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
@@ -903,7 +904,7 @@ func TestDoctorWithoutBwrap(t *testing.T) {
 	if res.code != 0 || res.stderr != "" {
 		t.Fatalf("doctor --json: exit %d, stderr %q; stdout:\n%s", res.code, res.stderr, res.stdout)
 	}
-	var r doctorReport
+	var r cli.DoctorReport
 	if err := json.Unmarshal([]byte(res.stdout), &r); err != nil {
 		t.Fatalf("doctor --json: %v\n%s", err, res.stdout)
 	}

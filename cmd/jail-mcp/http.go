@@ -20,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
@@ -256,13 +257,6 @@ func (h *httpSessions) session(ctx context.Context) (*session.Session, error) {
 	return s, nil
 }
 
-// idleTimeout is how long an HTTP session may go without a request before
-// it ends: well above the longest call, so a call in flight never loses
-// its session.
-func idleTimeout(maxTimeout time.Duration) time.Duration {
-	return max(3*maxTimeout, 30*time.Minute)
-}
-
 // httpHandler serves /mcp: the bearer token first, then the protocol
 // versions with sessions, then mcp-go's streamable HTTP transport (which
 // keeps its DNS-rebinding protection for loopback connections).
@@ -430,11 +424,11 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 // serveHTTP serves streamable HTTP on ln until ctx ends (SIGTERM, SIGINT),
 // then stops accepting, ends every session (killing its commands, keeping
 // its files) and returns within a few seconds.
-func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, cfg config, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, cfg cli.Config, log *slog.Logger) error {
 	mcpHTTP := server.NewStreamableHTTPServer(srv,
 		server.WithSessionIdManagerResolver(sessions),
 		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
-		server.WithSessionIdleTTL(idleTimeout(cfg.MaxTimeout)),
+		server.WithSessionIdleTTL(cli.IdleTimeout(cfg.MaxTimeout)),
 		server.WithStreamableHTTPLogger(log),
 	)
 	hs := &http.Server{

@@ -32,6 +32,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
@@ -384,8 +385,8 @@ func (hs *httpTestServer) initialize(t *testing.T) string {
 func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*httpTestServer, *httpSessions) {
 	t.Helper()
 	hs := &httpTestServer{t: t, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	log := newLogger(hs.stderr, slog.LevelDebug)
-	sessions := newHTTPSessions(nil, log, defaultMaxSessions)
+	log := cli.NewLogger(hs.stderr, slog.LevelDebug)
+	sessions := newHTTPSessions(nil, log, cli.DefaultMaxSessions)
 	if set != nil {
 		set(sessions)
 	}
@@ -396,7 +397,7 @@ func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*httpTestServer,
 	hs.url = "http://" + ln.Addr().String() + "/mcp"
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		hs.waitErr = serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, config{MaxTimeout: time.Minute}, log)
+		hs.waitErr = serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, cli.Config{MaxTimeout: time.Minute}, log)
 		close(hs.exited)
 	}()
 	t.Cleanup(func() {
@@ -1270,10 +1271,10 @@ func TestHTTPIdleTimeout(t *testing.T) {
 		{20 * time.Minute, time.Hour},
 		{2 * time.Hour, 6 * time.Hour},
 	} {
-		if got := idleTimeout(c.max); got != c.want {
+		if got := cli.IdleTimeout(c.max); got != c.want {
 			t.Errorf("idleTimeout(%v) = %v, want %v", c.max, got, c.want)
 		}
-		if got := idleTimeout(c.max); got < 3*c.max || got < 30*time.Minute {
+		if got := cli.IdleTimeout(c.max); got < 3*c.max || got < 30*time.Minute {
 			t.Errorf("idleTimeout(%v) = %v: shorter than 3x the max timeout or 30 min", c.max, got)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 				environ = append(environ, kv)
 			}
 		}
-		os.Exit(exitCode(run(context.Background(), os.Args[1:], environ, os.Stdin, os.Stdout, os.Stderr), os.Stderr))
+		os.Exit(cli.ExitCode(cli.Main(context.Background(), os.Args[1:], environ, os.Stdin, os.Stdout, os.Stderr), os.Stderr))
 	}
 	dir, err := os.MkdirTemp("", "jail-mcp-home-")
 	if err != nil {
@@ -50,10 +51,16 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	code := m.Run()
+	for _, f := range afterTests {
+		f()
+	}
 	os.RemoveAll(dir)
 	os.RemoveAll(noBwrapPath)
 	os.Exit(code)
 }
+
+// afterTests are run once every test of the package has run.
+var afterTests []func()
 
 // noBwrapPath is a directory of links to every program in the test's PATH
 // but bwrap: a PATH where bubblewrap is absent and all else is found.
@@ -116,7 +123,13 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b testBackend)) {
 // start starts a server on b: env and args are the test's own, b's added.
 func (b testBackend) start(t testing.TB, project string, env []string, args ...string) *testServer {
 	t.Helper()
-	ts := startServer(t, project, append(slices.Clone(env), b.env...), append(slices.Clone(b.args), args...)...)
+	return b.startWith(t, project, env, nil, args...)
+}
+
+// startWith is start with setup adjusting the server's command.
+func (b testBackend) startWith(t testing.TB, project string, env []string, setup func(*exec.Cmd), args ...string) *testServer {
+	t.Helper()
+	ts := startServerCmd(t, project, append(slices.Clone(env), b.env...), setup, append(slices.Clone(b.args), args...)...)
 	if st := ts.status(); st.Backend != b.name || !st.Confined {
 		// The landlock arm needs Linux 6.12+ (Landlock ABI 6): it fails,
 		// never skips, where the kernel is older.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/jail-mcp/jail-mcp/jail"
 )
 
-// doctorReport is what "jail-mcp doctor --json" prints.
-type doctorReport struct {
+// DoctorReport is what "jail-mcp doctor --json" prints.
+type DoctorReport struct {
 	Backends   []jail.Report    `json:"backends"`
 	Selected   string           `json:"selected"`
 	Confined   bool             `json:"confined"`
@@ -25,22 +25,22 @@ type doctorReport struct {
 // others cannot, and the command that enables them. Exit status 0 when a
 // confining backend is usable, 1 otherwise.
 func doctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("doctor")
+	fs := NewFlagSet("doctor")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	backend := fs.String("backend", or(getenv("JAIL_MCP_BACKEND"), "auto"), "`NAME` to check: auto, bwrap, landlock, sandbox-exec [$JAIL_MCP_BACKEND]")
-	if err := parseFlags(fs, args, "jail-mcp doctor [--json] [--backend NAME]", stdout); err != nil {
+	if err := ParseFlags(fs, args, "jail-mcp doctor [--json] [--backend NAME]", stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError("doctor: unexpected argument %q", fs.Arg(0))
+		return UsageError("doctor: unexpected argument %q", fs.Arg(0))
 	}
 	switch *backend {
 	case "auto", "bwrap", "landlock", "sandbox-exec":
 	default:
-		return usageError("invalid --backend %q: want auto, bwrap, landlock or sandbox-exec", *backend)
+		return UsageError("invalid --backend %q: want auto, bwrap, landlock or sandbox-exec", *backend)
 	}
 	opts := jail.Options{Getenv: getenv}
-	r := doctorReport{Backends: jail.Detect(ctx, opts), Version: versionString()}
+	r := DoctorReport{Backends: jail.Detect(ctx, opts), Version: Version()}
 	b, err := jail.Open(ctx, *backend, opts)
 	if err == nil {
 		r.Selected, r.Confined = b.Name(), b.Confined()
@@ -67,7 +67,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 	return nil
 }
 
-func printDoctor(w io.Writer, r doctorReport, asked string) {
+func printDoctor(w io.Writer, r DoctorReport, asked string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, b := range r.Backends {
 		if b.Available {

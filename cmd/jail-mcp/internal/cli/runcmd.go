@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -28,37 +28,37 @@ const (
 // under the same policy as jailed_exec. Its output streams through, its
 // standard input is jail-mcp's, and jail-mcp exits with its status.
 func runCommand(ctx context.Context, args, environ []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run")
-	rc := bindConfig(fs, getenv, "listen", "token", "max-sessions")
+	fs := NewFlagSet("run")
+	rc := BindConfig(fs, getenv, "listen", "token", "max-sessions")
 	cwd := fs.String("cwd", "", "working `DIR` (default: the current directory when inside the project, else the project)")
-	if err := parseFlags(fs, args, "jail-mcp run [flags] -- CMD [ARGS...]", stdout); err != nil {
+	if err := ParseFlags(fs, args, "jail-mcp run [flags] -- CMD [ARGS...]", stdout); err != nil {
 		return err
 	}
 	argv := fs.Args()
 	if len(argv) == 0 {
-		return usageError("run: no command given (usage: jail-mcp run [flags] -- CMD [ARGS...])")
+		return UsageError("run: no command given (usage: jail-mcp run [flags] -- CMD [ARGS...])")
 	}
-	cfg, err := rc.parse(fs)
+	cfg, err := rc.Parse(fs)
 	if err != nil {
-		return usageError("%v", err)
+		return UsageError("%v", err)
 	}
-	log := newLogger(stderr, cfg.LogLevel)
+	log := NewLogger(stderr, cfg.LogLevel)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	// One command: no trial run before it. A jail that cannot be set up
 	// never starts the command either; bwrap's refusal is recognised and
 	// explained below.
-	m, st, err := openJail(ctx, cfg, environ, getenv, true, log)
+	m, st, err := OpenJail(ctx, cfg, environ, getenv, true, log)
 	if err != nil {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
 	defer m.Close()
-	s, err := m.Open(sessionName(cfg))
+	s, err := m.Open(SessionName(cfg))
 	if err != nil {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
-	log.Debug("starting", "session", s.Name, "jail", s.Path, "backend", st.name)
+	log.Debug("starting", "session", s.Name, "jail", s.Path, "backend", st.Name)
 
 	dir := *cwd
 	if dir == "" {
@@ -86,7 +86,7 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: errLine, Ended: restore}
 	res, err := s.Exec(ctx, req)
 	var inputErr *session.InputError
-	if st.name == "bwrap" && !errors.As(err, &inputErr) &&
+	if st.Name == "bwrap" && !errors.As(err, &inputErr) &&
 		(err != nil || res.ExitCode == 1 && strings.HasPrefix(errLine.line(), "bwrap: ")) {
 		// The session agent did not start, or (bwrap's direct mode) exit 1
 		// after a first line from bubblewrap: either bwrap could not set up

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"errors"
@@ -18,9 +18,9 @@ import (
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
-// config is the operator's configuration, validated: every field of the
+// Config is the operator's configuration, validated: every field of the
 // contract's configuration table.
-type config struct {
+type Config struct {
 	Project     string
 	Root        string
 	Backend     string
@@ -41,11 +41,11 @@ type config struct {
 	LogLevel    slog.Level
 }
 
-// defaultMaxSessions bounds the live HTTP sessions: each holds an open jail
+// DefaultMaxSessions bounds the live HTTP sessions: each holds an open jail
 // directory and mcp-go's state for it, and 256 is far above what one
 // developer or a small team opens, while it bounds the descriptors and
 // memory a client that never ends its sessions can take.
-const defaultMaxSessions = 256
+const DefaultMaxSessions = 256
 
 // option is one row of the contract's configuration table.
 type option struct {
@@ -69,19 +69,19 @@ var options = []option{
 	{flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", def: "512", usage: "processes a command may have at once (`N`)"},
 	{flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", def: "4GiB", usage: "memory `BYTES` of a command's processes together"},
 	{flag: "max-disk", env: "JAIL_MCP_MAX_DISK", def: "10GiB", usage: "disk usage `BYTES` of one session's jail"},
-	{flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", def: strconv.Itoa(defaultMaxSessions), usage: "live MCP sessions served at once over HTTP (`N`)"},
+	{flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", def: strconv.Itoa(DefaultMaxSessions), usage: "live MCP sessions served at once over HTTP (`N`)"},
 	{flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", def: "info", usage: "`LEVEL`: debug, info, warn, error"},
 }
 
-// rawConfig holds each option's text and whether the operator set it.
-type rawConfig struct {
+// RawConfig holds each option's text and whether the operator set it.
+type RawConfig struct {
 	values map[string]*string
 	set    map[string]string // flag name -> "--flag" or "VAR" that set it
 }
 
-// bindConfig registers the options on fs, with defaults from the environment.
-func bindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *rawConfig {
-	rc := &rawConfig{values: map[string]*string{}, set: map[string]string{}}
+// BindConfig registers the options on fs, with defaults from the environment.
+func BindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *RawConfig {
+	rc := &RawConfig{values: map[string]*string{}, set: map[string]string{}}
 	for _, o := range options {
 		if contains(skip, o.flag) {
 			continue
@@ -106,10 +106,10 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// parse validates every option; the first bad one is the error.
-func (rc *rawConfig) parse(fs *flag.FlagSet) (config, error) {
+// Parse validates every option; the first bad one is the error.
+func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 	fs.Visit(func(f *flag.Flag) { rc.set[f.Name] = "--" + f.Name })
-	var c config
+	var c Config
 	get := func(name string) string {
 		if p := rc.values[name]; p != nil {
 			return strings.TrimSpace(*p)
@@ -263,7 +263,7 @@ func bytesize(s string) (int64, error) {
 // without --listen is refused as a mistake; JAIL_MCP_MAX_SESSIONS is
 // not, as a variable exported for HTTP servers must not break the stdio
 // servers of the same shell.
-func checkListen(c config, rc *rawConfig) error {
+func checkListen(c Config, rc *RawConfig) error {
 	by := func(name string) string { return or(rc.set[name], "--"+name) }
 	if c.Listen == "" && rc.set["max-sessions"] == "--max-sessions" {
 		return errors.New("--max-sessions is for HTTP; set --listen too")

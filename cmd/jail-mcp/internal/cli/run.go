@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -15,11 +15,16 @@ import (
 	"github.com/lmittmann/tint"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// Serve is the MCP server, "jail-mcp [serve]": set by package main, the
+// only one that links the MCP SDK, so that every other sub-command runs
+// without it (see early.go).
+var Serve func(ctx context.Context, args, environ []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error
+
+// version is set at build time with -ldflags "-X github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli.version=v1.2.3";
 // otherwise the module version from the build info is used.
 var version = ""
 
-func versionString() string {
+func Version() string {
 	if version != "" {
 		return version
 	}
@@ -38,12 +43,12 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-// usageError is a bad invocation or configuration: exit status 2.
-func usageError(format string, a ...any) error {
+// UsageError is a bad invocation or configuration: exit status 2.
+func UsageError(format string, a ...any) error {
 	return &exitError{code: 2, msg: fmt.Sprintf(format, a...)}
 }
 
-func exitCode(err error, stderr io.Writer) int {
+func ExitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
@@ -73,9 +78,9 @@ Usage:
 Run "jail-mcp serve -h" or "jail-mcp run -h" for the flags.
 `
 
-// run is the whole program: args without the program name, the
+// Main is the whole program: args without the program name, the
 // environment as KEY=VALUE, and the standard streams.
-func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func Main(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	env := envMap(environ)
 	getenv := func(k string) string { return env[k] }
 	cmd := "serve"
@@ -84,22 +89,25 @@ func run(ctx context.Context, args, environ []string, stdin io.Reader, stdout, s
 	}
 	switch cmd {
 	case "serve":
-		return serve(ctx, args, environ, getenv, stdin, stdout, stderr)
+		if Serve == nil {
+			return errors.New("serve: this build has no MCP server")
+		}
+		return Serve(ctx, args, environ, getenv, stdin, stdout, stderr)
 	case "run":
 		return runCommand(ctx, args, environ, getenv, stdin, stdout, stderr)
 	case "doctor":
 		return doctor(ctx, args, getenv, stdout, stderr)
 	case "version":
 		if len(args) > 0 {
-			return usageError("version takes no arguments")
+			return UsageError("version takes no arguments")
 		}
-		fmt.Fprintf(stdout, "jail-mcp %s %s %s/%s\n", versionString(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintf(stdout, "jail-mcp %s %s %s/%s\n", Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return nil
 	case "help":
 		fmt.Fprint(stdout, usageText)
 		return nil
 	}
-	return usageError("unknown sub-command %q (want serve, run, doctor or version)", cmd)
+	return UsageError("unknown sub-command %q (want serve, run, doctor or version)", cmd)
 }
 
 func envMap(environ []string) map[string]string {
@@ -112,18 +120,18 @@ func envMap(environ []string) map[string]string {
 	return m
 }
 
-// newFlagSet returns a flag set that prints nothing itself: errors become
+// NewFlagSet returns a flag set that prints nothing itself: errors become
 // one line from exitCode, and parseFlags prints help to stdout.
-func newFlagSet(name string) *flag.FlagSet {
+func NewFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	return fs
 }
 
-// parseFlags parses args; -h prints the flags to stdout and ends with
+// ParseFlags parses args; -h prints the flags to stdout and ends with
 // status 0.
-func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) error {
+func ParseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) error {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stdout, "Usage: %s\n\nFlags:\n", synopsis)
@@ -132,12 +140,12 @@ func parseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writ
 		return &exitError{code: 0}
 	}
 	if err != nil {
-		return usageError("%s: %v", fs.Name(), err)
+		return UsageError("%s: %v", fs.Name(), err)
 	}
 	return nil
 }
 
-func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
 	noColor := true
 	if f, ok := w.(*os.File); ok {
 		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {

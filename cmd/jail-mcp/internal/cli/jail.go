@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session"
+)
+
+// BackendState is the outcome of choosing a backend at start-up.
+type BackendState struct {
+	Name         string // configured or probed, also when unavailable
+	Reason, Hint string // why nothing confines, when nothing does
+}
+
+// OpenJail chooses the backend and opens the jail base. When no backend
+// confines, commands are refused (fallback fail) or run unconfined
+// (fallback warn), and the server still starts so that jail_status and
+// every refusal can say why.
+// oneCall is for jail-mcp run: no trial run of the backend before the one
+// command (see jail.Options.SkipTrialRun) and no spare launchers.
+func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(string) string, oneCall bool, log *slog.Logger) (*session.Manager, BackendState, error) {
+	var st BackendState
+	if err := jail.ProtectServer(); err != nil {
+		return nil, st, err
+	}
+	// Every command inherits the server's per-file bound and no core dumps.
+	if err := session.LimitProcess(cfg.MaxDisk); err != nil {
+		return nil, st, fmt.Errorf("set resource limits: %w", err)
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	scfg := session.Config{
+		Project: cfg.Project, Root: cfg.Root, Network: cfg.Network, Auth: cfg.Auth, Home: home,
+		Environ: environ, PassEnv: cfg.PassEnv, Timeout: cfg.Timeout, MaxTimeout: cfg.MaxTimeout,
+		MaxOutput: int(cfg.MaxOutput), MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory,
+		MaxDisk: cfg.MaxDisk, Logger: log, OneCall: oneCall,
+	}
+	b, err := jail.Open(ctx, cfg.Backend, jail.Options{Getenv: getenv, SkipTrialRun: oneCall})
+	var unavailable *jail.UnavailableError
+	switch {
+	case err == nil:
+		scfg.Backend = b
+		st.Name = b.Name()
+	case errors.As(err, &unavailable):
+		st.Name, st.Reason, st.Hint = unavailable.Backend, unavailable.Reason, unavailable.Hint
+		if cfg.Fallback == "warn" {
+			scfg.Backend = jail.Unconfined{}
+			log.Warn("no backend can confine: commands run UNCONFINED (--fallback warn)", "reason", st.Reason, "hint", st.Hint)
+		} else {
+			scfg.Backend = jail.Refusing{Err: unavailable}
+			log.Error("no backend can confine: every command will be refused", "reason", st.Reason, "hint", st.Hint)
+		}
+	default:
+		return nil, st, err
+	}
+	m, err := session.New(scfg)
+	if err != nil {
+		return nil, st, err
+	}
+	return m, st, nil
+}
+
+// exposedNames lists the CLIs whose credentials are present on this host
+// among those enabled.
+func exposedNames(m *session.Manager) string {
+	var names []string
+	for _, e := range m.Exposed() {
+		names = append(names, e.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+// SessionName is --session, or a new UUID.
+func SessionName(cfg Config) string {
+	if cfg.Session != "" {
+		return cfg.Session
+	}
+	return uuid.NewString()
+}
+
+// LogStart logs the effective configuration once; name and jail are the
+// stdio session's (empty over HTTP, where each MCP session has its own).
+func LogStart(log *slog.Logger, cfg Config, st BackendState, m *session.Manager, name, jail string, extra ...any) {
+	mc := m.Config()
+	confined := mc.Backend.Confined()
+	attrs := []any{"version", Version()}
+	if name != "" {
+		attrs = append(attrs, "session", name, "jail", jail)
+	} else {
+		attrs = append(attrs, "idle_timeout", IdleTimeout(cfg.MaxTimeout))
+	}
+	attrs = append(attrs,
+		"project", cfg.Project,
+		"root", cfg.Root,
+		"backend", st.Name,
+		"confined", confined,
+		"fallback", cfg.Fallback,
+		"network", onOff(cfg.Network),
+		"auth", strings.Join(cfg.Auth, ","),
+		"auth_exposed", exposedNames(m),
+		"pass_env", strings.Join(cfg.PassEnv, ","),
+		"timeout", cfg.Timeout,
+		"max_timeout", cfg.MaxTimeout,
+		"max_output", cfg.MaxOutput,
+		"log_level", cfg.LogLevel,
+	)
+	log.Info("starting", append(attrs, extra...)...)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// IdleTimeout is how long an HTTP session may go without a request before
+// it ends: well above the longest call, so a call in flight never loses
+// its session.
+func IdleTimeout(maxTimeout time.Duration) time.Duration {
+	return max(3*maxTimeout, 30*time.Minute)
+}
