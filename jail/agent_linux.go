@@ -272,7 +272,7 @@ func (a *agentClient) Run(c Call) (Process, error) {
 	id := a.nextID
 	a.calls[id] = call
 	a.mu.Unlock()
-	if err := a.send(agentMsg{T: msgRun, ID: id, Argv: c.Argv, Env: c.Env, Dir: c.Dir}, c.Stdin, c.Stdout, c.Stderr); err != nil {
+	if err := a.send(agentMsg{T: msgRun, ID: id, Argv: c.Argv, Env: c.Env, Dir: c.Dir, TTY: c.TTY}, c.Stdin, c.Stdout, c.Stderr); err != nil {
 		a.end(fmt.Errorf("%w: %w", ErrAgentEnded, agentLost{err}))
 		return Process{}, a.Err()
 	}
@@ -327,8 +327,22 @@ func (a *agentClient) Run(c Call) (Process, error) {
 			})
 		},
 		Tree: func() (int, int64) { t := call.tree.Load(); return int(t[0]), t[1] },
+		Signal: func(sig syscall.Signal) error {
+			if sig <= 0 || sig > 64 {
+				return fmt.Errorf("signal %d: out of range", sig)
+			}
+			select {
+			case <-call.ended:
+				return errCallEnded
+			default:
+			}
+			return a.send(agentMsg{T: msgSignal, ID: id, Signal: int(sig)})
+		},
 	}, nil
 }
+
+// errCallEnded is a signal for a command that has ended.
+var errCallEnded = errors.New("the command has ended")
 
 // agentLost is how an agent went on its own, as its process or its
 // connection told: it died, was killed from outside, or hung up. It is

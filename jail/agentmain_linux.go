@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -73,10 +74,13 @@ type agent struct {
 	wg    sync.WaitGroup
 }
 
-// agentRun is one call in the agent: the eventfd that wakes its thread to
-// kill it.
+// agentRun is one call in the agent: the eventfd that wakes its thread,
+// to kill the call or to pass it the signals queued in sigs.
 type agentRun struct {
-	kill int
+	wake   int
+	killed atomic.Bool
+	mu     sync.Mutex
+	sigs   []unix.Signal
 }
 
 func (a *agent) send(m agentMsg) error {
@@ -109,6 +113,9 @@ func (a *agent) serve() int {
 			a.start(m, files)
 		case msgKill:
 			a.kill(m.ID)
+			closeFiles(files)
+		case msgSignal:
+			a.signal(m.ID, unix.Signal(m.Signal))
 			closeFiles(files)
 		case msgStop:
 			closeFiles(files)
@@ -212,7 +219,7 @@ func (a *agent) start(m agentMsg, files []*os.File) {
 		a.send(agentMsg{T: msgFailed, ID: m.ID, Err: "agent: " + err.Error()})
 		return
 	}
-	r := &agentRun{kill: efd}
+	r := &agentRun{wake: efd}
 	a.mu.Lock()
 	a.calls[m.ID] = r
 	a.mu.Unlock()
@@ -224,12 +231,12 @@ func (a *agent) start(m agentMsg, files []*os.File) {
 			a.mu.Unlock()
 			unix.Close(efd)
 		}()
-		a.send(a.run(m, files, efd))
+		a.send(a.run(m, files, r))
 	})
 }
 
 // run is a call's thread: it returns the message that ends the call.
-func (a *agent) run(m agentMsg, files []*os.File, efd int) agentMsg {
+func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 	defer closeFiles(files)
 	fd, err := scopeRuleset()
 	if err == nil {
@@ -249,8 +256,9 @@ func (a *agent) run(m agentMsg, files []*os.File, efd int) agentMsg {
 	cmd := &exec.Cmd{
 		Path: path, Args: m.Argv, Env: m.Env, Dir: m.Dir,
 		Stdin: files[0], Stdout: files[1], Stderr: files[2],
-		// Its own session: no controlling terminal to inject into.
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		// Its own session: no controlling terminal to inject into, but
+		// the call's own terminal (fd 0) when it runs on one.
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Setctty: m.TTY, Ctty: 0},
 	}
 	if err := cmd.Start(); err != nil {
 		notFound := errors.Is(err, os.ErrNotExist)
@@ -260,10 +268,31 @@ func (a *agent) run(m agentMsg, files []*os.File, efd int) agentMsg {
 	files = nil
 	a.send(agentMsg{T: msgStarted, ID: m.ID, Pid: cmd.Process.Pid})
 	if pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
-		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
 		for {
 			n, err := unix.Poll(fds, int(TreeInterval.Milliseconds()))
-			if n > 0 || (err != nil && err != unix.EINTR) {
+			if err != nil && err != unix.EINTR {
+				break
+			}
+			if n > 0 && fds[1].Revents&unix.POLLIN != 0 && !r.killed.Load() {
+				// Signals for the call: every process of its domain that
+				// this thread may signal, which is the call's and nothing
+				// else (the agent itself is the caller).
+				var b [8]byte
+				unix.Read(r.wake, b[:])
+				r.mu.Lock()
+				sigs := r.sigs
+				r.sigs = nil
+				r.mu.Unlock()
+				for _, sig := range sigs {
+					unix.Kill(-1, sig)
+				}
+				fds[1].Revents = 0
+				if fds[0].Revents == 0 {
+					continue
+				}
+			}
+			if n > 0 {
 				break
 			}
 			procs, rss := domainTree(false)
@@ -293,15 +322,36 @@ func (a *agent) kill(id uint64) {
 	r := a.calls[id]
 	a.mu.Unlock()
 	if r != nil {
-		unix.Write(r.kill, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		r.killed.Store(true)
+		unix.Write(r.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	}
+}
+
+// signal wakes a call's thread to send sig to every process of the call.
+func (a *agent) signal(id uint64, sig unix.Signal) {
+	if sig <= 0 || sig > 64 {
+		return
+	}
+	a.mu.Lock()
+	r := a.calls[id]
+	a.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	if len(r.sigs) < 64 {
+		r.sigs = append(r.sigs, sig)
+	}
+	r.mu.Unlock()
+	unix.Write(r.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 }
 
 // stop kills every call and waits, a bounded time, for them to end.
 func (a *agent) stop() {
 	a.mu.Lock()
 	for _, r := range a.calls {
-		unix.Write(r.kill, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		r.killed.Store(true)
+		unix.Write(r.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	}
 	a.mu.Unlock()
 	done := make(chan struct{})

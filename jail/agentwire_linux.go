@@ -34,6 +34,7 @@ type agentMsg struct {
 	Argv []string `json:"argv,omitempty"`
 	Env  []string `json:"env,omitempty"`
 	Dir  string   `json:"dir,omitempty"`
+	TTY  bool     `json:"tty,omitempty"`
 
 	// reports (agent to server).
 	Pid      int    `json:"pid,omitempty"`
@@ -54,6 +55,7 @@ const (
 	msgFailed  = "failed"  // agent: it could not start
 	msgTree    = "tree"    // agent: its processes and their memory, now
 	msgKill    = "kill"    // server: kill the call and everything it started
+	msgSignal  = "signal"  // server: send Signal to every process of the call
 	msgExited  = "exited"  // agent: it is over, and nothing of it is left
 	msgStop    = "stop"    // server: end every call and exit
 	msgError   = "error"   // agent: it cannot serve (it exits)

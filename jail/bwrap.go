@@ -168,7 +168,10 @@ func (b *bwrap) startDirect(spec Spec, c Call) (Process, error) {
 			return exitOf(cmd.ProcessState), nil
 		},
 		Kill: func() { syscall.Kill(-pid, syscall.SIGKILL) },
-		Pid:  pid,
+		// bwrap's group: the command runs in a session of its own in the
+		// sandbox, which bwrap's init does not forward signals to.
+		Signal: func(sig syscall.Signal) error { return signalGroup(pid, sig) },
+		Pid:    pid,
 	}, nil
 }
 

@@ -18,7 +18,7 @@ type Guarantees struct {
 var promises = map[int]string{
 	1: "no write to the host outside the session's jail",
 	2: "no write-equivalent channel to the host",
-	3: "nothing outlives the call",
+	3: "nothing outlives its call unless asked to (a job), nor its session",
 	4: "the server is never a confused deputy",
 	5: "root is not special",
 	6: "secrets stay out unless asked for",

@@ -73,7 +73,7 @@ func (s *sandboxExec) start(spec Spec, c Call) (Process, error) {
 	cmd := exec.Command(s.path, SandboxExecArgs(spec)...)
 	cmd.Env, cmd.Dir = spec.Env, spec.Dir
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: c.TTY}
 	if err := cmd.Start(); err != nil {
 		return Process{}, err
 	}
@@ -118,8 +118,9 @@ func (s *sandboxExec) start(spec Spec, c Call) (Process, error) {
 			}
 			return exitOf(cmd.ProcessState), nil
 		},
-		Kill: func() { unix.Kill(-pid, unix.SIGKILL) },
-		Pid:  pid,
+		Kill:   func() { unix.Kill(-pid, unix.SIGKILL) },
+		Signal: func(sig syscall.Signal) error { return signalGroup(pid, sig) },
+		Pid:    pid,
 	}, nil
 }
 

@@ -2,10 +2,15 @@
 
 package jail
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
 // No backend confines here; the unconfined fallback puts commands in no
 // group of their own.
 func groupAttr() *syscall.SysProcAttr { return nil }
 
 func killGroup(pid int) {}
+
+func signalGroup(pid int, sig syscall.Signal) error { return errors.ErrUnsupported }

@@ -13,6 +13,10 @@ type Call struct {
 	Dir  string   // working directory, an absolute path
 	// The command's standard streams; the runner closes nothing of them.
 	Stdin, Stdout, Stderr *os.File
+	// TTY: the streams are one terminal, which becomes the command's
+	// controlling terminal where the runner forks the command itself (a
+	// session agent); elsewhere it has the terminal as its streams only.
+	TTY bool
 	// Launch, for a runner that starts each command itself (Agents is
 	// false), forks it from a thread the caller prepared (moved into the
 	// call's cgroups); nil: a fresh one.
@@ -38,7 +42,11 @@ type Process struct {
 	// TreeInterval ago); when nil, the caller counts the descendants of
 	// Pid.
 	Tree func() (procs int, rss int64)
-	Pid  int
+	// Signal sends sig to every process of the command that the runner
+	// can reach: under a session agent every process of the call, else
+	// the command's process group.
+	Signal func(sig syscall.Signal) error
+	Pid    int
 }
 
 // Runner runs the commands of one session under one policy: the Spec it

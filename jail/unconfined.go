@@ -39,8 +39,9 @@ func startUnconfined(spec Spec, c Call) (Process, error) {
 			}
 			return exitOf(cmd.ProcessState), nil
 		},
-		Kill: func() { killGroup(pid) },
-		Pid:  pid,
+		Kill:   func() { killGroup(pid) },
+		Signal: func(sig syscall.Signal) error { return signalGroup(pid, sig) },
+		Pid:    pid,
 	}, nil
 }
 
