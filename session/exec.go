@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,6 +38,19 @@ type Request struct {
 	// command runs, with the time it has run and its latest output line;
 	// never after the command has exited.
 	Progress func(elapsed time.Duration, line string)
+
+	// TTY, when set, is a terminal's far end: the command's standard
+	// streams and controlling terminal (Stdin, Stdout and Stderr are then
+	// not used; the caller reads and writes the terminal's near end).
+	TTY *os.File
+
+	// Job: the command is bounded by MaxJobTime, not by Timeout and
+	// MaxTimeout (Timeout, when set, bounds it below MaxJobTime).
+	Job bool
+
+	// Started, when set, is called once the command runs, with what
+	// signals every process of it.
+	Started func(signal func(syscall.Signal) error)
 
 	// Ended, when set, is called once the command has exited and what is
 	// left of its process group has been killed, before the rest of their
@@ -138,8 +152,10 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if req.Timeout < 0 {
 		return nil, inputErrorf("timeout must be positive")
 	}
-	timeout := cmp(req.Timeout, cfg.Timeout)
-	timeout = min(timeout, cfg.MaxTimeout)
+	timeout := min(cmp(req.Timeout, cfg.Timeout), cfg.MaxTimeout)
+	if req.Job {
+		timeout = min(cmp(req.Timeout, cfg.MaxJobTime), cfg.MaxJobTime)
+	}
 	network := cfg.Network
 	if req.Network != nil {
 		if *req.Network && !cfg.Network {
@@ -370,26 +386,36 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		errW = req.Stderr
 	}
 	counted := [2]*counter{{w: outW}, {w: errW}}
-	wout, err := attach(counted[0])
-	if err != nil {
-		return nil, fmt.Errorf("create pipe: %w", err)
-	}
-	werr, err := attach(counted[1])
-	if err != nil {
-		wout.Close()
-		closeAll(readers)
-		return nil, fmt.Errorf("create pipe: %w", err)
-	}
-	stdin, releaseStdin, stopStdin, feedStdin, err := stdinFile(req.Stdin)
-	if err != nil {
-		wout.Close()
-		werr.Close()
-		closeAll(readers)
-		return nil, err
+	nothing := func() {}
+	wout, werr := nothing, nothing
+	releaseStdin, stopStdin, feedStdin := nothing, nothing, nothing
+	if req.TTY != nil {
+		// The caller reads the terminal: the output goes through it.
+		call.Stdin, call.Stdout, call.Stderr, call.TTY = req.TTY, req.TTY, req.TTY, true
+	} else {
+		wo, err := attach(counted[0])
+		if err != nil {
+			return nil, fmt.Errorf("create pipe: %w", err)
+		}
+		we, err := attach(counted[1])
+		if err != nil {
+			wo.Close()
+			closeAll(readers)
+			return nil, fmt.Errorf("create pipe: %w", err)
+		}
+		stdin, release, stop, feed, err := stdinFile(req.Stdin)
+		if err != nil {
+			wo.Close()
+			we.Close()
+			closeAll(readers)
+			return nil, err
+		}
+		wout, werr = func() { wo.Close() }, func() { we.Close() }
+		releaseStdin, stopStdin, feedStdin = release, stop, feed
+		call.Stdin, call.Stdout, call.Stderr = stdin, wo, we
 	}
 	defer releaseStdin()
 	defer stopStdin()
-	call.Stdin, call.Stdout, call.Stderr = stdin, wout, werr
 
 	// Where the server can make cgroups, the kernel bounds processes and
 	// memory exactly: a command on its own in cgroups of its own, a
@@ -408,8 +434,8 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	}
 	start := time.Now()
 	proc, err := runner.Run(call)
-	wout.Close()
-	werr.Close()
+	wout()
+	werr()
 	releaseStdin()
 	if err != nil {
 		closeAll(readers)
@@ -420,6 +446,13 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		return nil, fmt.Errorf("start %s: %w", call.Argv[0], err)
 	}
 	feedStdin()
+	if req.Started != nil {
+		sig := proc.Signal
+		if sig == nil {
+			sig = func(syscall.Signal) error { return errors.New("this backend cannot signal a command") }
+		}
+		req.Started(sig)
+	}
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()

@@ -40,6 +40,10 @@ type Config struct {
 	Timeout    time.Duration
 	MaxTimeout time.Duration
 	MaxOutput  int
+	// MaxJobTime bounds a job (a command run in the background, or kept
+	// running past its call); MaxJobs bounds a session's running jobs.
+	MaxJobTime time.Duration
+	MaxJobs    int
 	// Bounds a later backend enforces; reported, not yet enforced.
 	MaxProcs, MaxMemory, MaxDisk int64
 	Logger                       *slog.Logger // nil discards
@@ -73,6 +77,10 @@ func New(cfg Config) (*Manager, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.MaxJobTime = cmp(cfg.MaxJobTime, DefaultMaxJobTime)
+	if cfg.MaxJobs <= 0 {
+		cfg.MaxJobs = DefaultMaxJobs
 	}
 	if err := closeInheritedFDs(); err != nil {
 		return nil, err

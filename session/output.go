@@ -154,6 +154,17 @@ func (c *capture) finish(where string) (Stream, error) {
 	default:
 		mark = fmt.Sprintf("\n[... %%d bytes left out; the whole output is in %s ...]\n", where)
 	}
+	return Stream{
+		Text:      c.render(mark),
+		Bytes:     c.total,
+		Truncated: true,
+		Kept:      c.kept,
+	}, c.spillErr
+}
+
+// render is the head and the tail of a cut stream around mark, a format
+// whose one %d is the count of bytes left out. c.mu is held.
+func (c *capture) render(mark string) string {
 	// Head, marker and tail together stay within the inline limit; the
 	// count left out is at most the total, so sizing the marker with the
 	// total leaves room for it.
@@ -161,13 +172,7 @@ func (c *capture) finish(where string) (Stream, error) {
 	head := trimRuneEnd(c.head[:min(len(c.head), budget/2)])
 	tail := c.tail.bytes()
 	tail = trimRuneStart(tail[len(tail)-min(len(tail), budget-budget/2):])
-	mark = fmt.Sprintf(mark, c.total-int64(len(head))-int64(len(tail)))
-	return Stream{
-		Text:      string(head) + mark + string(tail),
-		Bytes:     c.total,
-		Truncated: true,
-		Kept:      c.kept,
-	}, c.spillErr
+	return string(head) + fmt.Sprintf(mark, c.total-int64(len(head))-int64(len(tail))) + string(tail)
 }
 
 // Inline returns the whole stream when it was never cut.

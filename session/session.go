@@ -40,6 +40,11 @@ type Session struct {
 	agentMu sync.Mutex
 	agents  map[agentKey]*agentSlot
 
+	// jobMu guards the session's jobs, by id and oldest first.
+	jobMu    sync.Mutex
+	jobs     map[string]*Job
+	jobOrder []*Job
+
 	// usageMu guards the latest count of the jail and when it was taken.
 	usageMu sync.Mutex
 	usage   Usage
@@ -239,8 +244,10 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	}
 	defer s.resetMu.Unlock()
 	// Nothing of the session runs while its jail is emptied: its agents
-	// stop, and the next call starts new ones.
+	// stop, and the next call starts new ones. Its jobs were killed with
+	// its calls; their outputs go with the jail.
 	s.stopAgents()
+	s.clearJobs()
 	// Emptying the jail is not followed event by event: it is scanned
 	// again, once, at the next look.
 	if s.m.uw != nil {
@@ -298,8 +305,9 @@ func (s *Session) newOutputDir(id string) (string, error) {
 		return "", err
 	}
 	if names, err := readDir(s.root, outputDir); err == nil && len(names) > keepOutputs {
+		live := s.liveOutputDirs()
 		for _, n := range names[:len(names)-keepOutputs] {
-			if n != id {
+			if n != id && !live[n] {
 				s.root.RemoveAll(path.Join(outputDir, n))
 			}
 		}
