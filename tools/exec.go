@@ -24,7 +24,10 @@ const execInputSchema = `{
     "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra environment variables; HOME, TMPDIR and XDG_* are reserved."},
     "timeout_ms": {"type": "integer", "minimum": 1, "description": "Timeout in milliseconds; default and upper bound set by the operator."},
     "network": {"type": "boolean", "description": "false cuts network for this call; true cannot turn on network the operator turned off."},
-    "auth": {"type": "array", "items": {"type": "string"}, "description": "Narrow which CLIs' credentials this call sees (subset of the operator's choice)."}
+    "auth": {"type": "array", "items": {"type": "string"}, "description": "Narrow which CLIs' credentials this call sees (subset of the operator's choice)."},
+    "background": {"type": "boolean", "description": "Start the command as a job and return at once with its job_id (a dev server, a watcher). Its standard input stays open for jail_job. Bounded by the operator's job time, not by timeout_ms unless given."},
+    "yield_ms": {"type": "integer", "minimum": 1, "description": "Wait up to this long; if the command still runs then, return running: true with its job_id and the output so far, and keep it running as a job (read it, wait for it, stop it with jail_job) instead of killing it."},
+    "tty": {"type": "boolean", "description": "Run the command on a terminal (REPLs, prompts, programs that want one); its stdout holds stderr too. With background or yield_ms, send it input with jail_job."}
   },
   "additionalProperties": false
 }`
@@ -49,11 +52,13 @@ const execOutputSchema = `{
     "jail": {"type": "string"},
     "backend": {"type": "string"},
     "confined": {"type": "boolean"},
-    "agent": {"type": "string", "description": "empty, or what happened to the session agent that runs this session's commands: it ended during this call, or this call started a new one because the one before ended (and why)"}
+    "agent": {"type": "string", "description": "empty, or what happened to the session agent that runs this session's commands: it ended during this call, or this call started a new one because the one before ended (and why)"},
+    "job_id": {"type": "string", "description": "the job that runs the command on (background, or still running at yield_ms), for jail_job; empty otherwise"},
+    "running": {"type": "boolean", "description": "the command still runs, as job job_id; exit_code is then meaningless"}
   },
   "required": ["exit_code", "signal", "timed_out", "limit", "cancelled", "stdout", "stderr",
     "stdout_bytes", "stderr_bytes", "stdout_truncated", "stderr_truncated", "output_path",
-    "duration_ms", "session", "jail", "backend", "confined", "agent"]
+    "duration_ms", "session", "jail", "backend", "confined", "agent", "job_id", "running"]
 }`
 
 var execFields = fieldNames(execInputSchema)
@@ -71,14 +76,17 @@ func (h *Handler) execTool() mcp.Tool {
 }
 
 type execParams struct {
-	Command   *string           `json:"command"`
-	Argv      []string          `json:"argv"`
-	Cwd       string            `json:"cwd"`
-	Stdin     *string           `json:"stdin"`
-	Env       map[string]string `json:"env"`
-	TimeoutMS *int64            `json:"timeout_ms"`
-	Network   *bool             `json:"network"`
-	Auth      []string          `json:"auth"`
+	Command    *string           `json:"command"`
+	Argv       []string          `json:"argv"`
+	Cwd        string            `json:"cwd"`
+	Stdin      *string           `json:"stdin"`
+	Env        map[string]string `json:"env"`
+	TimeoutMS  *int64            `json:"timeout_ms"`
+	Network    *bool             `json:"network"`
+	Auth       []string          `json:"auth"`
+	Background bool              `json:"background"`
+	YieldMS    *int64            `json:"yield_ms"`
+	TTY        bool              `json:"tty"`
 }
 
 // ExecResult is the structured result of jailed_exec.
@@ -101,6 +109,8 @@ type ExecResult struct {
 	Backend         string `json:"backend"`
 	Confined        bool   `json:"confined"`
 	Agent           string `json:"agent"`
+	JobID           string `json:"job_id"`
+	Running         bool   `json:"running"`
 }
 
 // Exec is the jailed_exec tool.
@@ -123,19 +133,33 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	if p.Stdin != nil {
 		r.Stdin = strings.NewReader(*p.Stdin)
 	}
+	job := p.Background || p.YieldMS != nil
+	switch {
+	case p.Background && p.YieldMS != nil:
+		return refuse("refused: give one of background and yield_ms: background returns at once, yield_ms waits first"), nil
+	case p.YieldMS != nil && *p.YieldMS <= 0:
+		return refuse("refused: yield_ms must be a positive integer, got %d", *p.YieldMS), nil
+	}
 	if p.TimeoutMS != nil {
 		if *p.TimeoutMS <= 0 {
 			return refuse("refused: timeout_ms must be a positive integer, got %d", *p.TimeoutMS), nil
 		}
 		max := h.Manager.Config().MaxTimeout
+		if job {
+			max = h.Manager.Config().MaxJobTime
+		}
 		r.Timeout = min(time.Duration(min(*p.TimeoutMS, max.Milliseconds()+1))*time.Millisecond, max)
 	}
-	if token := progressToken(req); token != nil {
+	if token := progressToken(req); token != nil && !(job || p.TTY) {
 		r.Progress = progressReporter(ctx, token)
 	}
 	s, err := h.Session(ctx)
 	if err != nil {
 		return refuse("refused: %v", err), nil
+	}
+	if job || p.TTY {
+		r.Job = job
+		return h.execJob(ctx, req, s, r, p)
 	}
 	res, err := s.Exec(ctx, r)
 	var inputErr *session.InputError

@@ -40,9 +40,11 @@ const statusOutputSchema = `{
       "max_procs": {"type": "integer"},
       "max_memory_bytes": {"type": "integer"},
       "max_disk_bytes": {"type": "integer"},
+      "max_job_time_ms": {"type": "integer"},
+      "max_jobs": {"type": "integer"},
       "enforced": {"type": "array", "items": {"type": "string"}},
       "not_enforced": {"type": "array", "items": {"type": "string"}}
-    }, "required": ["timeout_ms", "max_timeout_ms", "max_output_bytes", "max_procs", "max_memory_bytes", "max_disk_bytes", "enforced", "not_enforced"]},
+    }, "required": ["timeout_ms", "max_timeout_ms", "max_output_bytes", "max_procs", "max_memory_bytes", "max_disk_bytes", "max_job_time_ms", "max_jobs", "enforced", "not_enforced"]},
     "guarantees": {"type": "object", "properties": {
       "kept": {"type": "array", "items": {"$ref": "#/$defs/promise"}},
       "not_kept": {"type": "array", "items": {"$ref": "#/$defs/promise"}}
@@ -55,10 +57,21 @@ const statusOutputSchema = `{
       "restarts": {"type": "integer"},
       "last_ended": {"type": "string", "description": "why the agent of this policy before this one ended, or empty"}
     }, "required": ["network", "auth", "running", "started", "restarts", "last_ended"]}},
+    "jobs": {"type": "array", "description": "the session's jobs (jailed_exec background or yield_ms), running and recently ended; jail_job follows one", "items": {"type": "object", "properties": {
+      "job_id": {"type": "string"},
+      "command": {"type": "string"},
+      "tty": {"type": "boolean"},
+      "started": {"type": "string"},
+      "running": {"type": "boolean"},
+      "exit_code": {"type": "integer"},
+      "signal": {"type": "string"},
+      "stdout_bytes": {"type": "integer"},
+      "stderr_bytes": {"type": "integer"}
+    }, "required": ["job_id", "command", "tty", "started", "running", "exit_code", "signal", "stdout_bytes", "stderr_bytes"]}},
     "version": {"type": "string"}
   },
   "required": ["session", "project", "jail", "backend", "available", "confined", "reason", "hint",
-    "network", "auth", "usage", "running", "limits", "guarantees", "agents", "version"],
+    "network", "auth", "usage", "running", "limits", "guarantees", "agents", "jobs", "version"],
   "$defs": {"promise": {"type": "object", "properties": {
     "id": {"type": "integer"}, "name": {"type": "string"}, "note": {"type": "string"}
   }, "required": ["id", "name"]}}
@@ -89,6 +102,8 @@ type Limits struct {
 	MaxProcs       int64    `json:"max_procs"`
 	MaxMemoryBytes int64    `json:"max_memory_bytes"`
 	MaxDiskBytes   int64    `json:"max_disk_bytes"`
+	MaxJobTimeMS   int64    `json:"max_job_time_ms"`
+	MaxJobs        int      `json:"max_jobs"`
 	Enforced       []string `json:"enforced"`
 	NotEnforced    []string `json:"not_enforced"`
 }
@@ -110,11 +125,15 @@ type StatusResult struct {
 	Limits     Limits              `json:"limits"`
 	Guarantees jail.Guarantees     `json:"guarantees"`
 	Agents     []session.AgentInfo `json:"agents"`
+	Jobs       []session.JobInfo   `json:"jobs"`
 	Version    string              `json:"version"`
 }
 
 // limitNames are the bounds of Limits, by field name.
-var limitNames = []string{"timeout_ms", "max_timeout_ms", "max_output_bytes", "max_procs", "max_memory_bytes", "max_disk_bytes"}
+var limitNames = []string{"timeout_ms", "max_timeout_ms", "max_output_bytes", "max_job_time_ms", "max_jobs", "max_procs", "max_memory_bytes", "max_disk_bytes"}
+
+// alwaysEnforced is how many of limitNames hold wherever commands run.
+const alwaysEnforced = 5
 
 // Status is the jail_status tool.
 func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -139,9 +158,10 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 			TimeoutMS: cfg.Timeout.Milliseconds(), MaxTimeoutMS: cfg.MaxTimeout.Milliseconds(),
 			MaxOutputBytes: int64(cfg.MaxOutput), MaxProcs: cfg.MaxProcs,
 			MaxMemoryBytes: cfg.MaxMemory, MaxDiskBytes: cfg.MaxDisk,
+			MaxJobTimeMS: cfg.MaxJobTime.Milliseconds(), MaxJobs: cfg.MaxJobs,
 			Enforced: enforced(cfg.Backend), NotEnforced: notEnforced(cfg.Backend),
 		},
-		Guarantees: cfg.Backend.Guarantees(), Agents: s.Agents(),
+		Guarantees: cfg.Backend.Guarantees(), Agents: s.Agents(), Jobs: s.Jobs(),
 		Version: h.Version,
 	}
 	return structured(out, renderStatus(out), false), nil
@@ -165,14 +185,14 @@ func authEntries(m *session.Manager, s *session.Session) []AuthEntry {
 // watchdog sees processes (Linux), the time and output bounds elsewhere.
 func enforced(b jail.Backend) []string {
 	if jail.IsRefusing(b) || !session.Watchable {
-		return limitNames[:3]
+		return limitNames[:alwaysEnforced]
 	}
 	return limitNames
 }
 
 func notEnforced(b jail.Backend) []string {
 	if jail.IsRefusing(b) || !session.Watchable {
-		return limitNames[3:]
+		return limitNames[alwaysEnforced:]
 	}
 	return []string{}
 }
@@ -199,6 +219,17 @@ func renderStatus(s StatusResult) string {
 		fmt.Fprintf(&b, "credentials (read-only): %s\n", strings.Join(names, ", "))
 	}
 	fmt.Fprintf(&b, "usage %d files, %d bytes; %d running\n", s.Usage.Files, s.Usage.Bytes, s.Running)
+	for _, j := range s.Jobs {
+		state := "running"
+		switch {
+		case j.Running:
+		case j.Signal != "":
+			state = "ended: " + j.Signal
+		default:
+			state = fmt.Sprintf("ended: exit %d", j.ExitCode)
+		}
+		fmt.Fprintf(&b, "job %s (%s): %s\n", j.ID, state, j.Command)
+	}
 	var kept, not []string
 	for _, p := range s.Guarantees.Kept {
 		kept = append(kept, fmt.Sprint(p.ID))

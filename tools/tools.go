@@ -1,5 +1,5 @@
 // Package tools is the thin MCP adapter: it declares jailed_exec,
-// jail_status and jail_reset, validates their arguments, calls the session
+// jail_status, jail_reset and jail_job, validates their arguments, calls the session
 // package and shapes the results. Nothing here knows how a jail works.
 package tools
 
@@ -29,11 +29,12 @@ type Handler struct {
 	BackendName string
 }
 
-// Register adds the three tools to srv.
+// Register adds the tools to srv.
 func (h *Handler) Register(srv *server.MCPServer) {
 	srv.AddTool(h.execTool(), h.Exec)
 	srv.AddTool(statusTool(), h.Status)
 	srv.AddTool(resetTool(), h.Reset)
+	srv.AddTool(jobTool(), h.Job)
 }
 
 // newTool builds a tool from hand-written schemas: every client accepts

@@ -296,6 +296,8 @@ func TestAnnotations(t *testing.T) {
 				"jailed_exec": {readOnly: false, destructive: true, idempotent: false, openWorld: network},
 				"jail_status": {readOnly: true, destructive: false, idempotent: true, openWorld: false},
 				"jail_reset":  {readOnly: false, destructive: true, idempotent: true, openWorld: false},
+				// It sends input and signals, KILL among them.
+				"jail_job": {readOnly: false, destructive: true, idempotent: false, openWorld: false},
 			}
 			srv, _ := newServer(t, network)
 			tools := decodeTools(t, listTools(t, srv))

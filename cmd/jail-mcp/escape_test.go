@@ -59,6 +59,7 @@ func TestEscape(t *testing.T) {
 		t.Run("6", fx.secretsStayOut)
 		t.Run("7", fx.bounded)
 		t.Run("8", fx.failClosed)
+		t.Run("jobs", fx.jobs)
 	})
 }
 
@@ -1389,7 +1390,8 @@ func (fx *escapeFixture) checkStdout(t *testing.T, res tools.ExecResult, script 
 	}
 }
 
-// Promise 3: nothing outlives the call.
+// Promise 3: nothing outlives its call unless asked to (a job), nor its
+// session.
 func (fx *escapeFixture) nothingOutlives(t *testing.T) {
 	forms := []struct{ name, start string }{
 		{"nohup", `nohup sleep %[1]s >/dev/null 2>&1 &`},

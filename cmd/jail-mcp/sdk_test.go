@@ -107,7 +107,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		if s.TransportSessionID == "" || s.ProtocolVersion != out.ProtocolVersion || s.ServerName != "jail-mcp" {
 			t.Errorf("client %s: session %q protocol %q server %q", s.Name, s.TransportSessionID, s.ProtocolVersion, s.ServerName)
 		}
-		if want := []string{"jail_reset", "jail_status", "jailed_exec"}; !slices.Equal(s.Tools, want) {
+		if want := []string{"jail_job", "jail_reset", "jail_status", "jailed_exec"}; !slices.Equal(s.Tools, want) {
 			t.Errorf("client %s: tools %v, want %v", s.Name, s.Tools, want)
 		}
 		if s.Write.ExitCode != 0 || s.Write.IsError || s.Read.ExitCode != 0 || s.Read.Stdout != s.Name {

@@ -33,6 +33,8 @@ type Config struct {
 	Timeout     time.Duration
 	MaxTimeout  time.Duration
 	MaxOutput   int64
+	MaxJobTime  time.Duration
+	MaxJobs     int
 	PassEnv     []string
 	MaxProcs    int64
 	MaxMemory   int64
@@ -64,6 +66,8 @@ var options = []option{
 	{flag: "token", env: "JAIL_MCP_TOKEN", usage: "HTTP bearer `TOKEN` (at least 16 characters); required when --listen is not loopback"},
 	{flag: "timeout", env: "JAIL_MCP_TIMEOUT", def: "60s", usage: "default per-command timeout `DUR`"},
 	{flag: "max-timeout", env: "JAIL_MCP_MAX_TIMEOUT", def: "10m", usage: "upper clamp `DUR` for a request's timeout_ms"},
+	{flag: "max-job-time", env: "JAIL_MCP_MAX_JOB_TIME", def: "1h", usage: "upper bound `DUR` of a job (a command run in the background or kept running past its call)"},
+	{flag: "max-jobs", env: "JAIL_MCP_MAX_JOBS", def: "16", usage: "jobs one session may run at once (`N`)"},
 	{flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", def: "65536", usage: "`BYTES` of each stream returned inline"},
 	{flag: "pass-env", env: "JAIL_MCP_PASS_ENV", usage: "`LIST` of host variables passed into the jail: names or PREFIX_*"},
 	{flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", def: "512", usage: "processes a command may have at once (`N`)"},
@@ -185,6 +189,14 @@ func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 	}
 	if c.Timeout > c.MaxTimeout {
 		return c, bad("timeout", "longer than the max timeout %v", c.MaxTimeout)
+	}
+	if rc.values["max-job-time"] != nil {
+		if c.MaxJobTime, err = duration(get("max-job-time")); err != nil {
+			return c, bad("max-job-time", "%v", err)
+		}
+		if c.MaxJobs, err = strconv.Atoi(get("max-jobs")); err != nil || c.MaxJobs < 1 || c.MaxJobs > 1024 {
+			return c, bad("max-jobs", "want an integer from 1 to 1024")
+		}
 	}
 	if c.MaxOutput, err = bytesize(get("max-output")); err != nil {
 		return c, bad("max-output", "%v", err)

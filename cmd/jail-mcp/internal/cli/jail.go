@@ -44,6 +44,7 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		Project: cfg.Project, Root: cfg.Root, Network: cfg.Network, Auth: cfg.Auth, Home: home,
 		Environ: environ, PassEnv: cfg.PassEnv, Timeout: cfg.Timeout, MaxTimeout: cfg.MaxTimeout,
 		MaxOutput: int(cfg.MaxOutput), MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory,
+		MaxJobTime: cfg.MaxJobTime, MaxJobs: cfg.MaxJobs,
 		MaxDisk: cfg.MaxDisk, Logger: log, OneCall: oneCall,
 	}
 	b, err := jail.Open(ctx, cfg.Backend, jail.Options{Getenv: getenv, SkipTrialRun: oneCall})
@@ -113,6 +114,8 @@ func LogStart(log *slog.Logger, cfg Config, st BackendState, m *session.Manager,
 		"timeout", cfg.Timeout,
 		"max_timeout", cfg.MaxTimeout,
 		"max_output", cfg.MaxOutput,
+		"max_job_time", mc.MaxJobTime,
+		"max_jobs", mc.MaxJobs,
 		"log_level", cfg.LogLevel,
 	)
 	log.Info("starting", append(attrs, extra...)...)

@@ -1,0 +1,165 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Jobs and terminals (jailed_exec background, yield_ms, tty; jail_job),
+// attacked from inside: what a job may outlive, whom its signals reach,
+// where its output goes, and what its terminal reaches.
+func (fx *escapeFixture) jobs(t *testing.T) {
+	// Promise 3: a job outlives its call because it was asked to, never
+	// its session. Daemons of every form started by a job, then the
+	// session ends each way it can.
+	daemons := func(m string) string {
+		return fmt.Sprintf(`nohup sleep %[1]s >/dev/null 2>&1 &
+(sleep %[1]s &) &
+setsid sleep %[1]s >/dev/null 2>&1 </dev/null &
+"$PY" -c 'import os, sys
+if os.fork(): sys.exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+fd = os.open("/dev/null", os.O_RDWR)
+for i in (0, 1, 2): os.dup2(fd, i)
+os.execvp("sleep", ["sleep", sys.argv[1]])' %[1]s
+echo started; exec sleep %[1]s`, m)
+	}
+	for i, end := range []string{"reset", "eof", "sigterm", "sigkill"} {
+		fx.vector(t, "job-outlives-"+end, func(t *testing.T) {
+			m := fmt.Sprintf("4321.%d%02d", os.Getpid(), 20+i)
+			defer killMarked(m)
+			ts := fx.start(t, newProject(t), fx.env(), "--session", "jobs")
+			id := ts.startJob(map[string]any{"command": daemons(m), "env": fx.vars(ts)})
+			ts.startJob(map[string]any{"command": daemons(m), "env": fx.vars(ts), "tty": true})
+			ts.readUntil(id, "started", 20*time.Second)
+			if !waitFor(10*time.Second, func() bool { return sleepers(m) >= 10 }) {
+				t.Fatalf("the daemons did not start: %d", sleepers(m))
+			}
+			switch end {
+			case "reset":
+				if res, err := ts.call(t.Context(), "jail_reset", nil); err != nil || res.IsError {
+					t.Fatalf("reset: %v %s", err, text(res))
+				}
+			case "eof":
+				ts.c.Close()
+			case "sigterm":
+				ts.cmd.Process.Signal(unix.SIGTERM)
+			case "sigkill":
+				ts.cmd.Process.Kill()
+			}
+			if !waitFor(5*time.Second, func() bool { return len(processesWith(m)) == 0 }) {
+				fx.escape(t, "job processes left after the session's %s: %v", end, processesWith(m))
+			}
+		})
+	}
+
+	// A job's signals reach its own processes only: not another job of
+	// the session, not its agent, not the server.
+	fx.vector(t, "job-signal-scope", func(t *testing.T) {
+		ts := fx.start(t, newProject(t), fx.env(), "--session", "signals")
+		victim := ts.startJob(map[string]any{"command": "trap 'echo victim-signalled' TERM INT HUP QUIT; echo ready; while :; do sleep 0.1; done"})
+		ts.readUntil(victim, "ready", 20*time.Second)
+		attacker := ts.startJob(map[string]any{"command": "trap '' TERM INT HUP QUIT; echo ready; while :; do sleep 0.1; done"})
+		ts.readUntil(attacker, "ready", 20*time.Second)
+		for _, sig := range []string{"TERM", "INT", "HUP", "QUIT"} {
+			if _, res := ts.job(map[string]any{"job_id": attacker, "signal": sig}); res.IsError {
+				t.Fatalf("%s: %s", sig, text(res))
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		got, res := ts.job(map[string]any{"job_id": victim})
+		if !got.Running || strings.Contains(got.Stdout, "victim-signalled") {
+			fx.escape(t, "a signal for one job reached another: %+v %s", got, text(res))
+		}
+		if ts.cmd.ProcessState != nil || ts.status().Agents[0].Restarts != 0 {
+			fx.escape(t, "a job's signal reached the server or its agent")
+		}
+		if out, res := ts.exec(map[string]any{"command": "echo alive"}); out.Stdout != "alive\n" {
+			fx.escape(t, "the session does not run calls after a job's signals: %s", text(res))
+		}
+	})
+
+	// A job's whole output is kept in the jail, through the descriptor
+	// the server opened: a job that swaps its output file for a link to a
+	// host file, or plants links where outputs go, writes nothing there.
+	fx.vector(t, "job-output", func(t *testing.T) {
+		jail := fx.jails["d"]
+		id := fx.d.startJob(map[string]any{"command": `echo first; sleep 0.5
+for f in "$HOME"/.jail-mcp/output/*/stdout; do rm -f "$f"; ln -s "$VFILE" "$f"; done
+for f in "$HOME"/.jail-mcp/output/*/stderr; do rm -f "$f"; ln -s "$VFILE" "$f"; done
+head -c 200000 /dev/zero | tr '\0' o; echo; echo err >&2; echo done`, "env": fx.vars(fx.d)})
+		got, end := fx.d.readUntil(id, "never printed", 30*time.Second)
+		if end.Running || !strings.Contains(got, "done") {
+			t.Fatalf("the job did not end: %+v", end)
+		}
+		real, err := filepath.EvalSymlinks(end.OutputPath)
+		if !within(end.OutputPath, jail) || err == nil && !within(real, jail) {
+			fx.escape(t, "job output kept outside the jail: %s (%s)", end.OutputPath, real)
+		}
+		// Where outputs go planted as a link to the victim: the next job's
+		// output stays in the jail, or the job is refused.
+		fx.attack(t, fx.d, `mv -T "$HOME/.jail-mcp" "$HOME/.old-jobs-$$" 2>/dev/null || rm -rf "$HOME/.jail-mcp"
+mkdir -p "$HOME/.jail-mcp"; ln -sfn "$VICTIM" "$HOME/.jail-mcp/output"`, nil)
+		out, res := fx.d.exec(map[string]any{"command": "echo planted", "background": true})
+		if out.OutputPath != "" {
+			real, err := filepath.EvalSymlinks(out.OutputPath)
+			if !within(out.OutputPath, jail) || err == nil && !within(real, jail) {
+				fx.escape(t, "job output kept outside the jail: %s (%s)", out.OutputPath, real)
+			}
+		} else if !res.IsError {
+			t.Errorf("background job without output_path: %+v", out)
+		}
+		fx.attack(t, fx.d, `rm -f "$HOME/.jail-mcp/output"`, nil)
+	})
+
+	// A command on a terminal the server holds: its controlling terminal
+	// is that one, and nothing reaches the server's own (a's, which has
+	// one) or another terminal of the host.
+	fx.vector(t, "tty-terminal", func(t *testing.T) {
+		id := fx.a.startJob(map[string]any{"tty": true, "env": fx.vars(fx.a), "command": `"$PY" - <<'EOF'
+import fcntl, glob, os, termios
+fds = [0, 1, 2]
+for p in ["/dev/tty", "/dev/console", "/dev/tty0"] + glob.glob("/dev/pts/[0-9]*") + glob.glob("/dev/tty[0-9]*"):
+    try:
+        fds.append(os.open(p, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK))
+    except OSError:
+        pass
+for fd in fds:
+    try:
+        fcntl.ioctl(fd, termios.TIOCSTI, b"x")
+    except OSError:
+        pass
+    try:
+        os.write(fd, b"")
+    except OSError:
+        pass
+for fd in fds[3:]:
+    try:
+        fcntl.ioctl(fd, termios.TIOCSCTTY, 1)
+        print("STOLE", os.ttyname(fd))
+    except OSError:
+        pass
+print("tty-attack-finished")
+EOF`})
+		got, end := fx.a.readUntil(id, "tty-attack-finished", 30*time.Second)
+		if !strings.Contains(got, "tty-attack-finished") {
+			t.Fatalf("the attack did not run: %q %+v", got, end)
+		}
+		if strings.Contains(got, "STOLE") {
+			fx.escape(t, "a terminal of the host became the job's: %q", got)
+		}
+		if n, err := unix.IoctlGetInt(int(fx.tty.Fd()), unix.TIOCINQ); err != nil || n != 0 {
+			fx.escape(t, "the server's terminal has %d bytes of pending input (%v)", n, err)
+		}
+		fx.a.job(map[string]any{"job_id": id, "signal": "KILL"})
+	})
+}

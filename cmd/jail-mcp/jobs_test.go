@@ -1,0 +1,383 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jail-mcp/jail-mcp/tools"
+)
+
+// job calls jail_job and decodes its result; a refusal comes back with a
+// zero JobResult and its text.
+func (ts *testServer) job(args map[string]any) (tools.JobResult, *mcp.CallToolResult) {
+	ts.t.Helper()
+	ctx, cancel := context.WithTimeout(ts.t.Context(), 2*time.Minute)
+	defer cancel()
+	res, err := ts.call(ctx, "jail_job", args)
+	if err != nil {
+		ts.t.Fatalf("jail_job %v: %v; server stderr:\n%s", args, err, ts.stderr.String())
+	}
+	var out tools.JobResult
+	decodeStructured(ts.t, res, &out)
+	return out, res
+}
+
+// startJob runs jailed_exec with args in the background and returns the
+// job's id.
+func (ts *testServer) startJob(args map[string]any) string {
+	ts.t.Helper()
+	args["background"] = true
+	out, res := ts.exec(args)
+	if res.IsError || out.JobID == "" || !out.Running {
+		ts.t.Fatalf("background %v: %+v %s", args, out, text(res))
+	}
+	firstRead.Store(out.JobID, out.Stdout)
+	return out.JobID
+}
+
+// firstRead holds what the call that started a job read of it, for the
+// first readUntil of that job.
+var firstRead sync.Map
+
+// readUntil reads job id, waiting, until its output holds want or it
+// ended; it returns everything read.
+func (ts *testServer) readUntil(id, want string, d time.Duration) (string, tools.JobResult) {
+	ts.t.Helper()
+	var all strings.Builder
+	if first, ok := firstRead.LoadAndDelete(id); ok {
+		all.WriteString(first.(string))
+	}
+	deadline := time.Now().Add(d)
+	for {
+		wait := 2000
+		if strings.Contains(all.String(), want) {
+			wait = 0 // the state, and whatever came since
+		}
+		out, res := ts.job(map[string]any{"job_id": id, "wait_ms": wait})
+		if res.IsError {
+			ts.t.Fatalf("jail_job %s: %s", id, text(res))
+		}
+		all.WriteString(out.Stdout)
+		if strings.Contains(all.String(), want) || !out.Running || time.Now().After(deadline) {
+			return all.String(), out
+		}
+	}
+}
+
+// feed sends input to job id and reads, waiting, until its output holds
+// want (every jail_job call reads, the one that sends too).
+func (ts *testServer) feed(id, input, want string) string {
+	ts.t.Helper()
+	out, res := ts.job(map[string]any{"job_id": id, "input": input, "wait_ms": 2000})
+	if res.IsError {
+		ts.t.Fatalf("input to %s: %s", id, text(res))
+	}
+	if strings.Contains(out.Stdout, want) {
+		return out.Stdout
+	}
+	got, _ := ts.readUntil(id, want, 20*time.Second)
+	return out.Stdout + got
+}
+
+// TestJobDevServer: a loopback web server started as a job answers a later
+// call, and killing the job leaves nothing of it.
+func TestJobDevServer(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		project := newProject(t)
+		os.WriteFile(project+"/index.html", []byte("hello from the job\n"), 0o644)
+		ts := b.start(t, project, serverEnv())
+		port := 20000 + (os.Getpid()*7+len(b.name)*131)%20000
+		id := ts.startJob(map[string]any{"command": fmt.Sprintf("exec python3 -u -m http.server %d --bind 127.0.0.1", port)})
+		if got, out := ts.readUntil(id, "Serving HTTP", 20*time.Second); !strings.Contains(got, "Serving HTTP") {
+			t.Fatalf("the server did not start: %q %+v", got, out)
+		}
+		out, res := ts.exec(map[string]any{"command": fmt.Sprintf("python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:%d/index.html\").read().decode())'", port)})
+		if res.IsError || !strings.Contains(out.Stdout, "hello from the job") {
+			t.Fatalf("a later call did not reach the job: %+v %s", out, text(res))
+		}
+		marker := fmt.Sprintf("http.server %d", port)
+		if len(processesWith(marker)) == 0 {
+			t.Fatalf("no process of the job found by %q", marker)
+		}
+		end, res := ts.job(map[string]any{"job_id": id, "signal": "KILL"})
+		if res.IsError || end.Running || end.Killed == "" {
+			t.Fatalf("KILL: %+v %s", end, text(res))
+		}
+		if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+			t.Errorf("left running after KILL: %v", processesWith(marker))
+		}
+		st := ts.status()
+		if len(st.Jobs) != 1 || st.Jobs[0].ID != id || st.Jobs[0].Running {
+			t.Errorf("jail_status jobs: %+v", st.Jobs)
+		}
+	})
+}
+
+// TestJobReadInPieces: a job's output read back while it runs comes whole,
+// nothing lost or repeated, and its last read says how it ended.
+func TestJobReadInPieces(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		ts := b.start(t, newProject(t), serverEnv())
+		id := ts.startJob(map[string]any{"command": "for i in $(seq 1 80); do echo line-$i; echo err-$i >&2; sleep 0.03; done; exit 7"})
+		var stdout, stderr strings.Builder
+		reads := 0
+		for {
+			out, res := ts.job(map[string]any{"job_id": id, "wait_ms": 500})
+			if res.IsError {
+				t.Fatalf("jail_job: %s", text(res))
+			}
+			reads++
+			stdout.WriteString(out.Stdout)
+			stderr.WriteString(out.Stderr)
+			if !out.Running {
+				if out.ExitCode != 7 {
+					t.Errorf("exit %d, want 7: %+v", out.ExitCode, out)
+				}
+				break
+			}
+		}
+		var want, wantErr strings.Builder
+		for i := 1; i <= 80; i++ {
+			fmt.Fprintf(&want, "line-%d\n", i)
+			fmt.Fprintf(&wantErr, "err-%d\n", i)
+		}
+		if stdout.String() != want.String() || stderr.String() != wantErr.String() {
+			t.Errorf("read back in %d pieces:\nstdout %q\nstderr %q", reads, stdout.String(), stderr.String())
+		}
+		if reads < 3 {
+			t.Errorf("read in %d pieces only: the test did not read while it ran", reads)
+		}
+		// Read once more: nothing new.
+		out, _ := ts.job(map[string]any{"job_id": id})
+		if out.Stdout != "" || out.Running || out.StdoutBytes != int64(want.Len()) {
+			t.Errorf("read after the end: %+v", out)
+		}
+	})
+}
+
+// TestJobWaitReturnsOnOutput: a wait returns as soon as output comes, not
+// at wait_ms; and on the end.
+func TestJobWaitReturnsOnOutput(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		ts := b.start(t, newProject(t), serverEnv())
+		id := ts.startJob(map[string]any{"command": "sleep 1; echo ready; sleep 1; exit 3"})
+		start := time.Now()
+		out, _ := ts.job(map[string]any{"job_id": id, "wait_ms": 30000})
+		if d := time.Since(start); d > 10*time.Second || !strings.Contains(out.Stdout, "ready") {
+			t.Fatalf("wait returned after %v with %+v", d, out)
+		}
+		start = time.Now()
+		out, _ = ts.job(map[string]any{"job_id": id, "wait_ms": 30000})
+		if d := time.Since(start); d > 10*time.Second || out.Running || out.ExitCode != 3 {
+			t.Fatalf("wait for the end returned after %v with %+v", d, out)
+		}
+	})
+}
+
+// TestJobTTY: a REPL on a terminal answers input sent through jail_job; a
+// call on a terminal sees one on its streams.
+func TestJobTTY(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		ts := b.start(t, newProject(t), serverEnv())
+		out, res := ts.exec(map[string]any{"command": "test -t 0 && test -t 1 && test -t 2 && echo on-a-tty; echo to-stderr >&2", "tty": true})
+		if res.IsError || !strings.Contains(out.Stdout, "on-a-tty") || !strings.Contains(out.Stdout, "to-stderr") {
+			t.Fatalf("tty call: %+v %s", out, text(res))
+		}
+		id := ts.startJob(map[string]any{"argv": []string{"python3", "-i", "-q"}, "tty": true})
+		if got, _ := ts.readUntil(id, ">>> ", 20*time.Second); !strings.Contains(got, ">>> ") {
+			t.Fatalf("no prompt: %q", got)
+		}
+		if got := ts.feed(id, "print(6*7, 'answered')\n", "42 answered"); !strings.Contains(got, "42 answered") {
+			t.Fatalf("the REPL did not answer: %q", got)
+		}
+		// Its controlling terminal is the job's: it is in the terminal's
+		// foreground process group.
+		if got := ts.feed(id, "import os; print('pgrp', os.getpgrp() == os.tcgetpgrp(0))\n", "pgrp "); !strings.Contains(got, "pgrp True") {
+			t.Errorf("not the terminal's foreground process group: %q", got)
+		}
+		out2, res := ts.job(map[string]any{"job_id": id, "close_stdin": true, "wait_ms": 10000})
+		if res.IsError {
+			t.Fatalf("close_stdin: %s", text(res))
+		}
+		if out2.Running {
+			out2, _ = ts.job(map[string]any{"job_id": id, "wait_ms": 10000})
+		}
+		if out2.Running || out2.ExitCode != 0 {
+			t.Errorf("end of input on the terminal did not end the REPL: %+v", out2)
+		}
+	})
+}
+
+// TestJobSignal: TERM reaches every process of the job, which can handle it.
+func TestJobSignal(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		ts := b.start(t, newProject(t), serverEnv())
+		marker := fmt.Sprintf("7331.%d%s", os.Getpid(), e2eMarkerDigits(b))
+		id := ts.startJob(map[string]any{"command": fmt.Sprintf(
+			"(trap 'echo child-got-term; exit 0' TERM; while :; do sleep 0.1; done) & child=$!; trap 'wait $child; echo got-term; exit 3' TERM; echo started; while :; do sleep %s; done", marker)})
+		ts.readUntil(id, "started", 20*time.Second)
+		// Every jail_job call reads: what came with the signal's counts.
+		sent, res := ts.job(map[string]any{"job_id": id, "signal": "TERM"})
+		if res.IsError {
+			t.Fatalf("TERM: %s", text(res))
+		}
+		got, out := ts.readUntil(id, "no such output", 20*time.Second)
+		got = sent.Stdout + got
+		if out.Running || out.ExitCode != 3 || !strings.Contains(got, "got-term") || !strings.Contains(got, "child-got-term") {
+			t.Errorf("after TERM: %q %+v", got, out)
+		}
+		if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+			t.Errorf("left running: %v", processesWith(marker))
+		}
+		if _, res := ts.job(map[string]any{"job_id": id, "signal": "TERM"}); !res.IsError || !strings.Contains(text(res), "already ended") {
+			t.Errorf("signal to an ended job: %s", text(res))
+		}
+	})
+}
+
+// TestJobsDieWithTheirSession: jail_reset, the end of the session and the
+// server's SIGKILL each leave no process of any job.
+func TestJobsDieWithTheirSession(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		for _, how := range []string{"reset", "EOF", "SIGTERM", "SIGKILL"} {
+			t.Run(how, func(t *testing.T) {
+				ts := b.start(t, newProject(t), serverEnv())
+				marker := fmt.Sprintf("8642.%d%d%s", os.Getpid(), len(how), e2eMarkerDigits(b))
+				for range 2 {
+					ts.startJob(map[string]any{"command": fmt.Sprintf("setsid sleep %s & (sleep %s &); sleep %s", marker, marker, marker)})
+				}
+				if !waitFor(10*time.Second, func() bool { return len(processesWith("sleep "+marker)) >= 6 }) {
+					t.Fatalf("jobs did not start: %v", processesWith(marker))
+				}
+				switch how {
+				case "reset":
+					res, err := ts.call(t.Context(), "jail_reset", nil)
+					if err != nil || res.IsError {
+						t.Fatalf("reset: %v %s", err, text(res))
+					}
+					if st := ts.status(); len(st.Jobs) != 0 {
+						t.Errorf("jobs after reset: %+v", st.Jobs)
+					}
+				case "EOF":
+					ts.c.Close()
+				case "SIGTERM":
+					ts.cmd.Process.Signal(syscall.SIGTERM)
+				case "SIGKILL":
+					ts.cmd.Process.Kill()
+				}
+				if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+					t.Errorf("left running after %s: %v", how, processesWith(marker))
+				}
+			})
+		}
+	})
+}
+
+// TestJobLimits: --max-jobs, --max-job-time, and bad requests, each a
+// clear refusal that changes nothing.
+func TestJobLimits(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		ts := b.start(t, newProject(t), serverEnv(), "--max-jobs", "2", "--max-job-time", "2s")
+		a := ts.startJob(map[string]any{"command": "sleep 30"})
+		b2 := ts.startJob(map[string]any{"command": "sleep 30"})
+		out, res := ts.exec(map[string]any{"command": "sleep 30", "background": true})
+		if !res.IsError || !strings.Contains(text(res), "--max-jobs") || out.JobID != "" {
+			t.Errorf("a third job: %+v %s", out, text(res))
+		}
+		// The job time bounds them: both end, timed out.
+		for _, id := range []string{a, b2} {
+			if _, end := ts.readUntil(id, "never printed", 20*time.Second); end.Running || !end.TimedOut {
+				t.Errorf("past --max-job-time: %+v", end)
+			}
+		}
+		// A slot is free again.
+		ts.startJob(map[string]any{"command": "true"})
+
+		for _, c := range []struct {
+			args map[string]any
+			want string
+		}{
+			{map[string]any{"job_id": "job-nope"}, "no such job"},
+			{map[string]any{}, "job_id is required"},
+			{map[string]any{"job_id": a, "signal": "STOP"}, "signal"},
+			{map[string]any{"job_id": a, "wait_ms": -1}, "wait_ms"},
+			{map[string]any{"job_id": a, "input": "x"}, "input"},
+			{map[string]any{"job_id": a, "bogus": 1}, "unknown argument"},
+		} {
+			_, res := ts.job(c.args)
+			if !res.IsError || !strings.Contains(text(res), c.want) || strings.Contains(strings.TrimSpace(text(res)), "\n") {
+				t.Errorf("jail_job %v: %s (want one line with %q)", c.args, text(res), c.want)
+			}
+		}
+		for _, c := range []struct {
+			args map[string]any
+			want string
+		}{
+			{map[string]any{"command": "true", "background": true, "yield_ms": 10}, "one of background and yield_ms"},
+			{map[string]any{"command": "true", "yield_ms": 0}, "yield_ms"},
+		} {
+			_, res := ts.exec(c.args)
+			if !res.IsError || !strings.Contains(text(res), c.want) {
+				t.Errorf("jailed_exec %v: %s", c.args, text(res))
+			}
+		}
+		// A yield call's input ends with its stdin, as a call's does.
+		out, res = ts.exec(map[string]any{"command": "cat; echo cat-done; sleep 30", "stdin": "fed\n", "yield_ms": 500})
+		if res.IsError || !out.Running || !strings.Contains(out.Stdout, "fed\ncat-done") {
+			t.Errorf("yield with stdin: %+v %s", out, text(res))
+		}
+		if _, res := ts.job(map[string]any{"job_id": out.JobID, "input": "more"}); !res.IsError || !strings.Contains(text(res), "input") {
+			t.Errorf("input to a closed stdin: %s", text(res))
+		}
+	})
+}
+
+// TestJobYield: a call that ends within yield_ms is a plain call; one that
+// does not is a job, read on with jail_job.
+func TestJobYield(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		ts := b.start(t, newProject(t), serverEnv())
+		out, res := ts.exec(map[string]any{"command": "echo quick; exit 4", "yield_ms": 10000})
+		if !res.IsError || out.Running || out.JobID != "" || out.ExitCode != 4 || out.Stdout != "quick\n" {
+			t.Errorf("quick yield: %+v", out)
+		}
+		out, res = ts.exec(map[string]any{"command": "echo first; sleep 1; echo second", "yield_ms": 300})
+		if res.IsError || !out.Running || out.JobID == "" || out.Stdout != "first\n" {
+			t.Fatalf("slow yield: %+v %s", out, text(res))
+		}
+		got, end := ts.readUntil(out.JobID, "no such output", 20*time.Second)
+		if got != "second\n" || end.Running || end.ExitCode != 0 {
+			t.Errorf("read on: %q %+v", got, end)
+		}
+	})
+}
+
+// TestJobsBelongToTheirHTTPSession: over HTTP, a job_id of another MCP
+// session is refused.
+func TestJobsBelongToTheirHTTPSession(t *testing.T) {
+	hs := startHTTP(t, newProject(t), serverEnv())
+	a := hs.connect(t, mcp.LATEST_PROTOCOL_VERSION)
+	b := hs.connect(t, mcp.LATEST_PROTOCOL_VERSION)
+	out, res := a.exec(map[string]any{"command": "echo mine; sleep 30", "background": true})
+	if res.IsError || out.JobID == "" {
+		t.Fatalf("background over HTTP: %+v %s", out, text(res))
+	}
+	res, err := b.call(t.Context(), "jail_job", map[string]any{"job_id": out.JobID})
+	if err != nil || !res.IsError || !strings.Contains(text(res), "no such job in this session") {
+		t.Errorf("another session's job: %v %s", err, text(res))
+	}
+	res, err = a.call(t.Context(), "jail_job", map[string]any{"job_id": out.JobID, "signal": "KILL"})
+	if err != nil || res.IsError {
+		t.Errorf("its own session's job: %v %s", err, text(res))
+	}
+}

@@ -1,0 +1,322 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session"
+)
+
+const jobInputSchema = `{
+  "type": "object",
+  "properties": {
+    "job_id": {"type": "string", "description": "The job, as jailed_exec returned it (background, or yield_ms)."},
+    "wait_ms": {"type": "integer", "minimum": 0, "description": "Wait up to this long for new output or the job's end, returning as soon as either comes. Default 0: return at once."},
+    "input": {"type": "string", "description": "Text written to the job's standard input (its terminal, with tty) first; add \"\\n\" to end a line."},
+    "close_stdin": {"type": "boolean", "description": "End the job's input after input: end of file (on a terminal, Ctrl-D)."},
+    "signal": {"type": "string", "enum": ["TERM", "INT", "HUP", "QUIT", "KILL"], "description": "Send this signal to every process of the job. KILL ends it at once."}
+  },
+  "required": ["job_id"],
+  "additionalProperties": false
+}`
+
+const jobOutputSchema = `{
+  "type": "object",
+  "properties": {
+    "job_id": {"type": "string"},
+    "command": {"type": "string"},
+    "tty": {"type": "boolean", "description": "it runs on a terminal: stdout holds stderr too"},
+    "running": {"type": "boolean"},
+    "stdin_open": {"type": "boolean", "description": "input can still be sent"},
+    "exit_code": {"type": "integer", "description": "once it ended; -1 when killed by a signal"},
+    "signal": {"type": "string"},
+    "timed_out": {"type": "boolean", "description": "it ran past its time bound (timeout_ms, or the operator's job time) and was killed"},
+    "limit": {"type": "string", "description": "the bound that stopped it, or empty"},
+    "killed": {"type": "string", "description": "what killed it (jail_job, jail_reset, the session's end), or empty"},
+    "stdout": {"type": "string", "description": "what it printed since the last read of this job; head and tail when long"},
+    "stderr": {"type": "string", "description": "the same, for standard error"},
+    "stdout_bytes": {"type": "integer", "description": "total bytes it printed so far"},
+    "stderr_bytes": {"type": "integer"},
+    "stdout_truncated": {"type": "boolean", "description": "this read was cut; the bytes left out are in output_path"},
+    "stderr_truncated": {"type": "boolean"},
+    "output_path": {"type": "string", "description": "directory in the jail holding its whole output"},
+    "duration_ms": {"type": "integer", "description": "how long it has run, or ran"},
+    "session": {"type": "string"},
+    "jail": {"type": "string"},
+    "backend": {"type": "string"},
+    "confined": {"type": "boolean"}
+  },
+  "required": ["job_id", "command", "tty", "running", "stdin_open", "exit_code", "signal", "timed_out",
+    "limit", "killed", "stdout", "stderr", "stdout_bytes", "stderr_bytes", "stdout_truncated",
+    "stderr_truncated", "output_path", "duration_ms", "session", "jail", "backend", "confined"]
+}`
+
+var jobFields = fieldNames(jobInputSchema)
+
+func jobTool() mcp.Tool {
+	return newTool("jail_job",
+		("Follow a job that jailed_exec started (background, or still running at yield_ms): " +
+			"wait for new output or its end (wait_ms returns as soon as either comes), send it input " +
+			"or end its input, signal it (TERM, INT, KILL: every process it started), and read what " +
+			"it printed since the last read, then how it ended."),
+		jobInputSchema, jobOutputSchema,
+		annotations("Follow a job", false, true, false, false))
+}
+
+type jobParams struct {
+	JobID      string  `json:"job_id"`
+	WaitMS     *int64  `json:"wait_ms"`
+	Input      *string `json:"input"`
+	CloseStdin bool    `json:"close_stdin"`
+	Signal     string  `json:"signal"`
+}
+
+// JobResult is the structured result of jail_job.
+type JobResult struct {
+	JobID           string `json:"job_id"`
+	Command         string `json:"command"`
+	TTY             bool   `json:"tty"`
+	Running         bool   `json:"running"`
+	StdinOpen       bool   `json:"stdin_open"`
+	ExitCode        int    `json:"exit_code"`
+	Signal          string `json:"signal"`
+	TimedOut        bool   `json:"timed_out"`
+	Limit           string `json:"limit"`
+	Killed          string `json:"killed"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutBytes     int64  `json:"stdout_bytes"`
+	StderrBytes     int64  `json:"stderr_bytes"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	OutputPath      string `json:"output_path"`
+	DurationMS      int64  `json:"duration_ms"`
+	Session         string `json:"session"`
+	Jail            string `json:"jail"`
+	Backend         string `json:"backend"`
+	Confined        bool   `json:"confined"`
+}
+
+// Job is the jail_job tool.
+func (h *Handler) Job(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var p jobParams
+	if err := decode(req, &p, jobFields); err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	if p.JobID == "" {
+		return refuse("refused: job_id is required (jailed_exec returns it; jail_status lists the session's jobs)"), nil
+	}
+	if p.WaitMS != nil && *p.WaitMS < 0 {
+		return refuse("refused: wait_ms must be 0 or more, got %d", *p.WaitMS), nil
+	}
+	s, err := h.Session(ctx)
+	if err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	j, err := s.Job(p.JobID)
+	if err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	if p.Input != nil || p.CloseStdin {
+		in := ""
+		if p.Input != nil {
+			in = *p.Input
+		}
+		if err := j.Input(in, p.CloseStdin); err != nil {
+			return refuse("refused: job %s: %v", j.ID, err), nil
+		}
+	}
+	if p.Signal != "" {
+		if err := j.Signal(p.Signal); err != nil {
+			return refuse("refused: job %s: %v", j.ID, err), nil
+		}
+	}
+	if p.WaitMS != nil && *p.WaitMS > 0 {
+		max := h.Manager.Config().MaxTimeout
+		wait := min(time.Duration(min(*p.WaitMS, max.Milliseconds()+1))*time.Millisecond, max)
+		stop := jobProgress(ctx, req, j)
+		j.Wait(ctx, wait)
+		stop()
+	} else if p.Signal == "KILL" {
+		// KILL ends the job: its end comes with this read.
+		j.WaitEnd(ctx, 10*time.Second)
+	}
+	r := j.Read()
+	out := h.jobResult(s, r)
+	return structured(out, renderJob(r), false), nil
+}
+
+// execJob is jailed_exec with background, yield_ms or tty: the command runs
+// as a job, which this call returns at once, after yield_ms, or (tty
+// alone) at its end, as a plain call would.
+func (h *Handler) execJob(ctx context.Context, req mcp.CallToolRequest, s *session.Session, r session.Request, p execParams) (*mcp.CallToolResult, error) {
+	r.Progress = nil
+	j, err := s.StartJob(ctx, r, session.JobOptions{TTY: p.TTY, KeepInput: p.Background || p.TTY})
+	if err != nil {
+		return refuseRun(err), nil
+	}
+	switch {
+	case p.Background:
+	case p.YieldMS != nil:
+		stop := jobProgress(ctx, req, j)
+		j.WaitEnd(ctx, time.Duration(min(*p.YieldMS, math.MaxInt64/int64(time.Millisecond)))*time.Millisecond)
+		stop()
+	default:
+		stop := jobProgress(ctx, req, j)
+		j.WaitEnd(ctx, time.Duration(math.MaxInt64))
+		stop()
+	}
+	if !p.Background {
+		select {
+		case <-ctx.Done():
+			// The call was cancelled while it waited: the command goes
+			// with it, as a call's does.
+			j.Kill(fmt.Errorf("the call was cancelled: %w", context.Cause(ctx)))
+		default:
+		}
+	}
+	rd := j.Read()
+	if rd.Err != nil {
+		s.ForgetJob(j.ID)
+		return refuseRun(rd.Err), nil
+	}
+	cfg := h.Manager.Config()
+	out := ExecResult{
+		Stdout: rd.Stdout.Text, Stderr: rd.Stderr.Text, StdoutBytes: rd.Stdout.Bytes, StderrBytes: rd.Stderr.Bytes,
+		StdoutTruncated: rd.Stdout.Truncated, StderrTruncated: rd.Stderr.Truncated,
+		DurationMS: rd.Duration.Milliseconds(), Session: s.Name, Jail: s.Path,
+		Backend: cfg.Backend.Name(), Confined: cfg.Backend.Confined(),
+	}
+	if rd.Running || p.Background {
+		// A job from now on (a background job that already ended stays one
+		// too: its id was asked for).
+		out.JobID, out.Running, out.OutputPath = j.ID, rd.Running, rd.OutputPath
+		if res := rd.Result; res != nil {
+			fillEnd(&out, res)
+		}
+		return structured(out, renderJob(rd), false), nil
+	}
+	// It ended while the call waited: a plain result.
+	s.ForgetJob(j.ID)
+	res := rd.Result
+	fillEnd(&out, res)
+	if res.Stdout.Truncated || res.Stderr.Truncated {
+		out.OutputPath = rd.OutputPath
+	}
+	failed := res.ExitCode != 0 || res.TimedOut || res.Cancelled || res.Signal != "" || res.Limit != "" || res.AgentLost != ""
+	return structured(out, renderExec(res), failed), nil
+}
+
+// fillEnd copies how a command ended into out.
+func fillEnd(out *ExecResult, res *session.Result) {
+	out.ExitCode, out.Signal, out.TimedOut, out.Limit, out.Cancelled = res.ExitCode, res.Signal, res.TimedOut, res.Limit, res.Cancelled
+	out.Agent = agentNote(res)
+}
+
+// refuseRun is the result of a command that could not run.
+func refuseRun(err error) *mcp.CallToolResult {
+	var inputErr *session.InputError
+	switch {
+	case errors.As(err, &inputErr):
+		return refuse("refused: %v", err)
+	case errors.Is(err, jail.ErrUnavailable):
+		return refuse("refused: no jail can confine commands here: %v", err)
+	}
+	return refuse("could not start the command: %v", err)
+}
+
+func (h *Handler) jobResult(s *session.Session, r session.JobRead) JobResult {
+	cfg := h.Manager.Config()
+	out := JobResult{
+		JobID: r.ID, Command: r.Command, TTY: r.TTY, Running: r.Running, StdinOpen: r.InputOpen,
+		Killed: r.Killed,
+		Stdout: r.Stdout.Text, Stderr: r.Stderr.Text, StdoutBytes: r.Stdout.Bytes, StderrBytes: r.Stderr.Bytes,
+		StdoutTruncated: r.Stdout.Truncated, StderrTruncated: r.Stderr.Truncated,
+		OutputPath: r.OutputPath, DurationMS: r.Duration.Milliseconds(),
+		Session: s.Name, Jail: s.Path, Backend: cfg.Backend.Name(), Confined: cfg.Backend.Confined(),
+	}
+	if res := r.Result; res != nil {
+		out.ExitCode, out.Signal, out.TimedOut, out.Limit = res.ExitCode, res.Signal, res.TimedOut, res.Limit
+	} else if r.Err != nil {
+		out.ExitCode, out.Killed = -1, r.Err.Error()
+	}
+	return out
+}
+
+// renderJob is the text of a job's read: its state on one line, then what
+// it printed since the last read.
+func renderJob(r session.JobRead) string {
+	var b strings.Builder
+	d := r.Duration.Round(time.Millisecond)
+	switch res := r.Result; {
+	case r.Running:
+		input := "input closed"
+		if r.InputOpen {
+			input = "input open"
+		}
+		fmt.Fprintf(&b, "job %s running for %v (%s); jail_job reads, waits for, feeds and signals it", r.ID, d, input)
+	case r.Err != nil:
+		fmt.Fprintf(&b, "job %s did not run: %v", r.ID, r.Err)
+	case r.Killed != "":
+		fmt.Fprintf(&b, "job %s ended after %v: %s; it and everything it started were killed", r.ID, d, r.Killed)
+	case res.TimedOut:
+		fmt.Fprintf(&b, "job %s timed out after %v (bound %v); it and everything it started were killed", r.ID, d, res.Timeout)
+	case res.Limit != "" && res.Limit != "file_size":
+		fmt.Fprintf(&b, "job %s killed after %v: it went over its %s bound (%s)", r.ID, d, res.Limit, limitFlag[res.Limit])
+	case res.Signal != "":
+		fmt.Fprintf(&b, "job %s ended after %v: killed by %s", r.ID, d, res.Signal)
+	default:
+		fmt.Fprintf(&b, "job %s ended after %v: exit %d", r.ID, d, res.ExitCode)
+	}
+	b.WriteString("\n")
+	for _, s := range []struct {
+		name string
+		st   session.Stream
+	}{{"stdout", r.Stdout}, {"stderr", r.Stderr}} {
+		if s.st.Text == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "--- new %s (%d bytes in all) ---\n%s", s.name, s.st.Bytes, s.st.Text)
+		if !strings.HasSuffix(s.st.Text, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// jobProgress reports a job's progress to the client while a call waits
+// for it, when the client asked for progress.
+func jobProgress(ctx context.Context, req mcp.CallToolRequest, j *session.Job) func() {
+	token := progressToken(req)
+	if token == nil {
+		return func() {}
+	}
+	report := progressReporter(ctx, token)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				report(time.Since(j.Started), j.LastLine())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		flushNotifications(ctx)
+	}
+}
