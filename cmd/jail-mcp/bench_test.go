@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -444,6 +446,45 @@ func BenchmarkMemory(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkJobWait measures how soon a waiting jail_job returns a line a
+// job printed: the job prints the wall clock's time every 100 ms, and each
+// iteration waits (wait_ms 5000) for the next line; latency-ms is the
+// median from the time in the line to the call's return, p90-ms its 90th
+// percentile.
+//
+//	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkJobWait$'
+func BenchmarkJobWait(b *testing.B) {
+	for _, tb := range testBackends() {
+		b.Run(tb.name, func(b *testing.B) {
+			ts := tb.startBinary(b, productBinary(b), newProject(b), serverEnv())
+			out, res := ts.exec(map[string]any{"background": true, "argv": []string{"python3", "-u", "-c",
+				"import time\nwhile True:\n time.sleep(0.1)\n print(time.time_ns(), flush=True)"}})
+			if res.IsError || out.JobID == "" {
+				b.Fatalf("background: %+v %s", out, text(res))
+			}
+			args := map[string]any{"job_id": out.JobID, "wait_ms": 5000}
+			ts.job(args) // the first line, and python's start
+			var lat []float64
+			for b.Loop() {
+				r, res := ts.job(args)
+				now := time.Now()
+				lines := strings.Fields(r.Stdout)
+				if res.IsError || len(lines) == 0 {
+					b.Fatalf("jail_job: %+v %s", r, text(res))
+				}
+				ns, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+				if err != nil {
+					b.Fatalf("line %q: %v", lines[len(lines)-1], err)
+				}
+				lat = append(lat, float64(now.UnixNano()-ns)/1e6)
+			}
+			slices.Sort(lat)
+			b.ReportMetric(lat[len(lat)/2], "latency-ms")
+			b.ReportMetric(lat[len(lat)*9/10], "p90-ms")
+		})
+	}
 }
 
 // BenchmarkConcurrent measures the wall time of a batch of 16 concurrent
