@@ -489,8 +489,15 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	stopWatch()
 	if res.Limit == "" && cc != nil {
 		// The kernel enforces cgroup bounds by itself (a refused fork, an
-		// OOM kill), often before the watchdog looks: ask it.
-		res.Limit = cc.exceededSince(mark)
+		// OOM kill), often before the watchdog looks: ask it. Cgroups a
+		// session agent's calls share tell of all of them: an OOM kill is
+		// this call's only when it was killed, and a refused fork may be
+		// another's (the watchdog holds each to its own count).
+		lim := cc.exceededSince(mark)
+		// (137: a shell's report of its child killed by SIGKILL.)
+		if slot == nil || lim == "memory" && (end.exit.Signal == syscall.SIGKILL || end.exit.Code == 128+int(syscall.SIGKILL)) {
+			res.Limit = lim
+		}
 	}
 	stopProgress()
 	res.Duration = time.Since(start)

@@ -71,14 +71,19 @@ func (m *Manager) watchLoop() {
 
 		var parent map[int]int // scanned once a tick, only if some call needs it
 		for _, x := range roots {
-			if x.cc != nil {
+			// A session agent's calls share its cgroups: an event there
+			// may be another call's, so each of them is held to its own
+			// bounds by its count, whatever the kernel enforces for them
+			// all together.
+			shared := x.tree != nil && x.cc != nil
+			if x.cc != nil && !shared {
 				if lim := x.cc.exceededSince(x.mark); lim != "" {
 					report(x, lim)
 					continue
 				}
 			}
-			procs := cfg.MaxProcs > 0 && (x.cc == nil || !x.cc.enforced["procs"])
-			memory := cfg.MaxMemory > 0 && (x.cc == nil || !x.cc.enforced["memory"])
+			procs := cfg.MaxProcs > 0 && (x.cc == nil || shared || !x.cc.enforced["procs"])
+			memory := cfg.MaxMemory > 0 && (x.cc == nil || shared || !x.cc.enforced["memory"])
 			if !Watchable || !(procs || memory) {
 				continue
 			}

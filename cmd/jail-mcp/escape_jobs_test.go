@@ -62,6 +62,38 @@ echo started; exec sleep %[1]s`, m)
 		})
 	}
 
+	// Promise 7: a job is bounded like a call: processes, memory, and its
+	// time (--max-job-time), each ending it whole.
+	fx.vector(t, "job-bounds", func(t *testing.T) {
+		m := fmt.Sprintf("31.%d98", os.Getpid())
+		defer killMarked(m)
+		// One bound a server: a fork bomb's processes also add up to
+		// more memory than a small bound, which the watchdog counts too.
+		project := newProject(t)
+		pts := fx.start(t, project, fx.env(), "--session", "procs", "--max-procs", "100", "--max-job-time", "3s", "--auth", "none")
+		mts := fx.start(t, project, fx.env(), "--session", "memory", "--max-memory", "64MiB", "--auth", "none")
+		procs := pts.startJob(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
+		long := pts.startJob(map[string]any{"command": "sleep 30"})
+		memory := mts.startJob(map[string]any{"command": `"$PY" -c 'import time
+chunks = [b"m" * (1 << 20) for _ in range(512)]
+time.sleep(30)'`, "env": map[string]any{"PY": fx.py}})
+		// A job of the same session that stays within its bounds: not
+		// killed for another's.
+		calm := mts.startJob(map[string]any{"command": "sleep 2; echo calm"})
+		for _, c := range []struct {
+			ts       *testServer
+			id, want string
+		}{{pts, procs, "procs"}, {pts, long, "timeout"}, {mts, memory, "memory"}, {mts, calm, ""}} {
+			_, end := c.ts.readUntil(c.id, "never printed", 30*time.Second)
+			if end.Running || end.Limit != c.want {
+				fx.escape(t, "a job past its %q bound: %+v", c.want, end)
+			}
+		}
+		if pids := processesWith(m); len(pids) > 0 {
+			fx.escape(t, "left running: %d processes", len(pids))
+		}
+	})
+
 	// A job's signals reach its own processes only: not another job of
 	// the session, not its agent, not the server.
 	fx.vector(t, "job-signal-scope", func(t *testing.T) {
