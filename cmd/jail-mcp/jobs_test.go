@@ -381,3 +381,46 @@ func TestJobsBelongToTheirHTTPSession(t *testing.T) {
 		t.Errorf("its own session's job: %v %s", err, text(res))
 	}
 }
+
+// TestJobProgress: a call waiting for its command with yield_ms sends
+// progress notifications as a plain call does, none after its result.
+func TestJobProgress(t *testing.T) {
+	ts := startServer(t, newProject(t), serverEnv(), "--session", "job-progress")
+	call := func(tool, token string, args map[string]any) time.Time {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = tool
+		req.Params.Arguments = args
+		req.Params.Meta = &mcp.Meta{ProgressToken: token}
+		res, err := ts.c.CallTool(t.Context(), req)
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %+v", tool, err, res)
+		}
+		return time.Now()
+	}
+	check := func(token string, returned time.Time) {
+		t.Helper()
+		time.Sleep(1500 * time.Millisecond)
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		n := 0
+		for _, note := range ts.notifications {
+			f := note.n.Params.AdditionalFields
+			if note.n.Method != "notifications/progress" || f["progressToken"] != token {
+				continue
+			}
+			n++
+			if msg, _ := f["message"].(string); !strings.HasPrefix(msg, "line-") {
+				t.Errorf("%s: message %q", token, msg)
+			}
+			if note.at.After(returned) {
+				t.Errorf("%s: a notification after the result", token)
+			}
+		}
+		if n < 1 || n > 3 {
+			t.Errorf("%s: %d progress notifications for a 2.5 s wait, want 1 to 3", token, n)
+		}
+	}
+	loop := "for i in 1 2 3 4 5 6 7 8 9 10; do echo line-$i; sleep 0.5; done"
+	returned := call("jailed_exec", "yield", map[string]any{"command": loop, "yield_ms": 2600})
+	check("yield", returned)
+}
