@@ -351,7 +351,7 @@ func TestCLIVersion(t *testing.T) {
 	if res.code != 0 || res.stderr != "" {
 		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
 	}
-	re := regexp.MustCompile(`^jail-mcp \S+ go1\.\S+ ` + runtime.GOOS + `/` + runtime.GOARCH + `\n$`)
+	re := regexp.MustCompile(`^jail-mcp \S+ go1\.\S+ ` + runtime.GOOS + `/` + runtime.GOARCH + `( commit [0-9a-f]{40}( \(modified\))?)?\n$`)
 	if !re.MatchString(res.stdout) {
 		t.Errorf("version prints %q, want one line matching %s", res.stdout, re)
 	}
@@ -364,7 +364,7 @@ func TestCLIHelp(t *testing.T) {
 		want []string
 	}{
 		{[]string{"serve", "-h"}, []string{"Usage: jail-mcp [serve]", "-project", "JAIL_MCP_MAX_TIMEOUT", "-listen", "JAIL_MCP_TOKEN"}},
-		{[]string{"--help"}, []string{"Usage: jail-mcp [serve]"}},
+		{[]string{"--help"}, []string{"jail-mcp run [flags] -- CMD", "jail-mcp doctor", "jail-mcp version", "Usage: jail-mcp [serve]", "-listen"}},
 		{[]string{"run", "-h"}, []string{"Usage: jail-mcp run", "-cwd", "-timeout"}},
 		{[]string{"doctor", "-h"}, []string{"Usage: jail-mcp doctor", "-json"}},
 		{[]string{"help"}, []string{"jail-mcp run [flags] -- CMD"}},

@@ -24,14 +24,51 @@ var Serve func(ctx context.Context, args, environ []string, getenv func(string) 
 // otherwise the module version from the build info is used.
 var version = ""
 
+// Version is the release, or the module version Go stamped from the
+// checkout (v0.0.0-<time>-<commit>), or devel+<commit> when only the
+// commit is known, or (devel).
 func Version() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	v, rev, _ := buildVersion()
+	switch {
+	case v != "":
+		return v
+	case rev != "":
+		return "devel+" + rev[:min(12, len(rev))]
 	}
 	return "(devel)"
+}
+
+// buildVersion reads the version and the VCS commit from the build info.
+func buildVersion() (v, rev string, modified bool) {
+	v = version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v, "", false
+	}
+	if v == "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	return v, rev, modified
+}
+
+// versionLine is what "jail-mcp version" prints.
+func versionLine() string {
+	line := fmt.Sprintf("jail-mcp %s %s %s/%s", Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if _, rev, modified := buildVersion(); rev != "" {
+		line += " commit " + rev
+		if modified {
+			line += " (modified)"
+		}
+	}
+	return line + "\n"
 }
 
 // exitError carries the exit status of a sub-command; msg, when set, is
@@ -73,7 +110,8 @@ Usage:
   jail-mcp [serve] [flags]           MCP server on stdin/stdout (the default)
   jail-mcp run [flags] -- CMD [ARG]  run one command in the jail; exits with its status
   jail-mcp doctor [--json]           which backends confine here, and how to enable them
-  jail-mcp version                   version, Go version, OS/arch
+  jail-mcp version                   version, Go version, OS/arch, and the commit built
+  jail-mcp help                      this text
 
 Run "jail-mcp serve -h" or "jail-mcp run -h" for the flags.
 `
@@ -101,7 +139,7 @@ func Main(ctx context.Context, args, environ []string, stdin io.Reader, stdout, 
 		if len(args) > 0 {
 			return UsageError("version takes no arguments")
 		}
-		fmt.Fprintf(stdout, "jail-mcp %s %s %s/%s\n", Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprint(stdout, versionLine())
 		return nil
 	case "help":
 		fmt.Fprint(stdout, usageText)
@@ -134,6 +172,10 @@ func NewFlagSet(name string) *flag.FlagSet {
 func ParseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writer) error {
 	err := fs.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
+		if fs.Name() == "serve" {
+			// jail-mcp -h: the sub-commands first.
+			fmt.Fprint(stdout, usageText+"\n")
+		}
 		fmt.Fprintf(stdout, "Usage: %s\n\nFlags:\n", synopsis)
 		fs.SetOutput(stdout)
 		fs.PrintDefaults()
