@@ -131,7 +131,7 @@ func TestBadConfig(t *testing.T) {
 		{name: "listen bad port", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("127.0.0.1:99999"), want: []string{"want HOST:PORT"}},
 		{name: "listen on every interface without token", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue(":8765"), want: []string{"not a loopback address", "--token"}},
 		{name: "listen on a LAN address without token", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("192.0.2.1:8765"), want: []string{"not a loopback address"}},
-		{name: "token without listen", flag: "token", env: "JAIL_MCP_TOKEN", value: cfgValue("0123456789abcdef"), want: []string{"set --listen too"}},
+		{name: "token without listen", flag: "token", env: "JAIL_MCP_TOKEN", value: cfgValue("0123456789abcdef"), want: []string{"set --listen too"}, noEnv: true},
 		{name: "max-procs zero", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("0"), want: []string{"positive integer"}},
 		{name: "max-procs word", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("many"), want: []string{"positive integer"}},
 		{name: "max-memory word", flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", value: cfgValue("lots"), want: []string{"byte count"}},
@@ -227,6 +227,27 @@ func TestMaxSessionsNeedsListen(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTokenNeedsListen: --token without --listen is a mistake, refused;
+// JAIL_MCP_TOKEN inherited by a stdio server (a client passing its whole
+// environment, exported for an HTTP server) is ignored with a warning.
+func TestTokenNeedsListen(t *testing.T) {
+	t.Parallel()
+	p := cfgProject(t)
+	res := runInProcess(t, []string{"--project", p, "--token", "0123456789abcdef"}, cfgEnv())
+	if res.code != 2 || !strings.Contains(res.stderr, "--token") || !strings.Contains(res.stderr, "--listen") {
+		t.Errorf("the flag: exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	for _, args := range [][]string{{"--project", p}, {"run", "--project", p, "--", "true"}} {
+		res := runInProcess(t, args, cfgEnv("JAIL_MCP_TOKEN=0123456789abcdef"))
+		if res.code != 0 {
+			t.Errorf("%v with the variable: exit %d, stderr:\n%s", args, res.code, res.stderr)
+		}
+		if args[0] != "run" && !strings.Contains(res.stderr, "JAIL_MCP_TOKEN is set but this server serves stdio") {
+			t.Errorf("no warning on stderr:\n%s", res.stderr)
+		}
 	}
 }
 

@@ -37,6 +37,9 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return cli.UsageError("%v", err)
 	}
 	log := cli.NewLogger(stderr, cfg.LogLevel)
+	for _, w := range cfg.Warnings {
+		log.Warn(w)
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

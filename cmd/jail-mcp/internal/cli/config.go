@@ -41,6 +41,8 @@ type Config struct {
 	MaxDisk     int64
 	MaxSessions int
 	LogLevel    slog.Level
+	// Warnings about the configuration, for the log once it exists.
+	Warnings []string
 }
 
 // DefaultMaxSessions bounds the live HTTP sessions: each holds an open jail
@@ -178,7 +180,7 @@ func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 	if c.MaxSessions, err = strconv.Atoi(get("max-sessions")); err != nil || c.MaxSessions < 1 {
 		return c, bad("max-sessions", "want a positive integer")
 	}
-	if err := checkListen(c, rc); err != nil {
+	if err := checkListen(&c, rc); err != nil {
 		return c, err
 	}
 	if c.Timeout, err = duration(get("timeout")); err != nil {
@@ -275,10 +277,16 @@ func bytesize(s string) (int64, error) {
 // without --listen is refused as a mistake; JAIL_MCP_MAX_SESSIONS is
 // not, as a variable exported for HTTP servers must not break the stdio
 // servers of the same shell.
-func checkListen(c Config, rc *RawConfig) error {
+func checkListen(c *Config, rc *RawConfig) error {
 	by := func(name string) string { return or(rc.set[name], "--"+name) }
 	if c.Listen == "" && rc.set["max-sessions"] == "--max-sessions" {
 		return errors.New("--max-sessions is for HTTP; set --listen too")
+	}
+	if c.Token != "" && c.Listen == "" && rc.set["token"] == "JAIL_MCP_TOKEN" {
+		// A client that passes its whole environment to a stdio server
+		// passes a token exported for an HTTP one too: not an error.
+		c.Token = ""
+		c.Warnings = append(c.Warnings, "JAIL_MCP_TOKEN is set but this server serves stdio (no --listen): the token is ignored")
 	}
 	if c.Token != "" {
 		if c.Listen == "" {
