@@ -280,17 +280,17 @@ func requireToken(token string, log *slog.Logger, next http.Handler) http.Handle
 		got, ok := strings.CutPrefix(header, "Bearer ")
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			reason := "wrong"
+			reason, body := "wrong", "wrong bearer token: it is not this server's --token"
 			switch {
 			case header == "" || header == "Bearer":
 				// (A header's trailing blanks are trimmed: "Bearer " is "Bearer".)
-				reason = "missing"
+				reason, body = "missing", "missing bearer token: send Authorization: Bearer <the server's --token>"
 			case !ok:
-				reason = "not a bearer token"
+				reason, body = "not a bearer token", "the Authorization header is not a bearer token: send Authorization: Bearer <the server's --token>"
 			}
 			log.Warn("bearer token refused", "remote", r.RemoteAddr, "method", r.Method, "reason", reason)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="jail-mcp"`)
-			http.Error(w, "missing or wrong bearer token", http.StatusUnauthorized)
+			http.Error(w, body, http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -915,6 +915,10 @@ func TestHTTPToken(t *testing.T) {
 			if r.code != http.StatusUnauthorized {
 				t.Errorf("Authorization %q: status %d, want 401", c.auth, r.code)
 			}
+			// The body says what is wrong and what to send.
+			if !strings.HasPrefix(r.body, c.reason) && !strings.Contains(r.body, c.reason) || !strings.Contains(r.body, "--token") {
+				t.Errorf("Authorization %q: body %q does not say %q and what to send", c.auth, r.body, c.reason)
+			}
 			if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
 				t.Errorf("Authorization %q: WWW-Authenticate %q", c.auth, r.header.Get("WWW-Authenticate"))
 			}
