@@ -63,8 +63,10 @@ const execOutputSchema = `{
 
 var execFields = fieldNames(execInputSchema)
 
-func (h *Handler) execTool() mcp.Tool {
-	openWorld := h.Manager.Config().Network
+func (h *Handler) execTool() mcp.Tool { return execToolDef(h.Manager.Config().Network) }
+
+// execToolDef is jailed_exec's declaration; openWorld: network is on.
+func execToolDef(openWorld bool) mcp.Tool {
 	return newTool("jailed_exec",
 		("Run a command in this session's write-jail. It can read the host and " +
 			"(unless network is off) reach the network, but can write only inside its jail, which is " +

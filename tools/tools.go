@@ -37,6 +37,17 @@ func (h *Handler) Register(srv *server.MCPServer) {
 	srv.AddTool(jobTool(), h.Job)
 }
 
+// RegisterRefusing adds the tools to srv with handlers that refuse every
+// call with msg: the server of a bad configuration, which still tells the
+// client why through MCP.
+func RegisterRefusing(srv *server.MCPServer, msg string) {
+	no := func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) { return refuse("%s", msg), nil }
+	srv.AddTool(execToolDef(true), no)
+	srv.AddTool(statusTool(), no)
+	srv.AddTool(resetTool(), no)
+	srv.AddTool(jobTool(), no)
+}
+
 // newTool builds a tool from hand-written schemas: every client accepts
 // them (no ["null","array"] types), and they are pinned by golden files.
 func newTool(name, description, input, output string, ann mcp.ToolAnnotation) mcp.Tool {

@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
@@ -686,4 +690,74 @@ func TestRunBrokenBwrap(t *testing.T) {
 			t.Errorf("exit %d, stderr %q; want 1 and the command's own line", res.code, res.stderr)
 		}
 	})
+}
+
+// TestBadConfigReachesTheClient: a stdio server started by a client with a
+// bad configuration completes the handshake and answers every tool call
+// with the reason and the fix, and says it on stderr; it exits 2.
+func TestBadConfigReachesTheClient(t *testing.T) {
+	project := newProject(t)
+	for _, args := range [][]string{
+		{"--project", "/path/to/your/project"},
+		{"--max-timeout", "forever"},
+		{"--no-such-flag"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			ts := startServerCmd(t, project, serverEnv(), nil, args...)
+			list, err := ts.c.ListTools(t.Context(), mcp.ListToolsRequest{})
+			if err != nil || len(list.Tools) != 4 {
+				t.Fatalf("tools/list: %v %+v", err, list)
+			}
+			for _, tool := range []string{"jailed_exec", "jail_status", "jail_reset", "jail_job"} {
+				res, err := ts.call(t.Context(), tool, map[string]any{"command": "true"})
+				if err != nil || !res.IsError {
+					t.Fatalf("%s: %v %+v", tool, err, res)
+				}
+				msg := text(res)
+				if !strings.Contains(msg, "configuration is bad") || !strings.Contains(msg, strings.TrimLeft(args[0], "-")) || !strings.Contains(msg, "restart the server") || strings.Contains(msg, "\n") {
+					t.Errorf("%s: %q", tool, msg)
+				}
+			}
+			ts.c.Close()
+			if err := ts.cmd.Wait(); err == nil || ts.cmd.ProcessState.ExitCode() != 2 {
+				t.Errorf("exit: %v", err)
+			}
+			if !strings.Contains(ts.stderr.String(), strings.TrimLeft(args[0], "-")) {
+				t.Errorf("stderr does not say why:\n%s", ts.stderr)
+			}
+			if _, err := os.Lstat(filepath.Join(project, ".agent-home")); err == nil {
+				t.Errorf("a bad configuration created the jail base")
+			}
+		})
+	}
+}
+
+// TestBadConfigOnATerminal: run by hand (a terminal on stdin), a server
+// with a bad configuration exits 2 at once, saying why in one line.
+func TestBadConfigOnATerminal(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	cmd := exec.Command(os.Args[0], "--project", "/path/to/your/project")
+	cmd.Env = serverEnv()
+	cmd.Stdin = tty
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("still running with a bad configuration on a terminal")
+	}
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), "--project") || strings.Count(stderr.String(), "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", cmd.ProcessState.ExitCode(), stderr.String())
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -26,15 +28,22 @@ const (
 func serve(ctx context.Context, args, environ []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("serve")
 	rc := cli.BindConfig(fs, getenv)
-	if err := cli.ParseFlags(fs, args, "jail-mcp [serve] [flags]", stdout); err != nil {
-		return err
+	err := cli.ParseFlags(fs, args, "jail-mcp [serve] [flags]", stdout)
+	if err == nil && fs.NArg() > 0 {
+		err = cli.UsageError("serve: unexpected argument %q", fs.Arg(0))
 	}
-	if fs.NArg() > 0 {
-		return cli.UsageError("serve: unexpected argument %q", fs.Arg(0))
+	var cfg cli.Config
+	if err == nil {
+		if cfg, err = rc.Parse(fs); err != nil {
+			err = cli.UsageError("%v", err)
+		}
 	}
-	cfg, err := rc.Parse(fs)
 	if err != nil {
-		return cli.UsageError("%v", err)
+		if cli.IsUsage(err) && !cli.IsTerminal(stdin) && !rc.HTTP() {
+			// A client started this server: tell it through MCP.
+			return serveBadConfig(ctx, err, stdin, stdout, stderr)
+		}
+		return err
 	}
 	log := cli.NewLogger(stderr, cfg.LogLevel)
 	for _, w := range cfg.Warnings {
@@ -89,4 +98,28 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return nil // SIGTERM or SIGINT: a clean stop
 	}
 	return err
+}
+
+// serveBadConfig is a stdio server whose configuration is bad, started by
+// an MCP client: it completes the handshake and answers every tool call
+// with the reason and the fix, so that the user sees them in the client,
+// which shows little of a server that exits ("Connection closed"). The
+// reason is on stderr too, and the exit status is 2 as for any bad
+// configuration.
+func serveBadConfig(ctx context.Context, bad error, stdin io.Reader, stdout, stderr io.Writer) error {
+	msg := strings.ReplaceAll(strings.TrimSpace(bad.Error()), "\n", "; ")
+	fmt.Fprintf(stderr, "jail-mcp: %s (serving MCP only to report it)\n", msg)
+	srv := server.NewMCPServer("jail-mcp", cli.Version(),
+		server.WithToolCapabilities(false),
+		server.WithRecovery(),
+		server.WithInstructions("This jail-mcp server's configuration is bad and it runs nothing: "+msg),
+	)
+	tools.RegisterRefusing(srv, "refused: this jail-mcp server's configuration is bad: "+msg+
+		". Fix it in the MCP client's entry for the server (its args or env) and restart the server.")
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	stdio := server.NewStdioServer(srv)
+	stdio.SetErrorLogger(log.New(io.Discard, "", 0))
+	stdio.Listen(ctx, stdin, stdout)
+	return cli.ExitStatus(2)
 }

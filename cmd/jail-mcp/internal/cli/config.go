@@ -85,6 +85,13 @@ type RawConfig struct {
 	set    map[string]string // flag name -> "--flag" or "VAR" that set it
 }
 
+// HTTP reports whether the operator asked for HTTP (--listen or its
+// variable), whatever its value.
+func (rc *RawConfig) HTTP() bool {
+	p := rc.values["listen"]
+	return p != nil && strings.TrimSpace(*p) != ""
+}
+
 // BindConfig registers the options on fs, with defaults from the environment.
 func BindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *RawConfig {
 	rc := &RawConfig{values: map[string]*string{}, set: map[string]string{}}

@@ -80,6 +80,15 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
+// IsUsage reports whether err is a bad invocation or configuration.
+func IsUsage(err error) bool {
+	var ee *exitError
+	return errors.As(err, &ee) && ee.code == 2 && ee.msg != ""
+}
+
+// ExitStatus is an error that ends the program with code, saying nothing.
+func ExitStatus(code int) error { return &exitError{code: code} }
+
 // UsageError is a bad invocation or configuration: exit status 2.
 func UsageError(format string, a ...any) error {
 	return &exitError{code: 2, msg: fmt.Sprintf(format, a...)}

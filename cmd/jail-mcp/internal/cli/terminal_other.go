@@ -10,3 +10,6 @@ type terminalState struct{}
 func saveTerminal(io.Reader) (*terminalState, error) { return nil, nil }
 
 func (*terminalState) restore() error { return nil }
+
+// IsTerminal is false here: no terminal is told apart.
+func IsTerminal(io.Reader) bool { return false }

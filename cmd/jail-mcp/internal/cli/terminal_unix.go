@@ -122,6 +122,21 @@ func (st *terminalState) restore() error {
 	return nil
 }
 
+// IsTerminal reports whether r is a terminal.
+func IsTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	is := false
+	control(f, func(fd int) error {
+		_, err := unix.IoctlGetTermios(fd, getTermios)
+		is = err == nil
+		return nil
+	})
+	return is
+}
+
 // foreground reports whether jail-mcp may change fd's terminal without
 // being stopped: it is in the terminal's foreground process group, or the
 // terminal is not its controlling terminal at all.
