@@ -173,7 +173,8 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	case err != nil:
 		return refuse("could not start the command: %v", err), nil
 	}
-	if r.Progress != nil {
+	warnResult(ctx, res)
+	if r.Progress != nil || len(resultWarnings(res)) > 0 {
 		flushNotifications(ctx)
 	}
 	out := ExecResult{
@@ -187,6 +188,35 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	}
 	failed := res.ExitCode != 0 || res.TimedOut || res.Cancelled || res.Signal != "" || res.Limit != "" || res.AgentLost != ""
 	return structured(out, renderExec(res), failed), nil
+}
+
+// resultWarnings are what the user should hear of a command's end beyond
+// its own status: it ran unconfined, went over a bound of the operator's,
+// or its session agent ended.
+func resultWarnings(r *session.Result) []string {
+	var w []string
+	if !r.Confined {
+		w = append(w, "a command ran UNCONFINED (--fallback warn: no jail could confine it)")
+	}
+	if r.Limit != "" && r.Limit != "timeout" {
+		w = append(w, fmt.Sprintf("a command went over its %s bound (%s) in session %s", r.Limit, limitFlag[r.Limit], r.Session))
+	}
+	if note := agentNote(r); note != "" {
+		w = append(w, "session "+r.Session+": "+note)
+	}
+	return w
+}
+
+// warnResult sends resultWarnings to the client as log notifications
+// (warning), which it receives when it set that level or a lower one.
+func warnResult(ctx context.Context, r *session.Result) {
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return
+	}
+	for _, w := range resultWarnings(r) {
+		srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelWarning, "jail-mcp", w))
+	}
 }
 
 // agentNote is what the result says of the session agent.

@@ -149,6 +149,9 @@ func (h *Handler) Job(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 		j.WaitEnd(ctx, 10*time.Second)
 	}
 	r := j.Read()
+	if r.Result != nil {
+		warnResult(ctx, r.Result)
+	}
 	out := h.jobResult(s, r)
 	return structured(out, renderJob(r), false), nil
 }
@@ -200,12 +203,14 @@ func (h *Handler) execJob(ctx context.Context, req mcp.CallToolRequest, s *sessi
 		out.JobID, out.Running, out.OutputPath = j.ID, rd.Running, rd.OutputPath
 		if res := rd.Result; res != nil {
 			fillEnd(&out, res)
+			warnResult(ctx, res)
 		}
 		return structured(out, renderJob(rd), false), nil
 	}
 	// It ended while the call waited: a plain result.
 	s.ForgetJob(j.ID)
 	res := rd.Result
+	warnResult(ctx, res)
 	fillEnd(&out, res)
 	if res.Stdout.Truncated || res.Stderr.Truncated {
 		out.OutputPath = rd.OutputPath

@@ -1101,3 +1101,45 @@ func TestCredentialsOverMCP(t *testing.T) {
 		}
 	})
 }
+
+// TestWarningsReachTheClientLog: the server declares logging, and a bound
+// a command went over is a warning log notification for a client that set
+// that level, and none for one that did not.
+func TestWarningsReachTheClientLog(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b testBackend) {
+		ts := b.start(t, newProject(t), serverEnv(), "--max-procs", "20")
+		bomb := map[string]any{"command": "i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done; wait"}
+		count := func() int {
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			n := 0
+			for _, note := range ts.notifications {
+				if note.n.Method != "notifications/message" {
+					continue
+				}
+				f := note.n.Params.AdditionalFields
+				if f["level"] != "warning" || !strings.Contains(fmt.Sprint(f["data"]), "procs bound") {
+					t.Errorf("log notification %+v", f)
+				}
+				n++
+			}
+			return n
+		}
+		if res, _ := ts.exec(bomb); res.Limit != "procs" {
+			t.Fatalf("the fork bomb: %+v", res)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if n := count(); n != 0 {
+			t.Errorf("%d log notifications before the client set a level", n)
+		}
+		if err := ts.c.SetLevel(t.Context(), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelWarning}}); err != nil {
+			t.Fatalf("logging/setLevel: %v", err)
+		}
+		if res, _ := ts.exec(bomb); res.Limit != "procs" {
+			t.Fatalf("the fork bomb: %+v", res)
+		}
+		if !waitFor(2*time.Second, func() bool { return count() == 1 }) {
+			t.Errorf("%d log notifications, want 1", count())
+		}
+	})
+}

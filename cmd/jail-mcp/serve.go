@@ -63,6 +63,7 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 	}
 	srv := server.NewMCPServer("jail-mcp", cli.Version(),
 		server.WithToolCapabilities(false),
+		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithInstructions("Run shell commands with jailed_exec: they can read the host but write only "+
 			"inside this session's jail, which is their HOME and persists between calls."),
@@ -111,6 +112,7 @@ func serveBadConfig(ctx context.Context, bad error, stdin io.Reader, stdout, std
 	fmt.Fprintf(stderr, "jail-mcp: %s (serving MCP only to report it)\n", msg)
 	srv := server.NewMCPServer("jail-mcp", cli.Version(),
 		server.WithToolCapabilities(false),
+		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithInstructions("This jail-mcp server's configuration is bad and it runs nothing: "+msg),
 	)
