@@ -235,7 +235,26 @@ func (m *Manager) Open(name string) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open jail %s: %w", path, err)
 	}
-	s := &Session{m: m, Name: name, Path: path, root: root, running: map[uint64]*call{}, agents: map[agentKey]*agentSlot{}}
+	// Held while the session is open: jail-mcp prune leaves it alone.
+	lock, err := m.base.Open(name)
+	if err == nil {
+		err = lockShared(lock)
+	}
+	if err != nil {
+		root.Close()
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, fmt.Errorf("lock jail %s: %w", path, err)
+	}
+	if now, err := m.base.Lstat(name); err != nil || !os.SameFile(now, fi) {
+		// Pruned while this server waited for the lock.
+		root.Close()
+		lock.Close()
+		return nil, fmt.Errorf("open jail %s: removed by jail-mcp prune meanwhile; open it again", path)
+	}
+	s := &Session{m: m, Name: name, Path: path, root: root, lock: lock, running: map[uint64]*call{}, agents: map[agentKey]*agentSlot{}}
+	s.touch()
 	if err := s.ensureSkeleton(); err != nil {
 		root.Close()
 		return nil, err

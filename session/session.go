@@ -19,6 +19,7 @@ type Session struct {
 	Name string
 	Path string // the jail, absolute on the host
 	root *os.Root
+	lock *os.File // the jail's directory, locked shared while open (prune)
 
 	// resetMu is held shared by every running command and exclusively by
 	// Reset, so a reset never empties a jail under a live command.
@@ -79,7 +80,16 @@ func (s *Session) Close() error {
 	if s.m.uw != nil {
 		s.m.uw.forget(s)
 	}
+	s.touch()
+	s.lock.Close()
 	return s.root.Close()
+}
+
+// touch stamps the jail's directory with the time: its last use, for
+// jail-mcp prune.
+func (s *Session) touch() {
+	now := time.Now()
+	s.m.base.Chtimes(s.Name, now, now)
 }
 
 // Running is the number of commands in flight.

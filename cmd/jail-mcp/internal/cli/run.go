@@ -119,6 +119,7 @@ Usage:
   jail-mcp [serve] [flags]           MCP server on stdin/stdout (the default)
   jail-mcp run [flags] -- CMD [ARG]  run one command in the jail; exits with its status
   jail-mcp doctor [--json]           which backends confine here, and how to enable them
+  jail-mcp prune [--remove]          list the project's jails and their last use; remove old ones
   jail-mcp version                   version, Go version, OS/arch, and the commit built
   jail-mcp help                      this text
 
@@ -142,6 +143,8 @@ func Main(ctx context.Context, args, environ []string, stdin io.Reader, stdout, 
 		return Serve(ctx, args, environ, getenv, stdin, stdout, stderr)
 	case "run":
 		return runCommand(ctx, args, environ, getenv, stdin, stdout, stderr)
+	case "prune":
+		return prune(args, getenv, stdout, stderr)
 	case "doctor":
 		return doctor(ctx, args, getenv, stdout, stderr)
 	case "version":
@@ -154,7 +157,7 @@ func Main(ctx context.Context, args, environ []string, stdin io.Reader, stdout, 
 		fmt.Fprint(stdout, usageText)
 		return nil
 	}
-	return UsageError("unknown sub-command %q (want serve, run, doctor or version)", cmd)
+	return UsageError("unknown sub-command %q (want serve, run, doctor, prune or version)", cmd)
 }
 
 func envMap(environ []string) map[string]string {

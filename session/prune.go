@@ -1,0 +1,102 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// PruneEntry is one jail under a jail base, as prune sees it.
+type PruneEntry struct {
+	Name     string    `json:"session"`
+	Path     string    `json:"jail"`
+	LastUsed time.Time `json:"last_used"`
+	Files    int64     `json:"files"`
+	Bytes    int64     `json:"bytes"`
+	Named    bool      `json:"named"`   // given by --session, not a UUID
+	InUse    bool      `json:"in_use"`  // a running server holds it
+	Old      bool      `json:"old"`     // unused for at least the age asked
+	Removed  bool      `json:"removed"` // removed by this prune
+	Err      string    `json:"error,omitempty"`
+}
+
+// Prune lists the jails under the jail base root, with when each was last
+// used (the server stamps a jail's directory when it opens the session and
+// after each call), and with remove deletes those unused for olderThan
+// that no running server holds. It never follows a symlink: an entry of
+// the base that is not a directory is not a jail, and a jail is emptied
+// through its own root.
+func Prune(root string, olderThan time.Duration, remove bool, now time.Time) ([]PruneEntry, error) {
+	base, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer base.Close()
+	names, err := readDir(base, ".")
+	if err != nil {
+		return nil, err
+	}
+	var out []PruneEntry
+	for _, name := range names {
+		if ValidName(name) != nil || name[0] == '.' {
+			continue
+		}
+		fi, err := base.Lstat(name)
+		if err != nil || !fi.IsDir() {
+			continue // a symlink or a file: not a jail
+		}
+		e := PruneEntry{Name: name, Path: root + string(os.PathSeparator) + name, LastUsed: fi.ModTime()}
+		_, perr := uuid.Parse(name)
+		e.Named = perr != nil
+		e.Old = now.Sub(e.LastUsed) >= olderThan
+		if err := pruneOne(base, &e, remove); err != nil {
+			e.Err = err.Error()
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b PruneEntry) int { return a.LastUsed.Compare(b.LastUsed) })
+	return out, nil
+}
+
+// pruneOne fills in e's use and size and, with remove, removes an old jail
+// no server holds, under its lock.
+func pruneOne(base *os.Root, e *PruneEntry, remove bool) error {
+	dir, err := base.Open(e.Name)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if fi, err := dir.Stat(); err != nil || !fi.IsDir() {
+		return errors.New("not a directory")
+	}
+	locked, err := tryLockExclusive(dir)
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	e.InUse = !locked
+	jail, err := base.OpenRoot(e.Name)
+	if err != nil {
+		return err
+	}
+	defer jail.Close()
+	// Removing needs every directory open to its owner, as at a reset.
+	u, err := count(jail, remove && locked && e.Old)
+	if err != nil && !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	e.Files, e.Bytes = u.Files, u.Bytes
+	if !remove || !locked || !e.Old {
+		return nil
+	}
+	// os.Root.RemoveAll removes a symlink itself, never its target.
+	if err := base.RemoveAll(e.Name); err != nil {
+		return fmt.Errorf("remove: %w", err)
+	}
+	e.Removed = true
+	return nil
+}
