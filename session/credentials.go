@@ -61,10 +61,10 @@ func statePath(cli, rel string) string { return path.Join(stateDir, cli, filepat
 
 // copyState writes a fresh copy of a host state file into the state
 // directory: written aside, then renamed, all through os.Root. For a state
-// directory, the host directory's top-level files other than its secrets
-// are copied into the session's directory, over older copies; files the
-// session made there stay, and subdirectories (caches, logs, transcripts)
-// are not carried.
+// directory, the host directory's top-level settings (settingsFile) other
+// than its secrets are copied into the session's directory, over older
+// copies; files the session made there stay, and subdirectories (caches,
+// logs, transcripts) are not carried.
 func (s *Session) copyState(cli string, it auth.Item) error {
 	dst := statePath(cli, it.Rel)
 	if it.Dir {
@@ -76,7 +76,7 @@ func (s *Session) copyState(cli string, it auth.Item) error {
 			return err
 		}
 		for _, e := range entries {
-			if !e.Type().IsRegular() || isSecret(it, e.Name()) {
+			if !e.Type().IsRegular() || isSecret(it, e.Name()) || !settingsFile(filepath.Join(it.Host, e.Name())) {
 				continue
 			}
 			if err := s.copyFileAside(filepath.Join(it.Host, e.Name()), path.Join(dst, e.Name())); err != nil {
@@ -89,6 +89,39 @@ func (s *Session) copyState(cli string, it auth.Item) error {
 		return err
 	}
 	return s.copyFileAside(it.Host, dst)
+}
+
+// maxSettingsFile bounds a file copied from a CLI's state directory:
+// settings are small; what is larger is data.
+const maxSettingsFile = 1 << 20
+
+// notSettings are the names of what a CLI's state directory holds besides
+// its settings: databases and their journals, logs, histories.
+var notSettings = []string{".db", ".sqlite", ".sqlite3", "-wal", "-shm", "-journal", ".log", ".jsonl", ".lock", ".pid", ".sock"}
+
+// settingsFile reports whether a top-level file of a CLI's state
+// directory is settings, worth a copy per session: at most
+// maxSettingsFile bytes, not named like a database, journal, log, history
+// or lock, and not an SQLite database by its header.
+func settingsFile(path string) bool {
+	name := strings.ToLower(filepath.Base(path))
+	for _, suffix := range notSettings {
+		if strings.HasSuffix(name, suffix) || strings.Contains(name, ".log.") {
+			return false
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxSettingsFile {
+		return false
+	}
+	var head [16]byte
+	n, _ := io.ReadFull(f, head[:])
+	return string(head[:n]) != "SQLite format 3\x00"
 }
 
 func isSecret(it auth.Item, name string) bool {

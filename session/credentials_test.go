@@ -961,3 +961,26 @@ func TestCredentialCopies(t *testing.T) {
 		t.Errorf("host changed:\nbefore %v\nafter  %v", before, after)
 	}
 }
+
+// TestCredentialStateSettingsOnly: a session's copy of a CLI's state
+// directory holds its settings only: no database, journal, log, history,
+// lock, nor any file over the size bound.
+func TestCredentialStateSettingsOnly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		home := fakeHome(t)
+		codex := filepath.Join(home, ".codex")
+		writeFile(t, filepath.Join(codex, "config.toml"), "model = \"x\"\n")
+		writeFile(t, filepath.Join(codex, "history.jsonl"), "{}\n")
+		writeFile(t, filepath.Join(codex, "logs_1.sqlite"), "x")
+		writeFile(t, filepath.Join(codex, "logs_1.sqlite-wal"), "x")
+		writeFile(t, filepath.Join(codex, "state"), "SQLite format 3\x00 and pages")
+		writeFile(t, filepath.Join(codex, "codex-tui.log"), "log")
+		writeFile(t, filepath.Join(codex, "big.json"), strings.Repeat("b", maxSettingsFile+1))
+		m := credManager(t, backend, home, []string{"codex"}, nil)
+		s := openSession(t, m, "settings")
+		res, _ := s.Exec(t.Context(), Request{Command: `cd $HOME/.codex && ls -A | sort | tr '\n' ' '`})
+		if want := "auth.json config.toml settings "; res.Stdout.Text != want {
+			t.Errorf("state copy holds %q, want %q", res.Stdout.Text, want)
+		}
+	})
+}
