@@ -1,6 +1,6 @@
 package jail
 
-// Promise is one numbered promise of SECURITY.md.
+// Promise is one numbered promise of docs/security.md.
 type Promise struct {
 	ID   int    `json:"id"`
 	Name string `json:"name"`
@@ -14,7 +14,7 @@ type Guarantees struct {
 	NotKept []Promise `json:"not_kept"`
 }
 
-// promises are the numbered promises of SECURITY.md, by ID.
+// promises are the numbered promises of docs/security.md, by ID.
 var promises = map[int]string{
 	1: "no write to the host outside the session's jail",
 	2: "no write-equivalent channel to the host",

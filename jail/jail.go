@@ -34,7 +34,7 @@ type Backend interface {
 	Runner(spec Spec, launch Launcher) (Runner, error)
 	// Credentials is how the backend shows host credentials in the jail.
 	Credentials() CredentialMode
-	// Guarantees lists the promises of SECURITY.md this backend keeps and
+	// Guarantees lists the promises of docs/security.md this backend keeps and
 	// those it does not.
 	Guarantees() Guarantees
 }
@@ -87,7 +87,7 @@ type Mount struct {
 	Writable bool
 	// File, when set, is Source opened with O_PATH|O_NOFOLLOW by the
 	// caller: the backend binds what it refers to, never a path a command
-	// could have swapped since (SECURITY.md promise 4).
+	// could have swapped since (docs/security.md, promise 4).
 	File *os.File
 }
 

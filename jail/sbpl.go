@@ -116,7 +116,7 @@ func SandboxProfile(spec Spec) string {
 	line("(allow signal (target same-sandbox))")
 	line("(allow process-info* (target same-sandbox))")
 	line("(allow mach-priv-task-port (target same-sandbox))")
-	line("; reads are not confined (the security model in the README)")
+	line("; reads are not confined (docs/security.md)")
 	line("(allow file-read*)")
 	line("; writes (contents, creation, removal, modes, owners, times,")
 	line("; extended attributes): the jail, where TMPDIR is, and the devices")

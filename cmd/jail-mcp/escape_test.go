@@ -34,7 +34,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
-// TestEscape attacks every promise of SECURITY.md through the real server,
+// TestEscape attacks every promise of docs/security.md through the real server,
 // on every confining backend (testBackends), one subtest per vector:
 // TestEscape/<backend>/<promise>/<vector>. Every attack must fail, and
 // after each one the host must be as it was: the project, the servers'

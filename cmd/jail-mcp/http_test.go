@@ -518,7 +518,7 @@ func (hs *httpTestServer) zombies() []string {
 	return z
 }
 
-// keeps reports whether st says the backend keeps promise id of SECURITY.md.
+// keeps reports whether st says the backend keeps promise id of docs/security.md.
 func keeps(st tools.StatusResult, id int) bool {
 	return slices.ContainsFunc(st.Guarantees.Kept, func(p jail.Promise) bool { return p.ID == id })
 }

@@ -96,7 +96,7 @@ func printDoctor(w io.Writer, r DoctorReport, asked string) {
 				fmt.Fprintf(w, "(not %s: %s)\n", b.Backend, b.Reason)
 			}
 		}
-		fmt.Fprintln(w, "promises kept (the security model in the README):")
+		fmt.Fprintln(w, "promises kept (docs/security.md):")
 		for _, p := range r.Guarantees.Kept {
 			if p.Note != "" {
 				fmt.Fprintf(w, "  %d. %s: %s\n", p.ID, p.Name, p.Note)
