@@ -3,20 +3,35 @@
 package session
 
 import (
+	"errors"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
+// lockWait bounds how long opening a session waits for its jail's lock:
+// a prune holds it for as long as it takes to empty the jail, and a
+// process that holds it longer (a command of another session can open
+// the jail for reading, and lock it) must not hang the server.
+var lockWait = 10 * time.Second
+
 // lockShared holds a shared lock on a jail's directory for as long as a
 // server has its session open; prune takes it exclusively, so it never
-// removes a jail a running server holds. It waits while a prune holds it.
+// removes a jail a running server holds.
 func lockShared(dir *os.File) error {
+	deadline := time.Now().Add(lockWait)
 	for {
-		err := unix.Flock(int(dir.Fd()), unix.LOCK_SH)
-		if err != unix.EINTR {
+		err := unix.Flock(int(dir.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return nil
+		case err != unix.EWOULDBLOCK && err != unix.EINTR:
 			return err
+		case time.Now().After(deadline):
+			return errors.New("another process holds the jail's lock (jail-mcp prune removing it, or a process locking it); try again once it let go")
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,6 +93,38 @@ time.sleep(30)'`, "env": map[string]any{"PY": fx.py}})
 		if pids := processesWith(m); len(pids) > 0 {
 			fx.escape(t, "left running: %d processes", len(pids))
 		}
+	})
+
+	// A command can open another session's jail for reading and lock it:
+	// the server that opens that session then fails, saying why, and never
+	// hangs on the lock.
+	fx.vector(t, "jail-lock", func(t *testing.T) {
+		project := newProject(t)
+		first := fx.start(t, project, fx.env(), "--session", "lockme")
+		first.c.Close()
+		first.cmd.Wait()
+		attacker := fx.start(t, project, fx.env(), "--session", "attacker")
+		id := attacker.startJob(map[string]any{"env": fx.vars(attacker), "command": `"$PY" -c '
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(60)' "` + filepath.Join(project, ".agent-home", "lockme") + `"`})
+		if got, _ := attacker.readUntil(id, "locked", 20*time.Second); !strings.Contains(got, "locked") {
+			t.Fatalf("the attacker did not lock: %q", got)
+		}
+		start := time.Now()
+		cmd := exec.Command(os.Args[0], append([]string{"serve", "--project", project, "--session", "lockme"}, fx.backend.args...)...)
+		cmd.Env = append(fx.env(), fx.backend.env...)
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		if time.Since(start) > 30*time.Second {
+			fx.escape(t, "a locked jail held its server for %v", time.Since(start))
+		}
+		if err == nil || !strings.Contains(string(out), "lock") {
+			t.Errorf("server of a locked jail: %v\n%s", err, out)
+		}
+		attacker.job(map[string]any{"job_id": id, "signal": "KILL"})
 	})
 
 	// A job's signals reach its own processes only: not another job of
