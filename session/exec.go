@@ -249,7 +249,6 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer s.track(cancel)()
-	defer s.touch()
 	res, err := s.run(ctx, runner, slot, call, req, timeout)
 	if slot != nil && errors.Is(err, jail.ErrAgentLost) && ctx.Err() == nil {
 		// The agent was lost before it started the command (killed from

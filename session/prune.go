@@ -26,8 +26,8 @@ type PruneEntry struct {
 }
 
 // Prune lists the jails under the jail base root, with when each was last
-// used (the server stamps a jail's directory when it opens the session and
-// after each call), and with remove deletes those unused for olderThan
+// used (the server stamps a jail's directory when it opens and closes the
+// session, and holds it locked in between), and with remove deletes those unused for olderThan
 // that no running server holds. It never follows a symlink: an entry of
 // the base that is not a directory is not a jail, and a jail is emptied
 // through its own root.

@@ -85,11 +85,12 @@ func (s *Session) Close() error {
 	return s.root.Close()
 }
 
-// touch stamps the jail's directory with the time: its last use, for
-// jail-mcp prune.
+// touch stamps the jail's directory with the time as its modification
+// time (the access time is left alone): when a server opened or closed the
+// session last, which is when it was last used for jail-mcp prune, since
+// a session a server holds open is never pruned.
 func (s *Session) touch() {
-	now := time.Now()
-	s.m.base.Chtimes(s.Name, now, now)
+	s.m.base.Chtimes(s.Name, time.Time{}, time.Now())
 }
 
 // Running is the number of commands in flight.

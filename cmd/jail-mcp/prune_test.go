@@ -84,12 +84,14 @@ func TestPrune(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(victim, "precious")); err != nil || string(b) != "keep" || !fileExists(filepath.Join(base, "evil")) {
 		t.Errorf("the symlink's target or the link itself was touched: %v %q", err, b)
 	}
-	// The held session still works, and its use is stamped.
+	// The held session still works; its end stamps its last use.
 	if res, _ := held.exec(map[string]any{"command": "cat \"$HOME/f\""}); res.Stdout != "x\n" {
 		t.Errorf("held session after prune: %+v", res)
 	}
-	if e := list()["held"]; time.Since(e.LastUsed) > time.Minute {
-		t.Errorf("held's last use not stamped by its call: %v", e.LastUsed)
+	held.c.Close()
+	held.cmd.Wait()
+	if e := list()["held"]; time.Since(e.LastUsed) > time.Minute || e.InUse {
+		t.Errorf("held after its server ended: %+v", e)
 	}
 	res := runInProcess(t, []string{"prune", "--project", project, "--older-than", "soon"}, cfgEnv())
 	if res.code != 2 || !strings.Contains(res.stderr, "--older-than") {
