@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,9 +153,9 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if req.Timeout < 0 {
 		return nil, inputErrorf("timeout must be positive")
 	}
-	timeout := min(cmp(req.Timeout, cfg.Timeout), cfg.MaxTimeout)
+	timeout := min(cmp.Or(req.Timeout, cfg.Timeout), cfg.MaxTimeout)
 	if req.Job {
-		timeout = min(cmp(req.Timeout, cfg.MaxJobTime), cfg.MaxJobTime)
+		timeout = min(cmp.Or(req.Timeout, cfg.MaxJobTime), cfg.MaxJobTime)
 	}
 	network := cfg.Network
 	if req.Network != nil {
@@ -265,13 +266,6 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 		res.AgentRestarted = restarted
 	}
 	return res, err
-}
-
-func cmp(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 func (r Request) argv() ([]string, error) {
@@ -646,10 +640,8 @@ type counter struct {
 
 func (c *counter) Write(p []byte) (int, error) {
 	c.n += int64(len(p))
-	if _, err := c.w.Write(p); err != nil {
-		// Keep draining the pipe so the command never blocks on output
-		// nobody reads.
-		return len(p), nil
-	}
+	// A failed write is dropped: the pipe keeps draining, so that the
+	// command never blocks on output nobody reads.
+	c.w.Write(p)
 	return len(p), nil
 }

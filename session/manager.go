@@ -6,6 +6,7 @@
 package session
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -78,7 +79,7 @@ func New(cfg Config) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg.MaxJobTime = cmp(cfg.MaxJobTime, DefaultMaxJobTime)
+	cfg.MaxJobTime = cmp.Or(cfg.MaxJobTime, DefaultMaxJobTime)
 	if cfg.MaxJobs <= 0 {
 		cfg.MaxJobs = DefaultMaxJobs
 	}
@@ -255,10 +256,7 @@ func (m *Manager) Open(name string) (*Session, error) {
 	}
 	s := &Session{m: m, Name: name, Path: path, root: root, lock: lock, running: map[uint64]*call{}, agents: map[agentKey]*agentSlot{}}
 	s.touch()
-	if err := s.ensureSkeleton(); err != nil {
-		root.Close()
-		return nil, err
-	}
+	s.ensureSkeleton()
 	s.refreshState()
 	m.sessions[name] = s
 	m.log.Debug("session open", "session", name, "jail", path)

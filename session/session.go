@@ -130,13 +130,12 @@ func (s *Session) killAll(cause error) int {
 // ensureSkeleton recreates the skeleton directories that are missing. A
 // component a command replaced by a symlink or a file is left alone: os.Root
 // refuses to follow it out of the jail, and the command sees its own mess.
-func (s *Session) ensureSkeleton() error {
+func (s *Session) ensureSkeleton() {
 	for _, d := range skeleton {
 		if err := s.root.MkdirAll(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			s.m.log.Warn("skeleton", "session", s.Name, "dir", d, "err", err)
 		}
 	}
-	return nil
 }
 
 // Usage is what a jail holds.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -96,7 +98,7 @@ func (rc *RawConfig) HTTP() bool {
 func BindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *RawConfig {
 	rc := &RawConfig{values: map[string]*string{}, set: map[string]string{}}
 	for _, o := range options {
-		if contains(skip, o.flag) {
+		if slices.Contains(skip, o.flag) {
 			continue
 		}
 		def := o.def
@@ -108,15 +110,6 @@ func BindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *R
 		rc.values[o.flag] = fs.String(o.flag, def, usage)
 	}
 	return rc
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Parse validates every option; the first bad one is the error.
@@ -153,7 +146,7 @@ func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 		return c, bad("project", "%v", unwrapPath(err))
 	}
 	if c.Root, err = session.ResolveRoot(c.Project, get("root")); err != nil {
-		return c, fmt.Errorf("invalid %s: %w", or(rc.set["root"], "--root"), err)
+		return c, fmt.Errorf("invalid %s: %w", cmp.Or(rc.set["root"], "--root"), err)
 	}
 
 	switch c.Backend = get("backend"); c.Backend {
@@ -231,17 +224,10 @@ func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 	if c.MaxDisk, err = bytesize(get("max-disk")); err != nil {
 		return c, bad("max-disk", "%v", err)
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil || !contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(get("log-level"))) {
+	if err := c.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil || !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(get("log-level"))) {
 		return c, bad("log-level", "want debug, info, warn or error")
 	}
 	return c, nil
-}
-
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func unwrapPath(err error) error {
@@ -285,7 +271,7 @@ func bytesize(s string) (int64, error) {
 // not, as a variable exported for HTTP servers must not break the stdio
 // servers of the same shell.
 func checkListen(c *Config, rc *RawConfig) error {
-	by := func(name string) string { return or(rc.set[name], "--"+name) }
+	by := func(name string) string { return cmp.Or(rc.set[name], "--"+name) }
 	if c.Listen == "" && rc.set["max-sessions"] == "--max-sessions" {
 		return errors.New("--max-sessions is for HTTP; set --listen too")
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,7 +28,7 @@ type DoctorReport struct {
 func doctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := NewFlagSet("doctor")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	backend := fs.String("backend", or(getenv("JAIL_MCP_BACKEND"), "auto"), "`NAME` to check: auto, bwrap, landlock, sandbox-exec [$JAIL_MCP_BACKEND]")
+	backend := fs.String("backend", cmp.Or(getenv("JAIL_MCP_BACKEND"), "auto"), "`NAME` to check: auto, bwrap, landlock, sandbox-exec [$JAIL_MCP_BACKEND]")
 	if err := ParseFlags(fs, args, "jail-mcp doctor [--json] [--backend NAME]", stdout); err != nil {
 		return err
 	}

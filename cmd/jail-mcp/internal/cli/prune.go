@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,7 +22,7 @@ func prune(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	keep := []string{"project", "root"}
 	var skip []string
 	for _, o := range options {
-		if !contains(keep, o.flag) {
+		if !slices.Contains(keep, o.flag) {
 			skip = append(skip, o.flag)
 		}
 	}
