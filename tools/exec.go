@@ -91,13 +91,15 @@ type execParams struct {
 	TTY        bool              `json:"tty"`
 }
 
-// ExecResult is the structured result of jailed_exec.
-type ExecResult struct {
+// Outcome is what jailed_exec and jail_job both say of a command: how it
+// ended (or that it runs on, as a job), its output, and where it ran.
+type Outcome struct {
+	JobID           string `json:"job_id"`
+	Running         bool   `json:"running"`
 	ExitCode        int    `json:"exit_code"`
 	Signal          string `json:"signal"`
 	TimedOut        bool   `json:"timed_out"`
 	Limit           string `json:"limit"`
-	Cancelled       bool   `json:"cancelled"`
 	Stdout          string `json:"stdout"`
 	Stderr          string `json:"stderr"`
 	StdoutBytes     int64  `json:"stdout_bytes"`
@@ -110,9 +112,27 @@ type ExecResult struct {
 	Jail            string `json:"jail"`
 	Backend         string `json:"backend"`
 	Confined        bool   `json:"confined"`
-	Agent           string `json:"agent"`
-	JobID           string `json:"job_id"`
-	Running         bool   `json:"running"`
+}
+
+// newOutcome is an Outcome with a command's output and where it ran.
+func newOutcome(stdout, stderr session.Stream, d time.Duration, sessionName, jailPath, backend string, confined bool) Outcome {
+	return Outcome{
+		Stdout: stdout.Text, Stderr: stderr.Text, StdoutBytes: stdout.Bytes, StderrBytes: stderr.Bytes,
+		StdoutTruncated: stdout.Truncated, StderrTruncated: stderr.Truncated, DurationMS: d.Milliseconds(),
+		Session: sessionName, Jail: jailPath, Backend: backend, Confined: confined,
+	}
+}
+
+// ended records how the command ended.
+func (o *Outcome) ended(res *session.Result) {
+	o.ExitCode, o.Signal, o.TimedOut, o.Limit = res.ExitCode, res.Signal, res.TimedOut, res.Limit
+}
+
+// ExecResult is the structured result of jailed_exec.
+type ExecResult struct {
+	Outcome
+	Cancelled bool   `json:"cancelled"`
+	Agent     string `json:"agent"`
 }
 
 // Exec is the jailed_exec tool.
@@ -177,15 +197,9 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	if r.Progress != nil || len(resultWarnings(res)) > 0 {
 		flushNotifications(ctx)
 	}
-	out := ExecResult{
-		ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, Limit: res.Limit,
-		Cancelled: res.Cancelled, Stdout: res.Stdout.Text, Stderr: res.Stderr.Text,
-		StdoutBytes: res.Stdout.Bytes, StderrBytes: res.Stderr.Bytes,
-		StdoutTruncated: res.Stdout.Truncated, StderrTruncated: res.Stderr.Truncated,
-		OutputPath: res.OutputPath, DurationMS: res.Duration.Milliseconds(),
-		Session: res.Session, Jail: res.Jail, Backend: res.Backend, Confined: res.Confined,
-		Agent: agentNote(res),
-	}
+	out := ExecResult{Outcome: newOutcome(res.Stdout, res.Stderr, res.Duration, res.Session, res.Jail, res.Backend, res.Confined)}
+	out.OutputPath = res.OutputPath
+	fillEnd(&out, res)
 	failed := res.ExitCode != 0 || res.TimedOut || res.Cancelled || res.Signal != "" || res.Limit != "" || res.AgentLost != ""
 	return structured(out, renderExec(res), failed), nil
 }

@@ -80,28 +80,11 @@ type jobParams struct {
 
 // JobResult is the structured result of jail_job.
 type JobResult struct {
-	JobID           string `json:"job_id"`
-	Command         string `json:"command"`
-	TTY             bool   `json:"tty"`
-	Running         bool   `json:"running"`
-	StdinOpen       bool   `json:"stdin_open"`
-	ExitCode        int    `json:"exit_code"`
-	Signal          string `json:"signal"`
-	TimedOut        bool   `json:"timed_out"`
-	Limit           string `json:"limit"`
-	Killed          string `json:"killed"`
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	StdoutBytes     int64  `json:"stdout_bytes"`
-	StderrBytes     int64  `json:"stderr_bytes"`
-	StdoutTruncated bool   `json:"stdout_truncated"`
-	StderrTruncated bool   `json:"stderr_truncated"`
-	OutputPath      string `json:"output_path"`
-	DurationMS      int64  `json:"duration_ms"`
-	Session         string `json:"session"`
-	Jail            string `json:"jail"`
-	Backend         string `json:"backend"`
-	Confined        bool   `json:"confined"`
+	Outcome
+	Command   string `json:"command"`
+	TTY       bool   `json:"tty"`
+	StdinOpen bool   `json:"stdin_open"`
+	Killed    string `json:"killed"`
 }
 
 // Job is the jail_job tool.
@@ -191,12 +174,7 @@ func (h *Handler) execJob(ctx context.Context, req mcp.CallToolRequest, s *sessi
 		return refuseRun(rd.Err), nil
 	}
 	cfg := h.Manager.Config()
-	out := ExecResult{
-		Stdout: rd.Stdout.Text, Stderr: rd.Stderr.Text, StdoutBytes: rd.Stdout.Bytes, StderrBytes: rd.Stderr.Bytes,
-		StdoutTruncated: rd.Stdout.Truncated, StderrTruncated: rd.Stderr.Truncated,
-		DurationMS: rd.Duration.Milliseconds(), Session: s.Name, Jail: s.Path,
-		Backend: cfg.Backend.Name(), Confined: cfg.Backend.Confined(),
-	}
+	out := ExecResult{Outcome: newOutcome(rd.Stdout, rd.Stderr, rd.Duration, s.Name, s.Path, cfg.Backend.Name(), cfg.Backend.Confined())}
 	if rd.Running || p.Background {
 		// A job from now on (a background job that already ended stays one
 		// too: its id was asked for).
@@ -221,8 +199,8 @@ func (h *Handler) execJob(ctx context.Context, req mcp.CallToolRequest, s *sessi
 
 // fillEnd copies how a command ended into out.
 func fillEnd(out *ExecResult, res *session.Result) {
-	out.ExitCode, out.Signal, out.TimedOut, out.Limit, out.Cancelled = res.ExitCode, res.Signal, res.TimedOut, res.Limit, res.Cancelled
-	out.Agent = agentNote(res)
+	out.ended(res)
+	out.Cancelled, out.Agent = res.Cancelled, agentNote(res)
 }
 
 // refuseRun is the result of a command that could not run.
@@ -240,15 +218,12 @@ func refuseRun(err error) *mcp.CallToolResult {
 func (h *Handler) jobResult(s *session.Session, r session.JobRead) JobResult {
 	cfg := h.Manager.Config()
 	out := JobResult{
-		JobID: r.ID, Command: r.Command, TTY: r.TTY, Running: r.Running, StdinOpen: r.InputOpen,
-		Killed: r.Killed,
-		Stdout: r.Stdout.Text, Stderr: r.Stderr.Text, StdoutBytes: r.Stdout.Bytes, StderrBytes: r.Stderr.Bytes,
-		StdoutTruncated: r.Stdout.Truncated, StderrTruncated: r.Stderr.Truncated,
-		OutputPath: r.OutputPath, DurationMS: r.Duration.Milliseconds(),
-		Session: s.Name, Jail: s.Path, Backend: cfg.Backend.Name(), Confined: cfg.Backend.Confined(),
+		Outcome: newOutcome(r.Stdout, r.Stderr, r.Duration, s.Name, s.Path, cfg.Backend.Name(), cfg.Backend.Confined()),
+		Command: r.Command, TTY: r.TTY, StdinOpen: r.InputOpen, Killed: r.Killed,
 	}
+	out.JobID, out.Running, out.OutputPath = r.ID, r.Running, r.OutputPath
 	if res := r.Result; res != nil {
-		out.ExitCode, out.Signal, out.TimedOut, out.Limit = res.ExitCode, res.Signal, res.TimedOut, res.Limit
+		out.ended(res)
 	} else if r.Err != nil {
 		out.ExitCode, out.Killed = -1, r.Err.Error()
 	}
