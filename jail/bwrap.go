@@ -209,19 +209,6 @@ func bwrapFiles(spec Spec) []*os.File {
 	return files
 }
 
-// ShadowDirs are the host directories bubblewrap shows empty and
-// read-only. A read-only view does not stop a FIFO: opening one for
-// writing ignores a read-only mount, and a host process reading it
-// receives what the command writes. These are where host programs keep
-// FIFOs (/run/initctl, which systemd reads as init requests; container
-// runtimes' stdio FIFOs under /run; a script's mkfifo in /tmp). /dev/shm
-// is already the sandbox's own (--dev). What a command must still see
-// below them (Spec.Visible: the project; the directories of its PATH and
-// the resolver's configuration, which bwrap adds) is bound back read-only.
-// FIFOs elsewhere (the project, ~/.cache) stay reachable: a Landlock layer
-// inside the sandbox is what closes them.
-var ShadowDirs = []string{"/tmp", "/var/tmp", "/run"}
-
 // shadowHost resolves ShadowDirs on this host: each directory by its real
 // path, once, and none that is missing.
 func shadowHost() []string {
@@ -276,115 +263,6 @@ func (b *bwrap) pathDirs(path string) []string {
 	}
 	b.pathFor, b.pathVis = path, vis
 	return vis
-}
-
-// shadowed reports whether p lies in one of the shadowed directories.
-func shadowed(p string, shadow []string) bool {
-	for _, d := range shadow {
-		if within(p, d) {
-			return true
-		}
-	}
-	return false
-}
-
-// within reports whether p is dir or lies below it; both are clean.
-func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/") || dir == "/"
-}
-
-// BwrapArgs returns the bubblewrap arguments that run spec with shadow
-// (ShadowDirs as they resolve on the host) shown empty, without the
-// program name. It is pure so that the policy can be golden-tested
-// anywhere.
-//
-// Order matters: bubblewrap applies mounts in argument order, so the host is
-// bound read-only first, the shadowed directories hidden, what must stay
-// visible below them bound back, and the jail bound writable last, over it.
-func BwrapArgs(spec Spec, shadow []string) []string {
-	args := []string{
-		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-	}
-	if !spec.Network {
-		args = append(args, "--unshare-net")
-	}
-	args = append(args,
-		"--die-with-parent",
-		// A new session has no controlling terminal: no TIOCSTI into ours.
-		"--new-session",
-		// uid 0 keeps every capability inside the namespace unless dropped,
-		// enough to remount / read-write; for other users this is a no-op.
-		"--cap-drop", "ALL",
-		"--disable-userns",
-		"--ro-bind", "/", "/",
-		"--dev", "/dev",
-		// The IPC namespace's own POSIX message queues, mounted where the
-		// agent's Landlock layer can name them as writable.
-		"--mqueue", "/dev/mqueue",
-		"--proc", "/proc",
-		// As root a fresh /proc lets the sandbox write kernel tunables.
-		"--ro-bind", "/proc/sys", "/proc/sys",
-	)
-	// Every shadowed directory is mounted before anything is bound back,
-	// so that one shadowing another (a /var/tmp that is /tmp) hides
-	// nothing bound back.
-	for _, d := range shadow {
-		perms := "0755"
-		if d == "/tmp" || d == "/var/tmp" {
-			perms = "1777"
-		}
-		args = append(args, "--perms", perms, "--tmpfs", d)
-	}
-	vis := slices.Clone(spec.Visible)
-	slices.Sort(vis) // a path before the paths below it
-	var shown []string
-	for _, v := range vis {
-		if !shadowed(v, shadow) || shadowed(v, shown) {
-			continue
-		}
-		shown = append(shown, v)
-		args = append(args, "--ro-bind", v, v)
-	}
-	// Sources the server opened are bound by descriptor (fd 3 on, in the
-	// order of bwrapFiles); bwrap closes them before the command runs.
-	fd := 3
-	bind := func(file *os.File, writable bool, src, dst string) {
-		flag := "--ro-bind"
-		if writable {
-			flag = "--bind"
-		}
-		if file != nil {
-			args = append(args, flag+"-fd", strconv.Itoa(fd), dst)
-			fd++
-			return
-		}
-		args = append(args, flag, src, dst)
-	}
-	bind(spec.JailFile, true, spec.Jail, spec.Jail)
-	// Credentials and state copies go over their places in the jail, so
-	// after it; the directory holding the state copies is hidden last.
-	for _, m := range spec.Mounts {
-		bind(m.File, m.Writable, m.Source, m.Target)
-	}
-	for _, h := range spec.Hide {
-		args = append(args, "--perms", "0500", "--tmpfs", h)
-	}
-	// Read-only only now that bwrap has made, in the shadowing tmpfs, the
-	// mount points of the jail and of what is bound back (remount-ro does
-	// not reach the mounts below).
-	for _, d := range shadow {
-		args = append(args, "--remount-ro", d)
-	}
-	// No unix sockets (see seccomp.go); the filter is the descriptor after
-	// the bound ones, then the pipe where bwrap says its init's pid.
-	args = append(args, "--seccomp", strconv.Itoa(fd), "--info-fd", strconv.Itoa(fd+1))
-	args = append(args, "--chdir", spec.Dir, "--clearenv")
-	for _, kv := range spec.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		args = append(args, "--setenv", k, v)
-	}
-	args = append(args, "--")
-	return append(args, spec.Argv...)
 }
 
 // probeBwrap runs the real bubblewrap line once with /bin/true.

@@ -1,28 +1,10 @@
 package session
 
 import (
-	"fmt"
 	"os"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
-
-// procAttr puts the command in a process group of its own, killed as one,
-// and kills it if the server dies.
-func procAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
-func killProcessGroup(pgid int) { syscall.Kill(-pgid, syscall.SIGKILL) }
-
-// signalName is the conventional name of sig, SIGKILL say.
-func signalName(sig syscall.Signal) string {
-	if n := unix.SignalName(sig); n != "" {
-		return n
-	}
-	return fmt.Sprintf("SIG%d", int(sig))
-}
 
 // closeRangeCloexec marks every descriptor above 2 close-on-exec in one
 // call (Linux 5.11 and later).

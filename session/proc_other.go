@@ -9,10 +9,6 @@ import (
 
 // No backend confines on this OS, so Exec refuses before a process starts;
 // these exist so that the refusal compiles.
-func procAttr() *syscall.SysProcAttr { return nil }
-
-func killProcessGroup(pgid int) {}
-
 func signalName(sig syscall.Signal) string { return sig.String() }
 
 // closeInheritedFDs has nothing to do here: no command is ever started.
