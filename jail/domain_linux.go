@@ -1,7 +1,6 @@
 package jail
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"strconv"
@@ -219,27 +218,18 @@ func domainTree(reap bool) (procs int, rss int64) {
 		if err != nil || pid == self || unix.Kill(pid, 0) != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + name + "/stat")
-		if err != nil {
+		st, ok := ReadStat(name)
+		if !ok {
 			continue
 		}
-		// pid (comm) state ppid ...
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 >= len(b) {
-			continue
-		}
-		f := bytes.Fields(b[i+2:])
-		if len(f) > 1 && f[0][0] == 'Z' {
-			if ppid, _ := strconv.Atoi(string(f[1])); reap && ppid == self {
+		if st.State == 'Z' {
+			if reap && st.PPid == self {
 				unix.Wait4(pid, nil, unix.WNOHANG|unix.WALL, nil)
 			}
 			continue
 		}
 		procs++
-		if len(f) > 21 {
-			n, _ := strconv.ParseInt(string(f[21]), 10, 64) // rss, in pages
-			rss += n * page
-		}
+		rss += st.RSS * page
 	}
 	return procs, rss
 }

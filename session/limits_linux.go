@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // watchInterval is how often the watchdog counts a command's processes and
@@ -32,21 +34,11 @@ func scanProcs() map[int]int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
-		if err != nil {
+		st, ok := jail.ReadStat(d.Name())
+		if !ok {
 			continue
 		}
-		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || i+2 > len(b) {
-			continue
-		}
-		f := bytes.Fields(b[i+2:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(string(f[1]))
-		parent[pid] = ppid
+		parent[pid] = st.PPid
 	}
 	return parent
 }
