@@ -580,6 +580,9 @@ func TestExecKillsEverything(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				marker := fmt.Sprintf("9%d%d.5", os.Getpid(), i)
 				ctx := t.Context()
+				// Before the cancel is set: a loaded machine may pause
+				// between the two, which must not shorten the call.
+				start := time.Now()
 				if tt.cancelAfter > 0 {
 					var cancel context.CancelFunc
 					ctx, cancel = context.WithCancel(ctx)
@@ -590,7 +593,6 @@ func TestExecKillsEverything(t *testing.T) {
 				if tt.cancelAfter > 0 {
 					deadline = tt.cancelAfter
 				}
-				start := time.Now()
 				res, err := s.Exec(ctx, Request{Command: fmt.Sprintf(tt.command, marker), Timeout: tt.timeout})
 				elapsed := time.Since(start)
 				if err != nil {
