@@ -1,0 +1,101 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Promise 3: nothing outlives its call unless asked to (a job), nor its
+// session.
+func (fx *escapeFixture) nothingOutlives(t *testing.T) {
+	forms := []struct{ name, start string }{
+		{"nohup", `nohup sleep %[1]s >/dev/null 2>&1 &`},
+		{"double-fork", `(sleep %[1]s &) &`},
+		{"setsid", `setsid sleep %[1]s >/dev/null 2>&1 </dev/null &`},
+		{"daemon", `"$PY" -c 'import os, sys
+if os.fork(): sys.exit(0)
+os.setsid()
+if os.fork(): os._exit(0)
+fd = os.open("/dev/null", os.O_RDWR)
+for i in (0, 1, 2): os.dup2(fd, i)
+os.execvp("sleep", ["sleep", sys.argv[1]])' %[1]s`},
+	}
+	marker := func(i int) string { return fmt.Sprintf("1234.%d%02d", os.Getpid(), i) }
+	startAll := func(m string) string {
+		var b strings.Builder
+		for _, f := range forms {
+			fmt.Fprintf(&b, f.start+"\n", m)
+		}
+		return b.String()
+	}
+	// alive counts, inside the jail, the sleeps a script started.
+	alive := func(m string) string {
+		return fmt.Sprintf(`sleep 0.3
+n=0; for c in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' < "$c" 2>/dev/null)" = "sleep %s " ] && n=$((n+1)); done; echo "alive $n"
+`, m)
+	}
+	for i, f := range forms {
+		fx.vector(t, f.name, func(t *testing.T) {
+			m := marker(i)
+			defer killMarked(m)
+			res, _ := fx.a.exec(map[string]any{"command": fmt.Sprintf(f.start, m) + "\n" + alive(m), "env": fx.vars(fx.a)})
+			if !strings.Contains(res.Stdout, "alive 1\n") {
+				t.Fatalf("the daemon did not start: %+v", res)
+			}
+			if pids := processesWith(m); len(pids) > 0 {
+				fx.escape(t, "running after the call returned: %v", pids)
+			}
+		})
+	}
+	fx.vector(t, "timeout", func(t *testing.T) {
+		m := marker(10)
+		defer killMarked(m)
+		// The count of alive walks every process in view, which under
+		// Landlock is every process of the host: time enough for a busy one.
+		res, _ := fx.a.exec(map[string]any{"command": startAll(m) + alive(m) + "sleep 100", "timeout_ms": 5000, "env": fx.vars(fx.a)})
+		if !res.TimedOut || res.Limit != "timeout" || !strings.Contains(res.Stdout, fmt.Sprintf("alive %d\n", len(forms))) {
+			t.Fatalf("result: %+v", res)
+		}
+		if pids := processesWith(m); len(pids) > 0 {
+			fx.escape(t, "running after the timeout: %v", pids)
+		}
+	})
+	fx.vector(t, "cancel", func(t *testing.T) {
+		m := marker(11)
+		defer killMarked(m)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := callExec(ctx, fx.a, map[string]any{"command": startAll(m) + "sleep 100", "env": fx.vars(fx.a)})
+			done <- err
+		}()
+		if !waitFor(10*time.Second, func() bool { return sleepers(m) >= len(forms) }) {
+			cancel()
+			t.Fatalf("the daemons did not start: %d", sleepers(m))
+		}
+		cancel()
+		<-done
+		if !waitFor(3*time.Second, func() bool { return len(processesWith(m)) == 0 }) {
+			fx.escape(t, "running after the cancel: %v", processesWith(m))
+		}
+	})
+	fx.vector(t, "server-sigkill", func(t *testing.T) {
+		m := marker(12)
+		defer killMarked(m)
+		ts := fx.start(t, newProject(t), fx.env(), "--session", "k")
+		go callExec(context.WithoutCancel(t.Context()), ts, map[string]any{"command": startAll(m) + "sleep 100", "env": fx.vars(ts)})
+		if !waitFor(10*time.Second, func() bool { return sleepers(m) >= len(forms) }) {
+			t.Fatalf("the daemons did not start: %d", sleepers(m))
+		}
+		ts.cmd.Process.Kill()
+		if !waitFor(5*time.Second, func() bool { return len(processesWith(m)) == 0 }) {
+			fx.escape(t, "orphans of the killed server: %v", processesWith(m))
+		}
+	})
+}

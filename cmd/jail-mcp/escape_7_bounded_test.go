@@ -1,0 +1,152 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Promise 7: bounded.
+func (fx *escapeFixture) bounded(t *testing.T) {
+	project := newProject(t)
+	procs := fx.start(t, project, fx.env(), "--session", "procs", "--max-procs", "100", "--max-output", "4096", "--timeout", "2s", "--max-timeout", "2s")
+	// No credentials: their state copies would add bytes to a jail that a
+	// file at the per-file bound fills to the byte.
+	disk := fx.start(t, project, fx.env(), "--session", "disk", "--max-memory", "64MiB", "--max-disk", "8MiB", "--auth", "none")
+	diskJail := filepath.Join(project, ".agent-home", "disk")
+
+	fx.vector(t, "procs", func(t *testing.T) {
+		m := fmt.Sprintf("30.%d99", os.Getpid())
+		defer killMarked(m)
+		res, raw := procs.exec(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
+		if res.Limit != "procs" || !raw.IsError {
+			t.Errorf("result: %+v", res)
+		}
+		if pids := processesWith(m); len(pids) > 0 {
+			t.Errorf("left running: %d processes", len(pids))
+		}
+	})
+	fx.vector(t, "timeout", func(t *testing.T) {
+		start := time.Now()
+		res, _ := procs.exec(map[string]any{"command": "sleep 30", "timeout_ms": 3600000})
+		if !res.TimedOut || res.Limit != "timeout" || time.Since(start) > 5*time.Second {
+			t.Errorf("a request past --max-timeout 2s: %+v after %v", res, time.Since(start))
+		}
+	})
+	fx.vector(t, "output", func(t *testing.T) {
+		res, _ := procs.exec(map[string]any{"command": `head -c 10485760 /dev/zero | tr '\0' o; head -c 10485760 /dev/zero | tr '\0' e >&2`})
+		if len(res.Stdout) > 4096 || len(res.Stderr) > 4096 || res.StdoutBytes != 10<<20 || res.StderrBytes != 10<<20 {
+			t.Errorf("inline %d and %d bytes of %d and %d printed, --max-output 4096", len(res.Stdout), len(res.Stderr), res.StdoutBytes, res.StderrBytes)
+		}
+		if hwm := peakRSS(t, procs.cmd.Process.Pid); hwm > 64<<20 {
+			t.Errorf("server peak RSS %d MiB", hwm>>20)
+		}
+	})
+	fx.vector(t, "core", func(t *testing.T) {
+		res := fx.attack(t, disk, `
+echo "core $(ulimit -c) fsize $(ulimit -f)"
+try sh -c 'ulimit -c unlimited'
+try sh -c 'ulimit -c 1'
+try sh -c 'ulimit -f unlimited'
+`+py(`
+import resource
+for r in (resource.RLIMIT_CORE, resource.RLIMIT_FSIZE):
+    attempt("raise rlimit %d" % r, resource.setrlimit, r, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+`), nil)
+		if !strings.Contains(res.Stdout, "core 0 fsize 16384\n") { // 8 MiB in 512-byte blocks
+			t.Errorf("rlimits in the jail: %q", res.Stdout)
+		}
+	})
+	fx.vector(t, "memory", func(t *testing.T) {
+		res, raw := disk.exec(map[string]any{"command": `"$PY" -c 'import time
+chunks = [b"m" * (1 << 20) for _ in range(512)]
+time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
+		if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
+			t.Errorf("result: %+v", res)
+		}
+	})
+	fx.vector(t, "file-size", func(t *testing.T) {
+		res, _ := disk.exec(map[string]any{"argv": []string{"dd", "if=/dev/zero", "of=" + filepath.Join(diskJail, "big"), "bs=1M", "count=20"}})
+		// bubblewrap's init reports a command a signal killed as 128+n;
+		// the Landlock backend waits for the command itself, and reports
+		// the signal.
+		exitOK := (res.ExitCode == -1 && res.Signal == "SIGXFSZ") ||
+			(!fx.landlock() && res.ExitCode == 128+int(syscall.SIGXFSZ))
+		if res.Limit != "file_size" || !exitOK {
+			t.Errorf("dd of 20 MB: %+v", res)
+		}
+		if fi, err := os.Stat(filepath.Join(diskJail, "big")); err != nil || fi.Size() > 8<<20 {
+			fx.escape(t, "file past --max-disk 8MiB: %v %v", fi.Size(), err)
+		}
+		if r, err := disk.call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+			t.Fatalf("reset: %v", err)
+		}
+		res = fx.attack(t, disk, `
+head -c 20000000 /dev/zero > "$HOME/big"; echo "status $?"
+echo "size $(stat -c %s "$HOME/big")"
+# One file at the bound fills the jail: gone before the next.
+rm -f "$HOME/big"
+try truncate -s 100M "$HOME/sparse"
+try dd if=/dev/zero of="$HOME/seek" bs=1 count=1 seek=20000000
+`+py(`
+# Python ignores SIGXFSZ: the write fails instead.
+try:
+    with open(HOME + "/big-py", "wb") as f:
+        f.write(b"p" * 20000000)
+    escaped("wrote 20 MB")
+except OSError:
+    pass
+print("size-py", os.stat(HOME + "/big-py").st_size)
+os.remove(HOME + "/big-py")
+`)+`rm -f "$HOME/big" "$HOME/big-py" "$HOME/sparse" "$HOME/seek"`, nil)
+		for _, line := range strings.Split(res.Stdout, "\n") {
+			if size, ok := strings.CutPrefix(line, "size"); ok {
+				if n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(size, "-py")), 10, 64); err != nil || n > 8<<20 {
+					fx.escape(t, "file past --max-disk 8MiB: %s", line)
+				}
+			}
+		}
+		if !strings.Contains(res.Stdout, fmt.Sprintf("status %d\n", 128+int(syscall.SIGXFSZ))) {
+			t.Errorf("the writer did not get SIGXFSZ: %q", res.Stdout)
+		}
+	})
+	fx.vector(t, "disk", func(t *testing.T) {
+		res, raw := disk.exec(map[string]any{"command": `i=0; while [ $i -lt 60 ]; do head -c 1000000 /dev/zero > "$HOME/f$i"; i=$((i+1)); sleep 0.1; done`})
+		if res.Limit != "disk" || !raw.IsError || res.DurationMS > 5000 {
+			t.Errorf("result: %+v", res)
+		}
+		_, refused := disk.exec(map[string]any{"command": "true"})
+		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(oneLineText(t, refused), "--max-disk") {
+			t.Errorf("a call over --max-disk: %q", text(refused))
+		}
+		if r, err := disk.call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+			t.Errorf("reset: %v", err)
+		}
+	})
+	fx.vector(t, "http-sessions", fx.httpSessions)
+	fx.vector(t, "disk-burst", func(t *testing.T) {
+		// Past the bound between two looks of the watchdog, and exit 0:
+		// the call must still say so, and the next must not start.
+		res, raw := disk.exec(map[string]any{"command": `i=0; while [ $i -lt 12 ]; do head -c 1048576 /dev/zero > "$HOME/burst$i"; i=$((i+1)); done`})
+		if res.Limit != "disk" || !raw.IsError {
+			fx.escape(t, "12 MiB written under --max-disk 8MiB, and the call says: %+v", res)
+		}
+		_, refused := disk.exec(map[string]any{"command": "true"})
+		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(oneLineText(t, refused), "--max-disk") {
+			fx.escape(t, "a call over --max-disk ran: %q", text(refused))
+		}
+		if r, err := disk.call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+			t.Errorf("reset: %v", err)
+		}
+		if res, _ := disk.exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
+			t.Errorf("after the reset: %+v", res)
+		}
+	})
+}
