@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/jail-mcp/jail-mcp/auth"
@@ -105,10 +106,8 @@ var notSettings = []string{".db", ".sqlite", ".sqlite3", "-wal", "-shm", "-journ
 // or lock, and not an SQLite database by its header.
 func settingsFile(path string) bool {
 	name := strings.ToLower(filepath.Base(path))
-	for _, suffix := range notSettings {
-		if strings.HasSuffix(name, suffix) || strings.Contains(name, ".log.") {
-			return false
-		}
+	if strings.Contains(name, ".log.") || slices.ContainsFunc(notSettings, func(suffix string) bool { return strings.HasSuffix(name, suffix) }) {
+		return false
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -113,7 +113,9 @@ func (s *Session) StartJob(ctx context.Context, req Request, opt JobOptions) (*J
 		return nil, err
 	}
 	var toClose []*os.File
-	closeLater := func() { closeAll(toClose) }
+	// The far ends (the pipe's read end, the terminal's): the command has
+	// its own once it runs; whatever happens, they are closed once.
+	closeFar := sync.OnceFunc(func() { closeAll(toClose) })
 	initial := req.Stdin
 	req.Stdin = nil
 	if opt.TTY {
@@ -153,7 +155,7 @@ func (s *Session) StartJob(ctx context.Context, req Request, opt JobOptions) (*J
 	}
 	jctx, cancel := context.WithCancelCause(context.Background())
 	j.cancel = cancel
-	go j.run(jctx, req, toClose)
+	go j.run(jctx, req, closeFar)
 
 	select {
 	case <-j.started:
@@ -170,7 +172,7 @@ func (s *Session) StartJob(ctx context.Context, req Request, opt JobOptions) (*J
 		err = fmt.Errorf("cancelled before the job started: %w", context.Cause(ctx))
 		return nil, err
 	}
-	closeLater()
+	closeFar()
 	if initial != nil {
 		// The input given with the call: whatever the job reads of it.
 		go func() {
@@ -186,7 +188,7 @@ func (s *Session) StartJob(ctx context.Context, req Request, opt JobOptions) (*J
 
 // run is the job's life: the command, then its output drained and its end
 // recorded.
-func (j *Job) run(ctx context.Context, req Request, toClose []*os.File) {
+func (j *Job) run(ctx context.Context, req Request, closeFar func()) {
 	var reading chan struct{}
 	if j.TTY {
 		reading = make(chan struct{})
@@ -201,7 +203,7 @@ func (j *Job) run(ctx context.Context, req Request, toClose []*os.File) {
 	default:
 		close(j.started)
 	}
-	closeAll(toClose) // the far end of the terminal: its reader ends
+	closeFar() // the terminal's reader ends once nothing else holds it
 	if reading != nil {
 		select {
 		case <-reading:

@@ -63,8 +63,6 @@ const execOutputSchema = `{
 
 var execFields = fieldNames(execInputSchema)
 
-func (h *Handler) execTool() mcp.Tool { return execToolDef(h.Manager.Config().Network) }
-
 // execToolDef is jailed_exec's declaration; openWorld: network is on.
 func execToolDef(openWorld bool) mcp.Tool {
 	return newTool("jailed_exec",
@@ -193,8 +191,7 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	case err != nil:
 		return refuse("could not start the command: %v", err), nil
 	}
-	warnResult(ctx, res)
-	if r.Progress != nil || len(resultWarnings(res)) > 0 {
+	if warned := warnResult(ctx, res); warned || r.Progress != nil {
 		flushNotifications(ctx)
 	}
 	out := ExecResult{Outcome: newOutcome(res.Stdout, res.Stderr, res.Duration, res.Session, res.Jail, res.Backend, res.Confined)}
@@ -222,15 +219,16 @@ func resultWarnings(r *session.Result) []string {
 }
 
 // warnResult sends resultWarnings to the client as log notifications
-// (warning), which it receives when it set that level or a lower one.
-func warnResult(ctx context.Context, r *session.Result) {
-	srv := server.ServerFromContext(ctx)
-	if srv == nil {
-		return
+// (warning), which it receives when it set that level or a lower one; it
+// reports whether there were any.
+func warnResult(ctx context.Context, r *session.Result) bool {
+	warnings := resultWarnings(r)
+	if srv := server.ServerFromContext(ctx); srv != nil {
+		for _, w := range warnings {
+			srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelWarning, "jail-mcp", w))
+		}
 	}
-	for _, w := range resultWarnings(r) {
-		srv.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelWarning, "jail-mcp", w))
-	}
+	return len(warnings) > 0
 }
 
 // agentNote is what the result says of the session agent.

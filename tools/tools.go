@@ -29,23 +29,30 @@ type Handler struct {
 	BackendName string
 }
 
-// Register adds the tools to srv.
-func (h *Handler) Register(srv *server.MCPServer) {
-	srv.AddTool(h.execTool(), h.Exec)
-	srv.AddTool(statusTool(), h.Status)
-	srv.AddTool(resetTool(), h.Reset)
-	srv.AddTool(jobTool(), h.Job)
+// definitions are the tools, in the order they are listed; openWorld:
+// network is on.
+func definitions(openWorld bool) []mcp.Tool {
+	return []mcp.Tool{execToolDef(openWorld), statusTool(), resetTool(), jobTool()}
 }
 
-// RegisterRefusing adds the tools to srv with handlers that refuse every
-// call with msg: the server of a bad configuration, which still tells the
-// client why through MCP.
+// Register adds the tools to srv.
+func (h *Handler) Register(srv *server.MCPServer) {
+	handlers := map[string]server.ToolHandlerFunc{
+		"jailed_exec": h.Exec, "jail_status": h.Status, "jail_reset": h.Reset, "jail_job": h.Job,
+	}
+	for _, t := range definitions(h.Manager.Config().Network) {
+		srv.AddTool(t, handlers[t.Name])
+	}
+}
+
+// RegisterRefusing adds the same tools to srv with handlers that refuse
+// every call with msg: the server of a bad configuration, which still
+// tells the client why through MCP.
 func RegisterRefusing(srv *server.MCPServer, msg string) {
 	no := func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) { return refuse("%s", msg), nil }
-	srv.AddTool(execToolDef(true), no)
-	srv.AddTool(statusTool(), no)
-	srv.AddTool(resetTool(), no)
-	srv.AddTool(jobTool(), no)
+	for _, t := range definitions(true) {
+		srv.AddTool(t, no)
+	}
 }
 
 // newTool builds a tool from hand-written schemas: every client accepts

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -995,14 +994,7 @@ func TestServerDeathKillsCommands(t *testing.T) {
 				if !waitFor(10*time.Second, func() bool { return len(processesWith("sleep "+marker)) >= 3 }) {
 					t.Fatalf("command did not start: %v", processesWith(marker))
 				}
-				switch how {
-				case "SIGTERM":
-					ts.cmd.Process.Signal(syscall.SIGTERM)
-				case "SIGKILL":
-					ts.cmd.Process.Kill()
-				case "EOF":
-					ts.c.Close()
-				}
+				ts.end(how)
 				if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
 					t.Errorf("left running after %s: %v", how, processesWith(marker))
 				}

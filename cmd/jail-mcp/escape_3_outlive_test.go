@@ -11,29 +11,36 @@ import (
 	"time"
 )
 
-// Promise 3: nothing outlives its call unless asked to (a job), nor its
-// session.
-func (fx *escapeFixture) nothingOutlives(t *testing.T) {
-	forms := []struct{ name, start string }{
-		{"nohup", `nohup sleep %[1]s >/dev/null 2>&1 &`},
-		{"double-fork", `(sleep %[1]s &) &`},
-		{"setsid", `setsid sleep %[1]s >/dev/null 2>&1 </dev/null &`},
-		{"daemon", `"$PY" -c 'import os, sys
+// daemonForms are the ways a command leaves a sleep of its marker (%[1]s)
+// running past itself, each one line of shell.
+var daemonForms = []struct{ name, start string }{
+	{"nohup", `nohup sleep %[1]s >/dev/null 2>&1 &`},
+	{"double-fork", `(sleep %[1]s &) &`},
+	{"setsid", `setsid sleep %[1]s >/dev/null 2>&1 </dev/null &`},
+	{"daemon", `"$PY" -c 'import os, sys
 if os.fork(): sys.exit(0)
 os.setsid()
 if os.fork(): os._exit(0)
 fd = os.open("/dev/null", os.O_RDWR)
 for i in (0, 1, 2): os.dup2(fd, i)
 os.execvp("sleep", ["sleep", sys.argv[1]])' %[1]s`},
+}
+
+// startDaemons is a script that leaves a daemon of every form, with
+// marker m.
+func startDaemons(m string) string {
+	var b strings.Builder
+	for _, f := range daemonForms {
+		fmt.Fprintf(&b, f.start+"\n", m)
 	}
+	return b.String()
+}
+
+// Promise 3: nothing outlives its call unless asked to (a job), nor its
+// session.
+func (fx *escapeFixture) nothingOutlives(t *testing.T) {
+	forms, startAll := daemonForms, startDaemons
 	marker := func(i int) string { return fmt.Sprintf("1234.%d%02d", os.Getpid(), i) }
-	startAll := func(m string) string {
-		var b strings.Builder
-		for _, f := range forms {
-			fmt.Fprintf(&b, f.start+"\n", m)
-		}
-		return b.String()
-	}
 	// alive counts, inside the jail, the sleeps a script started.
 	alive := func(m string) string {
 		return fmt.Sprintf(`sleep 0.3

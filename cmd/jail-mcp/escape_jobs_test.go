@@ -21,19 +21,7 @@ func (fx *escapeFixture) jobs(t *testing.T) {
 	// Promise 3: a job outlives its call because it was asked to, never
 	// its session. Daemons of every form started by a job, then the
 	// session ends each way it can.
-	daemons := func(m string) string {
-		return fmt.Sprintf(`nohup sleep %[1]s >/dev/null 2>&1 &
-(sleep %[1]s &) &
-setsid sleep %[1]s >/dev/null 2>&1 </dev/null &
-"$PY" -c 'import os, sys
-if os.fork(): sys.exit(0)
-os.setsid()
-if os.fork(): os._exit(0)
-fd = os.open("/dev/null", os.O_RDWR)
-for i in (0, 1, 2): os.dup2(fd, i)
-os.execvp("sleep", ["sleep", sys.argv[1]])' %[1]s
-echo started; exec sleep %[1]s`, m)
-	}
+	daemons := func(m string) string { return startDaemons(m) + "echo started; exec sleep " + m }
 	for i, end := range []string{"reset", "eof", "sigterm", "sigkill"} {
 		fx.vector(t, "job-outlives-"+end, func(t *testing.T) {
 			m := fmt.Sprintf("4321.%d%02d", os.Getpid(), 20+i)
@@ -45,18 +33,7 @@ echo started; exec sleep %[1]s`, m)
 			if !waitFor(10*time.Second, func() bool { return sleepers(m) >= 10 }) {
 				t.Fatalf("the daemons did not start: %d", sleepers(m))
 			}
-			switch end {
-			case "reset":
-				if res, err := ts.call(t.Context(), "jail_reset", nil); err != nil || res.IsError {
-					t.Fatalf("reset: %v %s", err, text(res))
-				}
-			case "eof":
-				ts.c.Close()
-			case "sigterm":
-				ts.cmd.Process.Signal(unix.SIGTERM)
-			case "sigkill":
-				ts.cmd.Process.Kill()
-			}
+			ts.end(end)
 			if !waitFor(5*time.Second, func() bool { return len(processesWith(m)) == 0 }) {
 				fx.escape(t, "job processes left after the session's %s: %v", end, processesWith(m))
 			}

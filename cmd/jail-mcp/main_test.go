@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -136,6 +137,26 @@ func (b testBackend) startWith(t testing.TB, project string, env []string, setup
 		t.Fatalf("server runs backend %q (confined %t), want %q confined: %s (fix: %s)", st.Backend, st.Confined, b.name, st.Reason, st.Hint)
 	}
 	return ts
+}
+
+// end ends what ts serves, how: "reset" (jail_reset of its session),
+// "EOF" (the client closes stdin), "SIGTERM" or "SIGKILL" (of the server).
+func (ts *testServer) end(how string) {
+	ts.t.Helper()
+	switch strings.ToUpper(how) {
+	case "RESET":
+		if res, err := ts.call(ts.t.Context(), "jail_reset", nil); err != nil || res.IsError {
+			ts.t.Fatalf("reset: %v %s", err, text(res))
+		}
+	case "EOF":
+		ts.c.Close()
+	case "SIGTERM":
+		ts.cmd.Process.Signal(syscall.SIGTERM)
+	case "SIGKILL":
+		ts.cmd.Process.Kill()
+	default:
+		ts.t.Fatalf("end %q: want reset, EOF, SIGTERM or SIGKILL", how)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader.
