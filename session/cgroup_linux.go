@@ -114,7 +114,7 @@ func (cs *cgroupSet) close() {
 // callCgroup is one call's cgroups.
 type callCgroup struct {
 	pids, mem string
-	enforced  map[string]bool // bound names the kernel enforces for this call
+	enforced  map[Bound]bool // bound names the kernel enforces for this call
 }
 
 // call creates the cgroups of one call with its bounds. A bound that
@@ -123,12 +123,12 @@ func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
 	if cs == nil {
 		return nil
 	}
-	cc := &callCgroup{enforced: map[string]bool{}}
+	cc := &callCgroup{enforced: map[Bound]bool{}}
 	if cs.pids != "" && maxProcs > 0 {
 		d := filepath.Join(cs.pids, id)
 		if os.Mkdir(d, 0o755) == nil {
 			if write(filepath.Join(d, "pids.max"), strconv.FormatInt(maxProcs, 10)) == nil {
-				cc.pids, cc.enforced["procs"] = d, true
+				cc.pids, cc.enforced[BoundProcs] = d, true
 			} else {
 				os.Remove(d)
 			}
@@ -139,7 +139,7 @@ func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
 		if os.Mkdir(d, 0o755) == nil {
 			if write(filepath.Join(d, "memory.limit_in_bytes"), strconv.FormatInt(maxMemory, 10)) == nil {
 				write(filepath.Join(d, "memory.memsw.limit_in_bytes"), strconv.FormatInt(maxMemory, 10))
-				cc.mem, cc.enforced["memory"] = d, true
+				cc.mem, cc.enforced[BoundMemory] = d, true
 			} else {
 				os.Remove(d)
 			}
@@ -240,13 +240,13 @@ func (cc *callCgroup) mark() cgroupMark {
 // exceededSince names the bound the kernel hit since m, or "": a fork
 // refused at pids.max, or a process killed by the OOM killer at the
 // memory limit.
-func (cc *callCgroup) exceededSince(m cgroupMark) string {
+func (cc *callCgroup) exceededSince(m cgroupMark) Bound {
 	now := cc.mark()
 	switch {
 	case now.oom > m.oom:
-		return "memory"
+		return BoundMemory
 	case now.max > m.max:
-		return "procs"
+		return BoundProcs
 	}
 	return ""
 }

@@ -5,7 +5,7 @@ package session
 // cgroups are Linux only: elsewhere the watchdog alone bounds commands.
 type cgroupSet struct{}
 
-type callCgroup struct{ enforced map[string]bool }
+type callCgroup struct{ enforced map[Bound]bool }
 
 type launcher struct{ cc *callCgroup }
 
@@ -15,8 +15,8 @@ func (cs *cgroupSet) prepare(id string, maxProcs, maxMemory int64) *launcher { r
 
 type cgroupMark struct{}
 
-func (cc *callCgroup) mark() cgroupMark                { return cgroupMark{} }
-func (cc *callCgroup) exceededSince(cgroupMark) string { return "" }
-func (cc *callCgroup) remove()                         {}
-func (l *launcher) launch(fn func())                   {}
-func (l *launcher) discard()                           {}
+func (cc *callCgroup) mark() cgroupMark               { return cgroupMark{} }
+func (cc *callCgroup) exceededSince(cgroupMark) Bound { return "" }
+func (cc *callCgroup) remove()                        {}
+func (l *launcher) launch(fn func())                  {}
+func (l *launcher) discard()                          {}

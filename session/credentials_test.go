@@ -791,7 +791,7 @@ echo kimi > $HOME/.kimi/state.db`})
 	}
 	// Written by a call that times out: kept too.
 	res, _ = s.Exec(t.Context(), Request{Command: `echo late > $HOME/.claude.json; sleep 30`, Timeout: 500 * time.Millisecond})
-	if !res.TimedOut {
+	if res.End != TimedOut {
 		t.Errorf("call did not time out: %+v", res)
 	}
 	if b, err := os.ReadFile(filepath.Join(s.Path, stateDir, "claude/.claude.json")); err != nil || string(b) != "late\n" {

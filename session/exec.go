@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,16 +63,14 @@ type Request struct {
 
 // Result is the outcome of a command that ran.
 type Result struct {
-	ExitCode     int
+	// End is how it ended; Limit the bound it went over (End OverBound
+	// or TimedOut), else a bound it met on its own way out: BoundFileSize
+	// (a write refused), BoundDisk (the jail found full once it ended).
+	End          End
+	Limit        Bound
+	ExitCode     int // -1 when killed by a signal
 	Signal       string
 	SignalNumber int
-	TimedOut     bool
-	Cancelled    bool
-	Limit        string
-	// LimitAfterExit: Limit ("disk") was found crossed once the command
-	// had exited, between two looks of the watchdog; it was not killed
-	// for it, and no call runs until the jail is back under the bound.
-	LimitAfterExit bool
 	// AgentRestarted says why the session agent of the call's policy had
 	// ended, when this call started a new one.
 	AgentRestarted string
@@ -89,10 +88,21 @@ type Result struct {
 	Confined   bool
 }
 
+// Millis is n milliseconds, or the longest Duration where n is longer.
+func Millis(n int64) time.Duration {
+	if n > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(n) * time.Millisecond
+}
+
 // InputError is a request the caller must fix; nothing ran.
 type InputError struct{ msg string }
 
 func (e *InputError) Error() string { return e.msg }
+
+// ErrCommandAndArgv refuses a request that gives both.
+var ErrCommandAndArgv error = &InputError{msg: "give exactly one of command and argv, not both"}
 
 func inputErrorf(format string, a ...any) error {
 	return &InputError{msg: fmt.Sprintf(format, a...)}
@@ -138,104 +148,44 @@ func stdinFile(r io.Reader) (f *os.File, release, stop, feed func(), err error) 
 // when no backend confines here, and otherwise a Result, also when the
 // command failed, timed out or was cancelled.
 func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
-	cfg := s.m.cfg
-	argv, err := req.argv()
+	p, err := s.plan(req)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := s.resolveCwd(req.Cwd)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkEnv(req.Env); err != nil {
-		return nil, &InputError{msg: err.Error()}
-	}
-	if req.Timeout < 0 {
-		return nil, inputErrorf("timeout must be positive")
-	}
-	timeout := min(cmp.Or(req.Timeout, cfg.Timeout), cfg.MaxTimeout)
-	if req.Job {
-		timeout = min(cmp.Or(req.Timeout, cfg.MaxJobTime), cfg.MaxJobTime)
-	}
-	network := cfg.Network
-	if req.Network != nil {
-		if *req.Network && !cfg.Network {
-			return nil, inputErrorf("network: the operator turned network off (--network off); a call can turn it off, never on")
-		}
-		network = *req.Network
-	}
-	names, err := auth.Narrow(cfg.Auth, req.Auth)
-	if err != nil {
-		return nil, &InputError{msg: "auth: " + err.Error()}
-	}
-	backend := cfg.Backend
-	if jail.IsRefusing(backend) {
-		_, err := backend.Runner(jail.Spec{}, nil)
-		return nil, err
-	}
-
 	s.resetMu.RLock()
 	defer s.resetMu.RUnlock()
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return nil, fmt.Errorf("session %s: %w", s.Name, errClosed)
-	}
-	if cfg.MaxDisk > 0 {
-		// No call starts in a jail over its bound; one whose usage
-		// cannot be told is not run either (fail closed).
-		u, err := s.diskUsage(diskEvery * watchInterval)
-		if err != nil {
-			return nil, fmt.Errorf("count the jail's usage for --max-disk: %w", err)
-		}
-		if u.Bytes > cfg.MaxDisk {
-			return nil, inputErrorf("the jail holds %d bytes, over --max-disk %d: remove files or call jail_reset", u.Bytes, cfg.MaxDisk)
-		}
+	if err := s.admit(); err != nil {
+		return nil, err
 	}
 	s.ensureSkeleton()
-	exps := s.m.exposures(names)
+	exps := s.m.exposures(p.auth)
 	var credEnv []string
 	for _, e := range exps {
 		credEnv = append(credEnv, e.Env...)
 	}
-	call := jail.Call{Argv: argv, Dir: dir, Env: buildEnv(cfg.Environ, cfg.PassEnv, s.Path, credEnv, req.Env)}
+	cfg := s.m.cfg
+	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: buildEnv(cfg.Environ, cfg.PassEnv, s.Path, credEnv, req.Env)}
 
 	var runner jail.Runner
 	var slot *agentSlot
 	var restarted string
-	var opened []*os.File
-	defer func() { closeAll(opened) }()
-	if backend.Agents() {
+	if cfg.Backend.Agents() {
 		// The session agent of this call's policy: under bwrap its sandbox
 		// binds the policy's credentials.
-		if slot, restarted, err = s.agent(network, names, exps); err != nil {
+		if slot, restarted, err = s.agent(p.network, p.auth, exps); err != nil {
 			return nil, err
 		}
 		defer func() { s.agentDone(slot) }()
 		runner = slot.runner
 	} else {
-		// A command on its own, its credentials bound for it.
-		spec := jail.Spec{Argv: argv, Dir: dir, Env: call.Env, Jail: s.Path, Network: network, Visible: []string{cfg.Project}}
-		jf, err := s.openJail()
+		r, done, err := s.ownRunner(call, p, exps)
 		if err != nil {
 			return nil, err
 		}
-		if jf != nil {
-			opened = append(opened, jf)
-			spec.JailFile = jf
-		}
-		if backend.Credentials() == jail.BindCredentials {
-			if err := s.bindCredentials(&spec, exps, &opened); err != nil {
-				return nil, fmt.Errorf("expose credentials: %w", err)
-			}
-		}
-		if runner, err = backend.Runner(spec, nil); err != nil {
-			return nil, fmt.Errorf("prepare %s: %w", spec, err)
-		}
-		defer runner.Close()
+		defer done()
+		runner = r
 	}
-	if mode := backend.Credentials(); mode != jail.BindCredentials {
+	if mode := cfg.Backend.Credentials(); mode != jail.BindCredentials {
 		undo, err := s.placeCredentials(exps, mode == jail.LinkCredentials)
 		if err != nil {
 			return nil, fmt.Errorf("place credentials in %s: %w", s.Path, err)
@@ -250,17 +200,17 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer s.track(cancel)()
-	res, err := s.run(ctx, runner, slot, call, req, timeout)
+	res, err := s.run(ctx, runner, slot, call, req, p.timeout)
 	if slot != nil && errors.Is(err, jail.ErrAgentLost) && ctx.Err() == nil {
 		// The agent was lost before it started the command (killed from
 		// the host, say): the call runs once on a new one, which says why.
-		next, why, aerr := s.agent(network, names, exps)
+		next, why, aerr := s.agent(p.network, p.auth, exps)
 		if aerr != nil {
 			return nil, aerr
 		}
 		s.agentDone(slot)
 		slot, restarted = next, why
-		res, err = s.run(ctx, slot.runner, slot, call, req, timeout)
+		res, err = s.run(ctx, slot.runner, slot, call, req, p.timeout)
 	}
 	if res != nil {
 		res.AgentRestarted = restarted
@@ -268,10 +218,114 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	return res, err
 }
 
+// callPlan is a request checked against the operator's configuration:
+// what runs, where, for how long, and under which policy.
+type callPlan struct {
+	argv    []string
+	dir     string
+	timeout time.Duration
+	network bool
+	auth    []string // the CLIs whose credentials it sees
+}
+
+// plan checks req against the configuration; every refusal is an
+// *InputError but that of a backend that refuses every call.
+func (s *Session) plan(req Request) (callPlan, error) {
+	cfg := s.m.cfg
+	var p callPlan
+	var err error
+	if p.argv, err = req.argv(); err != nil {
+		return p, err
+	}
+	if p.dir, err = s.resolveCwd(req.Cwd); err != nil {
+		return p, err
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return p, &InputError{msg: err.Error()}
+	}
+	if req.Timeout < 0 {
+		return p, inputErrorf("timeout must be positive")
+	}
+	p.timeout = min(cmp.Or(req.Timeout, cfg.Timeout), cfg.MaxTimeout)
+	if req.Job {
+		p.timeout = min(cmp.Or(req.Timeout, cfg.MaxJobTime), cfg.MaxJobTime)
+	}
+	p.network = cfg.Network
+	if req.Network != nil {
+		if *req.Network && !cfg.Network {
+			return p, inputErrorf("network: the operator turned network off (--network off); a call can turn it off, never on")
+		}
+		p.network = *req.Network
+	}
+	if p.auth, err = auth.Narrow(cfg.Auth, req.Auth); err != nil {
+		return p, &InputError{msg: "auth: " + err.Error()}
+	}
+	if jail.IsRefusing(cfg.Backend) {
+		_, err := cfg.Backend.Runner(jail.Spec{}, nil)
+		return p, err
+	}
+	return p, nil
+}
+
+// admit refuses a call in a closed session, or in a jail over its disk
+// bound.
+func (s *Session) admit() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("session %s: %w", s.Name, errClosed)
+	}
+	max := s.m.cfg.MaxDisk
+	if max <= 0 {
+		return nil
+	}
+	// No call starts in a jail over its bound; one whose usage cannot be
+	// told is not run either (fail closed).
+	u, err := s.diskUsage(diskEvery * watchInterval)
+	if err != nil {
+		return fmt.Errorf("count the jail's usage for --max-disk: %w", err)
+	}
+	if u.Bytes > max {
+		return inputErrorf("the jail holds %d bytes, over --max-disk %d: remove files or call jail_reset", u.Bytes, max)
+	}
+	return nil
+}
+
+// ownRunner is the runner of a command on its own (a backend without
+// session agents), its credentials bound for it; done releases it.
+func (s *Session) ownRunner(call jail.Call, p callPlan, exps []auth.Exposure) (r jail.Runner, done func(), err error) {
+	cfg := s.m.cfg
+	spec := jail.Spec{Argv: call.Argv, Dir: call.Dir, Env: call.Env, Jail: s.Path, Network: p.network, Visible: []string{cfg.Project}}
+	var opened []*os.File
+	defer func() {
+		if err != nil {
+			closeAll(opened)
+		}
+	}()
+	jf, err := s.openJail()
+	if err != nil {
+		return nil, nil, err
+	}
+	if jf != nil {
+		opened = append(opened, jf)
+		spec.JailFile = jf
+	}
+	if cfg.Backend.Credentials() == jail.BindCredentials {
+		if err := s.bindCredentials(&spec, exps, &opened); err != nil {
+			return nil, nil, fmt.Errorf("expose credentials: %w", err)
+		}
+	}
+	if r, err = cfg.Backend.Runner(spec, nil); err != nil {
+		return nil, nil, fmt.Errorf("prepare %s: %w", spec, err)
+	}
+	return r, func() { r.Close(); closeAll(opened) }, nil
+}
+
 func (r Request) argv() ([]string, error) {
 	switch {
 	case r.Command != "" && len(r.Argv) > 0:
-		return nil, inputErrorf("give exactly one of command and argv, not both")
+		return nil, ErrCommandAndArgv
 	case r.Command != "":
 		if strings.IndexByte(r.Command, 0) >= 0 {
 			return nil, inputErrorf("command contains a NUL byte")
@@ -333,83 +387,12 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		Session: s.Name, Jail: s.Path, Backend: cfg.Backend.Name(),
 		Confined: cfg.Backend.Confined(), Timeout: timeout,
 	}
-
-	// Whole output is spilled to one directory per call, made on demand.
-	var (
-		outOnce sync.Once
-		outDir  string
-		outErr  error
-	)
-	id := time.Now().UTC().Format("20060102-150405") + "-" + uuid.NewString()[:8]
-	spill := func(name string) func() (io.WriteCloser, error) {
-		return func() (io.WriteCloser, error) {
-			outOnce.Do(func() { outDir, outErr = s.newOutputDir(id) })
-			if outErr != nil {
-				return nil, outErr
-			}
-			return s.createOutput(outDir, name)
-		}
+	out := s.newCallOutput()
+	sio, err := attachStreams(&call, req, out)
+	if err != nil {
+		return nil, err
 	}
-	stdout := newCapture(cfg.MaxOutput, spill("stdout"))
-	stderr := newCapture(cfg.MaxOutput, spill("stderr"))
-	if cfg.MaxDisk > 0 {
-		// The kept output counts against the jail's disk bound and must
-		// stay under the per-file bound the server itself is held to.
-		stdout.keepMax = min(MaxKept, cfg.MaxDisk/4)
-		stderr.keepMax = stdout.keepMax
-	}
-
-	// The command gets pipes of its own, never the server's stdin or
-	// stdout, and only fds 0-2.
-	var readers []*os.File
-	var copies sync.WaitGroup
-	attach := func(dst io.Writer) (*os.File, error) {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return nil, err
-		}
-		readers = append(readers, r)
-		copies.Go(func() { io.Copy(dst, r) })
-		return w, nil
-	}
-	var outW, errW io.Writer = stdout, stderr
-	if req.Stdout != nil {
-		outW = req.Stdout
-	}
-	if req.Stderr != nil {
-		errW = req.Stderr
-	}
-	counted := [2]*counter{{w: outW}, {w: errW}}
-	nothing := func() {}
-	wout, werr := nothing, nothing
-	releaseStdin, stopStdin, feedStdin := nothing, nothing, nothing
-	if req.TTY != nil {
-		// The caller reads the terminal: the output goes through it.
-		call.Stdin, call.Stdout, call.Stderr, call.TTY = req.TTY, req.TTY, req.TTY, true
-	} else {
-		wo, err := attach(counted[0])
-		if err != nil {
-			return nil, fmt.Errorf("create pipe: %w", err)
-		}
-		we, err := attach(counted[1])
-		if err != nil {
-			wo.Close()
-			closeAll(readers)
-			return nil, fmt.Errorf("create pipe: %w", err)
-		}
-		stdin, release, stop, feed, err := stdinFile(req.Stdin)
-		if err != nil {
-			wo.Close()
-			we.Close()
-			closeAll(readers)
-			return nil, err
-		}
-		wout, werr = func() { wo.Close() }, func() { we.Close() }
-		releaseStdin, stopStdin, feedStdin = release, stop, feed
-		call.Stdin, call.Stdout, call.Stderr = stdin, wo, we
-	}
-	defer releaseStdin()
-	defer stopStdin()
+	defer sio.closeStdin()
 
 	// Where the server can make cgroups, the kernel bounds processes and
 	// memory exactly: a command on its own in cgroups of its own, a
@@ -428,18 +411,15 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	}
 	start := time.Now()
 	proc, err := runner.Run(call)
-	wout()
-	werr()
-	releaseStdin()
+	sio.started()
 	if err != nil {
-		closeAll(readers)
-		copies.Wait()
+		sio.drain()
 		if errors.Is(err, jail.ErrNotFound) {
 			return nil, inputErrorf("argv[0] %q: not found in the jail's PATH", call.Argv[0])
 		}
 		return nil, fmt.Errorf("start %s: %w", call.Argv[0], err)
 	}
-	feedStdin()
+	sio.feed()
 	if req.Started != nil {
 		sig := proc.Signal
 		if sig == nil {
@@ -447,41 +427,14 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		}
 		req.Started(sig)
 	}
-
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	type ended struct {
-		exit jail.Exit
-		err  error
-	}
-	exited := make(chan ended, 1)
-	go func() { e, err := proc.Wait(); exited <- ended{e, err} }()
-
 	stopProgress := func() {}
 	if req.Progress != nil {
-		stopProgress = progress(req.Progress, start, stdout, stderr)
+		stopProgress = progress(req.Progress, start, out.stdout, out.stderr)
 	}
 
-	hit := make(chan string, 1)
-	stopWatch := s.m.watch(s, proc.Pid, proc.Tree, cc, mark, hit)
-
-	var end ended
-	select {
-	case end = <-exited:
-	case <-timer.C:
-		res.TimedOut, res.Limit = true, "timeout"
-		proc.Kill()
-		end = <-exited
-	case <-ctx.Done():
-		res.Cancelled = true
-		proc.Kill()
-		end = <-exited
-	case res.Limit = <-hit:
-		proc.Kill()
-		end = <-exited
-	}
-	stopWatch()
-	if res.Limit == "" && cc != nil {
+	stopped, bound, exit, lost := s.wait(ctx, proc, cc, mark, timeout)
+	var kernel Bound
+	if stopped != OverBound && cc != nil {
 		// The kernel enforces cgroup bounds by itself (a refused fork, an
 		// OOM kill), often before the watchdog looks: ask it. Cgroups a
 		// session agent's calls share tell of all of them: an OOM kill is
@@ -489,54 +442,171 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		// another's (the watchdog holds each to its own count).
 		lim := cc.exceededSince(mark)
 		// (137: a shell's report of its child killed by SIGKILL.)
-		if slot == nil || lim == "memory" && (end.exit.Signal == syscall.SIGKILL || end.exit.Code == 128+int(syscall.SIGKILL)) {
-			res.Limit = lim
+		if slot == nil || lim == BoundMemory && (exit.Signal == syscall.SIGKILL || exit.Code == 128+int(syscall.SIGKILL)) {
+			kernel = lim
 		}
 	}
 	stopProgress()
 	res.Duration = time.Since(start)
-	stopStdin()
+	sio.stopStdin()
 	// Whatever is left of the command (a background child of one that ran
 	// on its own) goes with it.
 	proc.Kill()
 	if req.Ended != nil {
 		req.Ended()
 	}
-	drain(&copies, readers)
+	sio.drain()
+	res.settle(stopped, bound, kernel, exit, lost)
+	s.finishOutput(res, out, req, sio.counted)
+	s.checkDiskAfter(res)
+	return res, nil
+}
 
-	if end.err != nil {
-		// The session agent ended under the call: the command is gone
-		// with it, and the next call starts a new agent.
-		res.AgentLost = end.err.Error()
+// wait waits for proc to exit, its timeout, the call's cancellation or a
+// bound the watchdog finds crossed, whichever comes first, and kills it
+// for any but the first. It returns what stopped it (Exited: nothing),
+// the bound, its exit, and the loss of its session agent, if that ended it.
+func (s *Session) wait(ctx context.Context, proc jail.Process, cc *callCgroup, mark cgroupMark, timeout time.Duration) (stopped End, bound Bound, exit jail.Exit, lost error) {
+	type ended struct {
+		exit jail.Exit
+		err  error
 	}
-	res.ExitCode = end.exit.Code
-	if end.exit.Signal != 0 {
-		res.ExitCode = -1
-		res.Signal, res.SignalNumber = signalName(end.exit.Signal), int(end.exit.Signal)
-	}
-	// The kernel sends SIGXFSZ only for the per-file bound (bubblewrap
-	// reports a command a signal killed as 128+N). A file stopped there
-	// can also fill the jail (the two bounds are one size): what killed
-	// the command is what the result names.
-	if (res.Limit == "" || res.Limit == "disk") && (res.SignalNumber == fileSizeSignal || res.Signal == "" && res.ExitCode == 128+fileSizeSignal) {
-		res.Limit = "file_size"
-	}
+	exited := make(chan ended, 1)
+	go func() { e, err := proc.Wait(); exited <- ended{e, err} }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	hit := make(chan Bound, 1)
+	stopWatch := s.m.watch(s, proc.Pid, proc.Tree, cc, mark, hit)
+	defer stopWatch()
 
-	where := filepath.Join(s.Path, outDir)
-	res.Stdout, _ = stdout.finish(filepath.Join(where, "stdout"))
-	res.Stderr, _ = stderr.finish(filepath.Join(where, "stderr"))
+	var end ended
+	select {
+	case end = <-exited:
+		return Exited, "", end.exit, end.err
+	case <-timer.C:
+		stopped = TimedOut
+	case <-ctx.Done():
+		stopped = Cancelled
+	case bound = <-hit:
+		stopped = OverBound
+	}
+	proc.Kill()
+	end = <-exited
+	return stopped, bound, end.exit, end.err
+}
+
+// callOutput is where a call's output goes: two captures, head and tail
+// inline, the whole stream spilled to one directory per call, made on
+// demand.
+type callOutput struct {
+	stdout, stderr *capture
+	once           sync.Once
+	dir            string
+	err            error
+}
+
+func (s *Session) newCallOutput() *callOutput {
+	cfg := s.m.cfg
+	o := &callOutput{}
+	id := time.Now().UTC().Format("20060102-150405") + "-" + uuid.NewString()[:8]
+	spill := func(name string) func() (io.WriteCloser, error) {
+		return func() (io.WriteCloser, error) {
+			o.once.Do(func() { o.dir, o.err = s.newOutputDir(id) })
+			if o.err != nil {
+				return nil, o.err
+			}
+			return s.createOutput(o.dir, name)
+		}
+	}
+	o.stdout = newCapture(cfg.MaxOutput, spill("stdout"))
+	o.stderr = newCapture(cfg.MaxOutput, spill("stderr"))
+	if cfg.MaxDisk > 0 {
+		// The kept output counts against the jail's disk bound and must
+		// stay under the per-file bound the server itself is held to.
+		o.stdout.keepMax = min(MaxKept, cfg.MaxDisk/4)
+		o.stderr.keepMax = o.stdout.keepMax
+	}
+	return o
+}
+
+// finishOutput puts the call's output in res: what the captures hold, or
+// (jail-mcp run, whose output went to its own writers) the byte counts.
+func (s *Session) finishOutput(res *Result, out *callOutput, req Request, counted [2]*counter) {
+	where := filepath.Join(s.Path, out.dir)
+	res.Stdout, _ = out.stdout.finish(filepath.Join(where, "stdout"))
+	res.Stderr, _ = out.stderr.finish(filepath.Join(where, "stderr"))
 	if req.Stdout != nil {
 		res.Stdout = Stream{Bytes: counted[0].n}
 	}
 	if req.Stderr != nil {
 		res.Stderr = Stream{Bytes: counted[1].n}
 	}
-	if outDir != "" && outErr == nil {
+	if out.dir != "" && out.err == nil {
 		res.OutputPath = where
-		s.completeOutput(outDir, stdout, stderr)
+		s.completeOutput(out.dir, out.stdout, out.stderr)
 	}
-	s.checkDiskAfter(res)
-	return res, nil
+}
+
+// callStreams are a call's standard streams as the server holds them:
+// pipes of the command's own, never the server's stdin or stdout (or the
+// caller's terminal), and only fds 0-2.
+type callStreams struct {
+	readers []*os.File
+	copies  sync.WaitGroup
+	counted [2]*counter
+	// started closes the server's copies of what the command now holds;
+	// stopStdin ends the feeding of a command that never read, once it is
+	// gone; feed starts the feeding once it started; closeStdin is both.
+	started, stopStdin, feed func()
+}
+
+func (c *callStreams) closeStdin() { c.started(); c.stopStdin() }
+
+// drain waits for the output copies to end; when something outside the
+// jail's control still holds a pipe open, the pipes are closed after grace.
+func (c *callStreams) drain() { drain(&c.copies, c.readers) }
+
+// attachStreams gives call its standard streams, per req: the terminal's
+// far end, or pipes whose output goes to out (or req's own writers) and
+// the input req gives.
+func attachStreams(call *jail.Call, req Request, out *callOutput) (*callStreams, error) {
+	nothing := func() {}
+	c := &callStreams{started: nothing, stopStdin: nothing, feed: nothing}
+	outW, errW := io.Writer(out.stdout), io.Writer(out.stderr)
+	if req.Stdout != nil {
+		outW = req.Stdout
+	}
+	if req.Stderr != nil {
+		errW = req.Stderr
+	}
+	c.counted = [2]*counter{{w: outW}, {w: errW}}
+	if req.TTY != nil {
+		// The caller reads the terminal: the output goes through it.
+		call.Stdin, call.Stdout, call.Stderr, call.TTY = req.TTY, req.TTY, req.TTY, true
+		return c, nil
+	}
+	var ws []*os.File
+	fail := func(err error) (*callStreams, error) {
+		closeAll(ws)
+		closeAll(c.readers)
+		return nil, err
+	}
+	for _, dst := range c.counted {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(fmt.Errorf("create pipe: %w", err))
+		}
+		c.readers, ws = append(c.readers, r), append(ws, w)
+		c.copies.Go(func() { io.Copy(dst, r) })
+	}
+	stdin, release, stop, feed, err := stdinFile(req.Stdin)
+	if err != nil {
+		return fail(err)
+	}
+	c.started = sync.OnceFunc(func() { closeAll(ws); release() })
+	c.stopStdin, c.feed = stop, feed
+	call.Stdin, call.Stdout, call.Stderr = stdin, ws[0], ws[1]
+	return c, nil
 }
 
 // checkDiskAfter tells the call during which the jail crossed its disk
@@ -550,7 +620,7 @@ func (s *Session) checkDiskAfter(res *Result) {
 		return
 	}
 	if u, err := s.diskUsage(diskEvery * watchInterval); err == nil && u.Bytes > max {
-		res.Limit, res.LimitAfterExit = "disk", true
+		res.Limit = BoundDisk
 	}
 }
 

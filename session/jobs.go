@@ -219,7 +219,7 @@ func (j *Job) run(ctx context.Context, req Request, closeFar func()) {
 		res.OutputPath = filepath.Join(j.s.Path, j.outDir)
 	}
 	why := ""
-	if cause := context.Cause(ctx); cause != nil && res != nil && res.Cancelled {
+	if cause := context.Cause(ctx); cause != nil && res != nil && res.End == Cancelled {
 		why = cause.Error()
 	}
 	j.mu.Lock()

@@ -599,11 +599,11 @@ func TestExecKillsEverything(t *testing.T) {
 					t.Fatalf("Exec: %v", err)
 				}
 				if tt.cancelAfter > 0 {
-					if !res.Cancelled || res.TimedOut || res.Limit != "" {
-						t.Errorf("Cancelled %t TimedOut %t Limit %q, want cancelled only", res.Cancelled, res.TimedOut, res.Limit)
+					if res.End != Cancelled || res.Limit != "" {
+						t.Errorf("end %d limit %q, want cancelled only", res.End, res.Limit)
 					}
-				} else if !res.TimedOut || res.Limit != "timeout" || res.Cancelled {
-					t.Errorf("TimedOut %t Limit %q Cancelled %t, want timed out by timeout", res.TimedOut, res.Limit, res.Cancelled)
+				} else if res.End != TimedOut || res.Limit != BoundTimeout {
+					t.Errorf("end %d limit %q, want timed out by timeout", res.End, res.Limit)
 				}
 				if res.ExitCode != -1 || res.Signal != "SIGKILL" {
 					t.Errorf("exit %d signal %q, want -1 SIGKILL", res.ExitCode, res.Signal)
@@ -648,8 +648,8 @@ func TestExecExitKillsLeftovers(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Exec: %v", err)
 				}
-				if res.ExitCode != 3 || res.TimedOut || res.Cancelled || res.Limit != "" {
-					t.Errorf("exit %d TimedOut %t Cancelled %t Limit %q, want exit 3 only", res.ExitCode, res.TimedOut, res.Cancelled, res.Limit)
+				if res.ExitCode != 3 || res.End != Exited || res.Limit != "" {
+					t.Errorf("exit %d end %d limit %q, want exit 3 only", res.ExitCode, res.End, res.Limit)
 				}
 				if elapsed > 3*time.Second {
 					t.Errorf("returned after %v, want at once", elapsed)
@@ -667,7 +667,7 @@ func TestExecSignal(t *testing.T) {
 		name      string
 		signal    string
 		number    int
-		wantLimit string
+		wantLimit Bound
 	}{
 		{"terminated", "TERM", 15, ""},
 		{"file size signal names the bound", "XFSZ", fileSizeSignal, "file_size"},

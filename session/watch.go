@@ -24,13 +24,13 @@ type watched struct {
 	tree func() (int, int64) // the backend's count of the call's processes, or nil
 	cc   *callCgroup         // the call's cgroups (or its agent's), or nil
 	mark cgroupMark          // cc's counters when the call started
-	hit  chan<- string       // receives the name of the first bound exceeded
+	hit  chan<- Bound        // receives the name of the first bound exceeded
 }
 
 // watch starts watching a call: its processes are counted by tree, or
 // are the descendants of root (bwrap, or the command itself) when tree is
 // nil. The returned function stops it.
-func (m *Manager) watch(s *Session, root int, tree func() (int, int64), cc *callCgroup, mark cgroupMark, hit chan<- string) (stop func()) {
+func (m *Manager) watch(s *Session, root int, tree func() (int, int64), cc *callCgroup, mark cgroupMark, hit chan<- Bound) (stop func()) {
 	w := &m.dog
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -82,8 +82,8 @@ func (m *Manager) watchLoop() {
 					continue
 				}
 			}
-			procs := cfg.MaxProcs > 0 && (x.cc == nil || shared || !x.cc.enforced["procs"])
-			memory := cfg.MaxMemory > 0 && (x.cc == nil || shared || !x.cc.enforced["memory"])
+			procs := cfg.MaxProcs > 0 && (x.cc == nil || shared || !x.cc.enforced[BoundProcs])
+			memory := cfg.MaxMemory > 0 && (x.cc == nil || shared || !x.cc.enforced[BoundMemory])
 			if !Watchable || !(procs || memory) {
 				continue
 			}
@@ -98,9 +98,9 @@ func (m *Manager) watchLoop() {
 			}
 			switch {
 			case procs && int64(tr.procs) > cfg.MaxProcs+1: // +1: bwrap's init, or the landlock guard
-				report(x, "procs")
+				report(x, BoundProcs)
 			case memory && tr.rss > cfg.MaxMemory:
-				report(x, "memory")
+				report(x, BoundMemory)
 			}
 		}
 		if cfg.MaxDisk > 0 {
@@ -126,7 +126,7 @@ func (m *Manager) watchLoop() {
 			}
 			for _, x := range roots {
 				if over[x.s] {
-					report(x, "disk")
+					report(x, BoundDisk)
 				}
 			}
 		}
@@ -134,7 +134,7 @@ func (m *Manager) watchLoop() {
 }
 
 // report sends a bound once; a command already reported is being killed.
-func report(x *watched, limit string) {
+func report(x *watched, limit Bound) {
 	select {
 	case x.hit <- limit:
 	default:

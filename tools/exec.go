@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
@@ -123,7 +121,7 @@ func newOutcome(stdout, stderr session.Stream, d time.Duration, sessionName, jai
 
 // ended records how the command ended.
 func (o *Outcome) ended(res *session.Result) {
-	o.ExitCode, o.Signal, o.TimedOut, o.Limit = res.ExitCode, res.Signal, res.TimedOut, res.Limit
+	o.ExitCode, o.Signal, o.TimedOut, o.Limit = res.ExitCode, res.Signal, res.End == session.TimedOut, string(res.Limit)
 }
 
 // ExecResult is the structured result of jailed_exec.
@@ -139,16 +137,18 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	if err := decode(req, &p, execFields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
+	// An empty command or argv, given, is told apart from one not given
+	// here; session checks the rest of the request.
 	r := session.Request{Argv: p.Argv, Cwd: p.Cwd, Env: p.Env, Network: p.Network, Auth: p.Auth}
 	switch {
 	case p.Command != nil && p.Argv != nil:
-		return refuse("refused: give exactly one of command and argv, not both"), nil
+		return refuseRun(session.ErrCommandAndArgv), nil
 	case p.Command != nil && *p.Command == "":
 		return refuse("refused: command is empty"), nil
-	case p.Command != nil:
-		r.Command = *p.Command
 	case p.Argv != nil && len(p.Argv) == 0:
 		return refuse("refused: argv is empty"), nil
+	case p.Command != nil:
+		r.Command = *p.Command
 	}
 	if p.Stdin != nil {
 		r.Stdin = strings.NewReader(*p.Stdin)
@@ -161,14 +161,11 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 		return refuse("refused: yield_ms must be a positive integer, got %d", *p.YieldMS), nil
 	}
 	if p.TimeoutMS != nil {
+		// 0 would be the operator's default; session clamps the rest.
 		if *p.TimeoutMS <= 0 {
 			return refuse("refused: timeout_ms must be a positive integer, got %d", *p.TimeoutMS), nil
 		}
-		max := h.Manager.Config().MaxTimeout
-		if job {
-			max = h.Manager.Config().MaxJobTime
-		}
-		r.Timeout = min(time.Duration(min(*p.TimeoutMS, max.Milliseconds()+1))*time.Millisecond, max)
+		r.Timeout = session.Millis(*p.TimeoutMS)
 	}
 	if token := progressToken(req); token != nil && !(job || p.TTY) {
 		r.Progress = progressReporter(ctx, token)
@@ -182,14 +179,8 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 		return h.execJob(ctx, req, s, r, p)
 	}
 	res, err := s.Exec(ctx, r)
-	var inputErr *session.InputError
-	switch {
-	case errors.As(err, &inputErr):
-		return refuse("refused: %v", err), nil
-	case errors.Is(err, jail.ErrUnavailable):
-		return refuse("refused: no jail can confine commands here: %v", err), nil
-	case err != nil:
-		return refuse("could not start the command: %v", err), nil
+	if err != nil {
+		return refuseRun(err), nil
 	}
 	if warned := warnResult(ctx, res); warned || r.Progress != nil {
 		flushNotifications(ctx)
@@ -197,8 +188,7 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	out := ExecResult{Outcome: newOutcome(res.Stdout, res.Stderr, res.Duration, res.Session, res.Jail, res.Backend, res.Confined)}
 	out.OutputPath = res.OutputPath
 	fillEnd(&out, res)
-	failed := res.ExitCode != 0 || res.TimedOut || res.Cancelled || res.Signal != "" || res.Limit != "" || res.AgentLost != ""
-	return structured(out, renderExec(res), failed), nil
+	return structured(out, renderExec(res), res.Failed()), nil
 }
 
 // resultWarnings are what the user should hear of a command's end beyond
@@ -209,8 +199,8 @@ func resultWarnings(r *session.Result) []string {
 	if !r.Confined {
 		w = append(w, "a command ran UNCONFINED (--fallback warn: no jail could confine it)")
 	}
-	if r.Limit != "" && r.Limit != "timeout" {
-		w = append(w, fmt.Sprintf("a command went over its %s bound (%s) in session %s", r.Limit, limitFlag[r.Limit], r.Session))
+	if r.Limit != "" && r.Limit != session.BoundTimeout {
+		w = append(w, fmt.Sprintf("a command went over its %s bound (%s) in session %s", r.Limit, r.Limit.Flag(), r.Session))
 	}
 	if note := agentNote(r); note != "" {
 		w = append(w, "session "+r.Session+": "+note)
@@ -242,9 +232,6 @@ func agentNote(r *session.Result) string {
 	return ""
 }
 
-// limitFlag names the operator's setting behind each bound.
-var limitFlag = map[string]string{"procs": "--max-procs", "memory": "--max-memory", "disk": "--max-disk", "file_size": "--max-disk"}
-
 // renderExec is the short text rendering: one status line a model can act
 // on, then the output.
 func renderExec(r *session.Result) string {
@@ -252,41 +239,27 @@ func renderExec(r *session.Result) string {
 	if !r.Confined {
 		b.WriteString("UNCONFINED (--fallback warn: no jail could confine this command); ")
 	}
-	d := r.Duration.Round(time.Millisecond)
 	if note := agentNote(r); note != "" {
 		b.WriteString(note + "\n")
 	}
-	switch {
-	case r.TimedOut:
-		fmt.Fprintf(&b, "timed out after %v (timeout %v); the command and everything it started were killed", d, r.Timeout)
-	case r.LimitAfterExit:
-		fmt.Fprintf(&b, "exit %d in %v, but the jail went over its %s bound (%s) during the call: no command runs in it until files are removed or jail_reset is called", r.ExitCode, d, r.Limit, limitFlag[r.Limit])
-	case r.Limit != "" && r.Limit != "file_size":
-		fmt.Fprintf(&b, "killed after %v: the command went over its %s bound (%s); it and everything it started were killed", d, r.Limit, limitFlag[r.Limit])
-	case r.Cancelled:
-		fmt.Fprintf(&b, "cancelled after %v; the command and everything it started were killed", d)
-	case r.Signal != "":
-		fmt.Fprintf(&b, "killed by %s after %v", r.Signal, d)
-	default:
-		fmt.Fprintf(&b, "exit %d in %v", r.ExitCode, d)
-		if r.Limit == "file_size" {
-			b.WriteString(" (a process wrote past the per-file size bound, --max-disk)")
-		}
-	}
-	b.WriteString("\n")
-	for _, s := range []struct {
-		name string
-		st   session.Stream
-	}{{"stdout", r.Stdout}, {"stderr", r.Stderr}} {
-		if s.st.Bytes == 0 {
+	b.WriteString(r.Status() + "\n")
+	writeStreams(&b, "--- %s (%d bytes) ---\n", r.Stdout, r.Stderr)
+	return b.String()
+}
+
+// writeStreams writes each stream that has text under a header made of
+// format, its name and its byte count.
+func writeStreams(b *strings.Builder, format string, stdout, stderr session.Stream) {
+	for i, st := range [2]session.Stream{stdout, stderr} {
+		if st.Text == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "--- %s (%d bytes) ---\n%s", s.name, s.st.Bytes, s.st.Text)
-		if !strings.HasSuffix(s.st.Text, "\n") {
+		fmt.Fprintf(b, format, [2]string{"stdout", "stderr"}[i], st.Bytes)
+		b.WriteString(st.Text)
+		if !strings.HasSuffix(st.Text, "\n") {
 			b.WriteString("\n")
 		}
 	}
-	return b.String()
 }
 
 func progressToken(req mcp.CallToolRequest) mcp.ProgressToken {

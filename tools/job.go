@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
@@ -123,7 +121,7 @@ func (h *Handler) Job(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 	}
 	if p.WaitMS != nil && *p.WaitMS > 0 {
 		max := h.Manager.Config().MaxTimeout
-		wait := min(time.Duration(min(*p.WaitMS, max.Milliseconds()+1))*time.Millisecond, max)
+		wait := min(session.Millis(*p.WaitMS), max)
 		stop := jobProgress(ctx, req, j)
 		j.Wait(ctx, wait)
 		stop()
@@ -152,7 +150,7 @@ func (h *Handler) execJob(ctx context.Context, req mcp.CallToolRequest, s *sessi
 	case p.Background:
 	case p.YieldMS != nil:
 		stop := jobProgress(ctx, req, j)
-		j.WaitEnd(ctx, time.Duration(min(*p.YieldMS, math.MaxInt64/int64(time.Millisecond)))*time.Millisecond)
+		j.WaitEnd(ctx, session.Millis(*p.YieldMS))
 		stop()
 	default:
 		stop := jobProgress(ctx, req, j)
@@ -193,26 +191,18 @@ func (h *Handler) execJob(ctx context.Context, req mcp.CallToolRequest, s *sessi
 	if res.Stdout.Truncated || res.Stderr.Truncated {
 		out.OutputPath = rd.OutputPath
 	}
-	failed := res.ExitCode != 0 || res.TimedOut || res.Cancelled || res.Signal != "" || res.Limit != "" || res.AgentLost != ""
-	return structured(out, renderExec(res), failed), nil
+	return structured(out, renderExec(res), res.Failed()), nil
 }
 
 // fillEnd copies how a command ended into out.
 func fillEnd(out *ExecResult, res *session.Result) {
 	out.ended(res)
-	out.Cancelled, out.Agent = res.Cancelled, agentNote(res)
+	out.Cancelled, out.Agent = res.End == session.Cancelled, agentNote(res)
 }
 
 // refuseRun is the result of a command that could not run.
 func refuseRun(err error) *mcp.CallToolResult {
-	var inputErr *session.InputError
-	switch {
-	case errors.As(err, &inputErr):
-		return refuse("refused: %v", err)
-	case errors.Is(err, jail.ErrUnavailable):
-		return refuse("refused: no jail can confine commands here: %v", err)
-	}
-	return refuse("could not start the command: %v", err)
+	return refuse("%s", session.Refusal(err))
 }
 
 func (h *Handler) jobResult(s *session.Session, r session.JobRead) JobResult {
@@ -246,28 +236,11 @@ func renderJob(r session.JobRead) string {
 		fmt.Fprintf(&b, "job %s did not run: %v", r.ID, r.Err)
 	case r.Killed != "":
 		fmt.Fprintf(&b, "job %s ended after %v: %s; it and everything it started were killed", r.ID, d, r.Killed)
-	case res.TimedOut:
-		fmt.Fprintf(&b, "job %s timed out after %v (bound %v); it and everything it started were killed", r.ID, d, res.Timeout)
-	case res.Limit != "" && res.Limit != "file_size":
-		fmt.Fprintf(&b, "job %s killed after %v: it went over its %s bound (%s)", r.ID, d, res.Limit, limitFlag[res.Limit])
-	case res.Signal != "":
-		fmt.Fprintf(&b, "job %s ended after %v: killed by %s", r.ID, d, res.Signal)
 	default:
-		fmt.Fprintf(&b, "job %s ended after %v: exit %d", r.ID, d, res.ExitCode)
+		fmt.Fprintf(&b, "job %s ended: %s", r.ID, res.Status())
 	}
 	b.WriteString("\n")
-	for _, s := range []struct {
-		name string
-		st   session.Stream
-	}{{"stdout", r.Stdout}, {"stderr", r.Stderr}} {
-		if s.st.Text == "" {
-			continue
-		}
-		fmt.Fprintf(&b, "--- new %s (%d bytes in all) ---\n%s", s.name, s.st.Bytes, s.st.Text)
-		if !strings.HasSuffix(s.st.Text, "\n") {
-			b.WriteString("\n")
-		}
-	}
+	writeStreams(&b, "--- new %s (%d bytes in all) ---\n", r.Stdout, r.Stderr)
 	return b.String()
 }
 

@@ -101,40 +101,29 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 			return &exitError{code: exitRefused, msg: msg}
 		}
 	}
-	switch {
-	case errors.As(err, &inputErr):
-		return &exitError{code: exitRefused, msg: "refused: " + err.Error()}
-	case errors.Is(err, jail.ErrUnavailable):
-		return &exitError{code: exitRefused, msg: "refused: no jail can confine commands here: " + err.Error()}
-	case err != nil:
-		return &exitError{code: exitRefused, msg: "could not start the command: " + err.Error()}
+	if err != nil {
+		return &exitError{code: exitRefused, msg: session.Refusal(err)}
 	}
 	if !res.Confined {
 		fmt.Fprintln(stderr, "jail-mcp: the command ran UNCONFINED (--fallback warn)")
 	}
-	switch {
-	case res.TimedOut:
-		return &exitError{code: exitTimedOut, msg: fmt.Sprintf("timed out after %v; the command and everything it started were killed", res.Timeout)}
-	case res.LimitAfterExit:
+	// The command's own status, as a shell gives it, but for an end of
+	// the server's making, which says so on stderr: timeout(1)'s 124 for
+	// a timeout, a shell's 130 for an interrupt.
+	switch res.End {
+	case session.TimedOut:
+		return &exitError{code: exitTimedOut, msg: res.Status()}
+	case session.Cancelled:
+		return &exitError{code: 130, msg: "interrupted; the command and everything it started were killed"}
+	case session.OverBound, session.AgentLost:
+		return &exitError{code: res.ExitStatus(), msg: res.Status()}
+	}
+	if res.LimitAfterExit() {
 		// The command ran to its end: its own status, and why the next
 		// one will be refused.
 		fmt.Fprintf(stderr, "jail-mcp: the jail went over its %s bound during the command: no command runs in it until files are removed\n", res.Limit)
-		if res.Signal != "" {
-			return &exitError{code: 128 + res.SignalNumber}
-		}
-		return &exitError{code: res.ExitCode}
-	case res.Limit != "" && res.Limit != "file_size":
-		code := res.ExitCode
-		if res.SignalNumber > 0 {
-			code = 128 + res.SignalNumber
-		}
-		return &exitError{code: code, msg: fmt.Sprintf("killed: the command went over its %s bound; it and everything it started were killed", res.Limit)}
-	case res.Cancelled:
-		return &exitError{code: 130, msg: "interrupted; the command and everything it started were killed"}
-	case res.Signal != "":
-		return &exitError{code: 128 + res.SignalNumber}
 	}
-	return &exitError{code: res.ExitCode}
+	return &exitError{code: res.ExitStatus()}
 }
 
 // defaultCwd is the current directory when it lies in the project, else
