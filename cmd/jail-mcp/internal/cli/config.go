@@ -17,6 +17,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/jail-mcp/jail-mcp/auth"
+	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
@@ -53,32 +54,40 @@ type Config struct {
 // memory a client that never ends its sessions can take.
 const DefaultMaxSessions = 256
 
-// option is one row of the contract's configuration table.
+// option is one row of the contract's configuration table: the flag, its
+// variable, its default and usage, and parse, which sets the field of
+// Config that it is from its text, or says what it wants instead.
 type option struct {
 	flag, env, def, usage string
+	parse                 func(c *Config, v string) error
 }
 
+// backendNames are the values of --backend.
+var backendNames = append([]string{"auto"}, jail.Names...)
+
 var options = []option{
-	{flag: "project", env: "JAIL_MCP_PROJECT", usage: "the project `DIR` (default: current directory)"},
-	{flag: "root", env: "JAIL_MCP_ROOT", usage: "base `DIR` of all session jails (default: <project>/.agent-home)"},
-	{flag: "backend", env: "JAIL_MCP_BACKEND", def: "auto", usage: "`NAME`: auto, bwrap, landlock, sandbox-exec"},
-	{flag: "fallback", env: "JAIL_MCP_FALLBACK", def: "fail", usage: "`MODE` when no backend can confine: fail, or warn (run unconfined)"},
-	{flag: "network", env: "JAIL_MCP_NETWORK", def: "on", usage: "`MODE`: on or off"},
-	{flag: "auth", env: "JAIL_MCP_AUTH", def: "all", usage: "`LIST` of CLIs whose credentials are visible read-only: all, none, or names"},
-	{flag: "session", env: "JAIL_MCP_SESSION", usage: "session `NAME` (default: a new UUID); a fixed name keeps the jail across restarts"},
-	{flag: "listen", env: "JAIL_MCP_LISTEN", usage: "serve streamable HTTP at /mcp on `ADDR` (host:port), one jail per MCP session"},
-	{flag: "token", env: "JAIL_MCP_TOKEN", usage: "HTTP bearer `TOKEN` (at least 16 characters); required when --listen is not loopback"},
-	{flag: "timeout", env: "JAIL_MCP_TIMEOUT", def: "60s", usage: "default per-command timeout `DUR`"},
-	{flag: "max-timeout", env: "JAIL_MCP_MAX_TIMEOUT", def: "10m", usage: "upper clamp `DUR` for a request's timeout_ms"},
-	{flag: "max-job-time", env: "JAIL_MCP_MAX_JOB_TIME", def: "1h", usage: "upper bound `DUR` of a job (a command run in the background or kept running past its call)"},
-	{flag: "max-jobs", env: "JAIL_MCP_MAX_JOBS", def: "16", usage: "jobs one session may run at once (`N`)"},
-	{flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", def: "65536", usage: "`BYTES` of each stream returned inline"},
-	{flag: "pass-env", env: "JAIL_MCP_PASS_ENV", usage: "`LIST` of host variables passed into the jail: names or PREFIX_*"},
-	{flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", def: "512", usage: "processes a command may have at once (`N`)"},
-	{flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", def: "4GiB", usage: "memory `BYTES` of a command's processes together"},
-	{flag: "max-disk", env: "JAIL_MCP_MAX_DISK", def: "10GiB", usage: "disk usage `BYTES` of one session's jail"},
-	{flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", def: strconv.Itoa(DefaultMaxSessions), usage: "live MCP sessions served at once over HTTP (`N`)"},
-	{flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", def: "info", usage: "`LEVEL`: debug, info, warn, error"},
+	{"project", "JAIL_MCP_PROJECT", "", "the project `DIR` (default: current directory)", parseProject},
+	{"root", "JAIL_MCP_ROOT", "", "base `DIR` of all session jails (default: <project>/.agent-home)", parseRoot},
+	// A backend this OS lacks is not a bad value: the server starts and
+	// refuses every call saying why (fail closed), as doctor does.
+	{"backend", "JAIL_MCP_BACKEND", "auto", "`NAME`: " + strings.Join(backendNames, ", "), oneOf(func(c *Config) *string { return &c.Backend }, backendNames...)},
+	{"fallback", "JAIL_MCP_FALLBACK", "fail", "`MODE` when no backend can confine: fail, or warn (run unconfined)", oneOf(func(c *Config) *string { return &c.Fallback }, "fail", "warn")},
+	{"network", "JAIL_MCP_NETWORK", "on", "`MODE`: on or off", parseNetwork},
+	{"auth", "JAIL_MCP_AUTH", "all", "`LIST` of CLIs whose credentials are visible read-only: all, none, or names", parseAuth},
+	{"session", "JAIL_MCP_SESSION", "", "session `NAME` (default: a new UUID); a fixed name keeps the jail across restarts", parseSession},
+	{"listen", "JAIL_MCP_LISTEN", "", "serve streamable HTTP at /mcp on `ADDR` (host:port), one jail per MCP session", func(c *Config, v string) error { c.Listen = v; return nil }},
+	{"token", "JAIL_MCP_TOKEN", "", "HTTP bearer `TOKEN` (at least 16 characters); required when --listen is not loopback", func(c *Config, v string) error { c.Token = v; return nil }},
+	{"timeout", "JAIL_MCP_TIMEOUT", "60s", "default per-command timeout `DUR`", durationOf(func(c *Config) *time.Duration { return &c.Timeout })},
+	{"max-timeout", "JAIL_MCP_MAX_TIMEOUT", "10m", "upper clamp `DUR` for a request's timeout_ms", durationOf(func(c *Config) *time.Duration { return &c.MaxTimeout })},
+	{"max-job-time", "JAIL_MCP_MAX_JOB_TIME", "1h", "upper bound `DUR` of a job (a command run in the background or kept running past its call)", durationOf(func(c *Config) *time.Duration { return &c.MaxJobTime })},
+	{"max-jobs", "JAIL_MCP_MAX_JOBS", "16", "jobs one session may run at once (`N`)", countOf(func(c *Config) *int { return &c.MaxJobs }, 1024)},
+	{"max-output", "JAIL_MCP_MAX_OUTPUT", "65536", "`BYTES` of each stream returned inline", parseMaxOutput},
+	{"pass-env", "JAIL_MCP_PASS_ENV", "", "`LIST` of host variables passed into the jail: names or PREFIX_*", parsePassEnv},
+	{"max-procs", "JAIL_MCP_MAX_PROCS", "512", "processes a command may have at once (`N`)", countOf(func(c *Config) *int64 { return &c.MaxProcs }, math.MaxInt64)},
+	{"max-memory", "JAIL_MCP_MAX_MEMORY", "4GiB", "memory `BYTES` of a command's processes together", bytesOf(func(c *Config) *int64 { return &c.MaxMemory })},
+	{"max-disk", "JAIL_MCP_MAX_DISK", "10GiB", "disk usage `BYTES` of one session's jail", bytesOf(func(c *Config) *int64 { return &c.MaxDisk })},
+	{"max-sessions", "JAIL_MCP_MAX_SESSIONS", strconv.Itoa(DefaultMaxSessions), "live MCP sessions served at once over HTTP (`N`)", countOf(func(c *Config) *int { return &c.MaxSessions }, math.MaxInt32)},
+	{"log-level", "JAIL_MCP_LOG_LEVEL", "info", "`LEVEL`: debug, info, warn, error", parseLogLevel},
 }
 
 // RawConfig holds each option's text and whether the operator set it.
@@ -94,7 +103,9 @@ func (rc *RawConfig) HTTP() bool {
 	return p != nil && strings.TrimSpace(*p) != ""
 }
 
-// BindConfig registers the options on fs, with defaults from the environment.
+// BindConfig registers the options on fs, with defaults from the
+// environment; the options in skip are not flags of fs and keep their
+// defaults.
 func BindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *RawConfig {
 	rc := &RawConfig{values: map[string]*string{}, set: map[string]string{}}
 	for _, o := range options {
@@ -112,122 +123,182 @@ func BindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *R
 	return rc
 }
 
-// Parse validates every option; the first bad one is the error.
+// Parse validates every option, in the table's order, then the options
+// that go together; the first bad one is the error.
 func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 	fs.Visit(func(f *flag.Flag) { rc.set[f.Name] = "--" + f.Name })
 	var c Config
-	get := func(name string) string {
-		if p := rc.values[name]; p != nil {
-			return strings.TrimSpace(*p)
-		}
-		for _, o := range options {
-			if o.flag == name {
-				return o.def
+	for _, o := range options {
+		v := rc.value(o)
+		if err := o.parse(&c, v); err != nil {
+			var whole *wholeError
+			if errors.As(err, &whole) {
+				return c, fmt.Errorf("invalid %s: %w", rc.by(o.flag), whole.err)
 			}
-		}
-		return ""
-	}
-	bad := func(name, format string, a ...any) error {
-		by := rc.set[name]
-		if by == "" {
-			by = "--" + name
-		}
-		return fmt.Errorf("invalid %s %q: %s", by, get(name), fmt.Sprintf(format, a...))
-	}
-
-	var err error
-	project := get("project")
-	if project == "" {
-		if project, err = os.Getwd(); err != nil {
-			return c, fmt.Errorf("find current directory: %w", err)
+			return c, fmt.Errorf("invalid %s %q: %w", rc.by(o.flag), v, err)
 		}
 	}
-	if c.Project, err = session.ResolveProject(project); err != nil {
-		return c, bad("project", "%v", unwrapPath(err))
-	}
-	if c.Root, err = session.ResolveRoot(c.Project, get("root")); err != nil {
-		return c, fmt.Errorf("invalid %s: %w", cmp.Or(rc.set["root"], "--root"), err)
-	}
-
-	switch c.Backend = get("backend"); c.Backend {
-	case "auto", "bwrap", "landlock", "sandbox-exec":
-		// A backend this OS lacks is not a bad value: the server starts
-		// and refuses every call saying why (fail closed), as doctor does.
-	default:
-		return c, bad("backend", "want auto, bwrap, landlock or sandbox-exec")
-	}
-	switch c.Fallback = get("fallback"); c.Fallback {
-	case "fail", "warn":
-	default:
-		return c, bad("fallback", "want fail or warn")
-	}
-	switch get("network") {
-	case "on":
-		c.Network = true
-	case "off":
-	default:
-		return c, bad("network", "want on or off")
-	}
-	if c.Auth, err = auth.ParseList(get("auth")); err != nil {
-		return c, bad("auth", "%v", err)
-	}
-	if c.Session = get("session"); c.Session != "" || rc.set["session"] != "" {
-		if err := session.ValidName(c.Session); err != nil {
-			return c, bad("session", "want 1 to 64 of A-Z a-z 0-9 . _ - and not . or ..")
-		}
-	}
-	c.Listen, c.Token = get("listen"), get("token")
-	if c.MaxSessions, err = strconv.Atoi(get("max-sessions")); err != nil || c.MaxSessions < 1 {
-		return c, bad("max-sessions", "want a positive integer")
+	if c.Session == "" && rc.set["session"] != "" {
+		return c, fmt.Errorf("invalid %s \"\": %w", rc.by("session"), errSessionName)
 	}
 	if err := checkListen(&c, rc); err != nil {
 		return c, err
 	}
-	if c.Timeout, err = duration(get("timeout")); err != nil {
-		return c, bad("timeout", "%v", err)
-	}
-	if c.MaxTimeout, err = duration(get("max-timeout")); err != nil {
-		return c, bad("max-timeout", "%v", err)
-	}
 	if c.Timeout > c.MaxTimeout {
-		return c, bad("timeout", "longer than the max timeout %v", c.MaxTimeout)
-	}
-	if rc.values["max-job-time"] != nil {
-		if c.MaxJobTime, err = duration(get("max-job-time")); err != nil {
-			return c, bad("max-job-time", "%v", err)
-		}
-		if c.MaxJobs, err = strconv.Atoi(get("max-jobs")); err != nil || c.MaxJobs < 1 || c.MaxJobs > 1024 {
-			return c, bad("max-jobs", "want an integer from 1 to 1024")
-		}
-	}
-	if c.MaxOutput, err = bytesize(get("max-output")); err != nil {
-		return c, bad("max-output", "%v", err)
-	}
-	if c.MaxOutput < 256 || c.MaxOutput > 16<<20 {
-		return c, bad("max-output", "want between 256 bytes and 16MiB")
-	}
-	if pe := get("pass-env"); pe != "" {
-		for _, e := range strings.Split(pe, ",") {
-			e = strings.TrimSpace(e)
-			if err := session.ValidPassEnv(e); err != nil {
-				return c, bad("pass-env", "%v", strings.TrimPrefix(err.Error(), fmt.Sprintf("invalid --pass-env entry %q: ", e)))
-			}
-			c.PassEnv = append(c.PassEnv, e)
-		}
-	}
-	if c.MaxProcs, err = strconv.ParseInt(get("max-procs"), 10, 64); err != nil || c.MaxProcs < 1 {
-		return c, bad("max-procs", "want a positive integer")
-	}
-	if c.MaxMemory, err = bytesize(get("max-memory")); err != nil {
-		return c, bad("max-memory", "%v", err)
-	}
-	if c.MaxDisk, err = bytesize(get("max-disk")); err != nil {
-		return c, bad("max-disk", "%v", err)
-	}
-	if err := c.LogLevel.UnmarshalText([]byte(get("log-level"))); err != nil || !slices.Contains([]string{"debug", "info", "warn", "error"}, strings.ToLower(get("log-level"))) {
-		return c, bad("log-level", "want debug, info, warn or error")
+		return c, fmt.Errorf("invalid %s %q: longer than the max timeout %v", rc.by("timeout"), rc.text("timeout"), c.MaxTimeout)
 	}
 	return c, nil
+}
+
+// value is the text of o: as the operator gave it, or its default.
+func (rc *RawConfig) value(o option) string {
+	if p := rc.values[o.flag]; p != nil {
+		return strings.TrimSpace(*p)
+	}
+	return o.def
+}
+
+// text is the value of the option named flag.
+func (rc *RawConfig) text(flag string) string {
+	i := slices.IndexFunc(options, func(o option) bool { return o.flag == flag })
+	return rc.value(options[i])
+}
+
+// by is what set an option: "--flag", or its variable.
+func (rc *RawConfig) by(name string) string { return cmp.Or(rc.set[name], "--"+name) }
+
+// wholeError is a parse error that says all itself, not only what the
+// option wants (the value is not repeated).
+type wholeError struct{ err error }
+
+func (e *wholeError) Error() string { return e.err.Error() }
+
+func parseProject(c *Config, v string) error {
+	project := v
+	if project == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return &wholeError{fmt.Errorf("find current directory: %w", err)}
+		}
+		project = wd
+	}
+	p, err := session.ResolveProject(project)
+	if err != nil {
+		return unwrapPath(err)
+	}
+	c.Project = p
+	return nil
+}
+
+func parseRoot(c *Config, v string) (err error) {
+	if c.Root, err = session.ResolveRoot(c.Project, v); err != nil {
+		return &wholeError{err}
+	}
+	return nil
+}
+
+// oneOf is the parse of an option with a fixed set of values.
+func oneOf(field func(*Config) *string, values ...string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if !slices.Contains(values, v) {
+			return errors.New("want " + alternatives(values))
+		}
+		*field(c) = v
+		return nil
+	}
+}
+
+// alternatives is "a, b or c".
+func alternatives(values []string) string {
+	if len(values) < 2 {
+		return strings.Join(values, "")
+	}
+	return strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1]
+}
+
+func parseNetwork(c *Config, v string) error {
+	if v != "on" && v != "off" {
+		return errors.New("want on or off")
+	}
+	c.Network = v == "on"
+	return nil
+}
+
+func parseAuth(c *Config, v string) (err error) {
+	c.Auth, err = auth.ParseList(v)
+	return err
+}
+
+// errSessionName is what --session wants.
+var errSessionName = errors.New("want 1 to 64 of A-Z a-z 0-9 . _ - and not . or ..")
+
+func parseSession(c *Config, v string) error {
+	if v != "" && session.ValidName(v) != nil {
+		return errSessionName
+	}
+	c.Session = v
+	return nil
+}
+
+func durationOf(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) (err error) {
+		*field(c), err = duration(v)
+		return err
+	}
+}
+
+func bytesOf(field func(*Config) *int64) func(*Config, string) error {
+	return func(c *Config, v string) (err error) {
+		*field(c), err = bytesize(v)
+		return err
+	}
+}
+
+// countOf is the parse of a positive integer up to max.
+func countOf[T int | int64](field func(*Config) *T, max T) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > int64(max) {
+			if max < math.MaxInt32 {
+				return fmt.Errorf("want an integer from 1 to %d", max)
+			}
+			return errors.New("want a positive integer")
+		}
+		*field(c) = T(n)
+		return nil
+	}
+}
+
+func parseMaxOutput(c *Config, v string) (err error) {
+	if c.MaxOutput, err = bytesize(v); err != nil {
+		return err
+	}
+	if c.MaxOutput < 256 || c.MaxOutput > 16<<20 {
+		return errors.New("want between 256 bytes and 16MiB")
+	}
+	return nil
+}
+
+func parsePassEnv(c *Config, v string) error {
+	if v == "" {
+		return nil
+	}
+	for _, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		if err := session.ValidPassEnv(e); err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("invalid --pass-env entry %q: ", e)))
+		}
+		c.PassEnv = append(c.PassEnv, e)
+	}
+	return nil
+}
+
+func parseLogLevel(c *Config, v string) error {
+	levels := []string{"debug", "info", "warn", "error"}
+	if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil || !slices.Contains(levels, strings.ToLower(v)) {
+		return errors.New("want " + alternatives(levels))
+	}
+	return nil
 }
 
 func unwrapPath(err error) error {
@@ -271,7 +342,7 @@ func bytesize(s string) (int64, error) {
 // not, as a variable exported for HTTP servers must not break the stdio
 // servers of the same shell.
 func checkListen(c *Config, rc *RawConfig) error {
-	by := func(name string) string { return cmp.Or(rc.set[name], "--"+name) }
+	by := rc.by
 	if c.Listen == "" && rc.set["max-sessions"] == "--max-sessions" {
 		return errors.New("--max-sessions is for HTTP; set --listen too")
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/jail-mcp/jail-mcp/jail"
@@ -28,17 +30,15 @@ type DoctorReport struct {
 func doctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := NewFlagSet("doctor")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	backend := fs.String("backend", cmp.Or(getenv("JAIL_MCP_BACKEND"), "auto"), "`NAME` to check: auto, bwrap, landlock, sandbox-exec [$JAIL_MCP_BACKEND]")
+	backend := fs.String("backend", cmp.Or(getenv("JAIL_MCP_BACKEND"), "auto"), "`NAME` to check: "+strings.Join(backendNames, ", ")+" [$JAIL_MCP_BACKEND]")
 	if err := ParseFlags(fs, args, "jail-mcp doctor [--json] [--backend NAME]", stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return UsageError("doctor: unexpected argument %q", fs.Arg(0))
 	}
-	switch *backend {
-	case "auto", "bwrap", "landlock", "sandbox-exec":
-	default:
-		return UsageError("invalid --backend %q: want auto, bwrap, landlock or sandbox-exec", *backend)
+	if !slices.Contains(backendNames, *backend) {
+		return UsageError("invalid --backend %q: want %s", *backend, alternatives(backendNames))
 	}
 	opts := jail.Options{Getenv: getenv}
 	r := DoctorReport{Backends: jail.Detect(ctx, opts), Version: Version()}
