@@ -103,7 +103,7 @@ func writeFrame(c *net.UnixConn, m agentMsg, files ...*os.File) error {
 // readFrame reads one message of at most max bytes. With takeFiles it
 // also takes the descriptors sent with it (the agent's side); without,
 // any are dropped by the kernel (the server's side).
-func readFrame(c *net.UnixConn, max int, takeFiles bool) (agentMsg, []*os.File, error) {
+func readFrame(c *net.UnixConn, limit int, takeFiles bool) (agentMsg, []*os.File, error) {
 	var m agentMsg
 	var hdr [4]byte
 	var files []*os.File
@@ -124,7 +124,7 @@ func readFrame(c *net.UnixConn, max int, takeFiles bool) (agentMsg, []*os.File, 
 		return m, nil, err
 	}
 	size := binary.BigEndian.Uint32(hdr[:])
-	if size == 0 || size > uint32(max) {
+	if size == 0 || size > uint32(limit) {
 		closeFiles(files)
 		return m, nil, fmt.Errorf("%w: %d bytes", errFrame, size)
 	}

@@ -181,17 +181,11 @@ func (b *bwrap) Guarantees() Guarantees {
 	if !b.Agents() {
 		notKept = map[int]string{2: "not in full: a FIFO in the project or under HOME, opened for writing, reaches the host process reading it (a read-only mount does not stop it; without Landlock ABI 6 there is no layer that does; /tmp, /var/tmp and /run are shown empty, /dev/shm is the sandbox's own). Otherwise " + p2}
 	}
-	g := guarantees(notKept)
-	notes := map[int]string{
+	how := map[int]string{
 		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing; the server is outside the sandbox",
 		7: "processes and memory exactly by cgroups where the server can create them (threads count as processes there), else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
-	for i, p := range g.Kept {
-		if n, ok := notes[p.ID]; ok {
-			g.Kept[i].Note = n
-		}
-	}
-	return g
+	return guarantees(notKept, how)
 }
 
 // bwrapFiles are the descriptors BwrapArgs refers to, in the order of the
@@ -214,14 +208,14 @@ func bwrapFiles(spec Spec) []*os.File {
 func shadowHost() []string {
 	var out []string
 	for _, d := range ShadowDirs {
-		real, err := filepath.EvalSymlinks(d)
+		resolved, err := filepath.EvalSymlinks(d)
 		if err != nil {
 			continue
 		}
-		if fi, err := os.Stat(real); err != nil || !fi.IsDir() || slices.Contains(out, real) {
+		if fi, err := os.Stat(resolved); err != nil || !fi.IsDir() || slices.Contains(out, resolved) {
 			continue
 		}
-		out = append(out, real)
+		out = append(out, resolved)
 	}
 	return out
 }
@@ -253,12 +247,12 @@ func (b *bwrap) pathDirs(path string) []string {
 		if !filepath.IsAbs(d) {
 			continue
 		}
-		real, err := filepath.EvalSymlinks(d)
-		if err != nil || !shadowed(real, b.shadow) {
+		resolved, err := filepath.EvalSymlinks(d)
+		if err != nil || !shadowed(resolved, b.shadow) {
 			continue
 		}
-		if fi, err := os.Stat(real); err == nil && fi.IsDir() {
-			vis = append(vis, real)
+		if fi, err := os.Stat(resolved); err == nil && fi.IsDir() {
+			vis = append(vis, resolved)
 		}
 	}
 	b.pathFor, b.pathVis = path, vis

@@ -26,16 +26,17 @@ var promises = map[int]string{
 	8: "fail closed",
 }
 
-// guarantees builds a Guarantees from the notes of the promises not kept;
-// every other promise is kept.
-func guarantees(notKept map[int]string) Guarantees {
+// guarantees builds a Guarantees from the notes of the promises not kept
+// (why not); every other promise is kept, with its note in how (how it is
+// kept), if any.
+func guarantees(notKept, how map[int]string) Guarantees {
 	g := Guarantees{Kept: []Promise{}, NotKept: []Promise{}}
 	for id := 1; id <= len(promises); id++ {
 		if note, ok := notKept[id]; ok {
 			g.NotKept = append(g.NotKept, Promise{ID: id, Name: promises[id], Note: note})
 			continue
 		}
-		g.Kept = append(g.Kept, Promise{ID: id, Name: promises[id]})
+		g.Kept = append(g.Kept, Promise{ID: id, Name: promises[id], Note: how[id]})
 	}
 	return g
 }

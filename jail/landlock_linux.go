@@ -162,21 +162,16 @@ func envValue(env []string, key string) string {
 }
 
 func (l *landlockJail) Guarantees() Guarantees {
-	g := guarantees(map[int]string{
+	notKept := map[int]string{
 		1: "Landlock does not cover changes of metadata: chmod, chown and utime of files the server's user owns outside the jail still work" + map[bool]string{true: " (as root, chmod and chown are denied by seccomp everywhere, in the jail too; utime is not)", false: ""}[l.root],
-	})
-	notes := map[int]string{
+	}
+	how := map[int]string{
 		2: "no unix sockets can be created and no unix datagram socket pairs (seccomp); netlink for routing only; SysV IPC, POSIX message queues and key rings denied (seccomp); host FIFOs denied by Landlock; signals, ptrace and abstract sockets scoped by Landlock; the server is in no domain and not dumpable; no capabilities, no new namespaces, no new privileges; no controlling terminal",
 		3: "no pid namespace: the session agent kills every process of a call's Landlock domain when it ends, setsid and double-forked ones included, and a guard process kills every process of the session's domain when the server dies",
 		5: "every capability and the bounding set dropped; as root, chmod and chown are denied everywhere (root owns the host's files), so tools that set modes in the jail fail: run the server as a normal user, or use bwrap",
 		7: "processes and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
-	for i, p := range g.Kept {
-		if n, ok := notes[p.ID]; ok {
-			g.Kept[i].Note = n
-		}
-	}
-	return g
+	return guarantees(notKept, how)
 }
 
 // landlockABI reads the kernel's Landlock ABI version.

@@ -141,18 +141,13 @@ func treeOf(root int, known map[int]bool) []int {
 }
 
 func (s *sandboxExec) Guarantees() Guarantees {
-	g := guarantees(map[int]string{
+	notKept := map[int]string{
 		3: "no pid namespace on macOS: the command's process group and every descendant seen (looked for every 100 ms) are killed, but a process that leaves the tree and its group within 100 ms of starting can survive",
 		7: "timeout, output, per-file size and core dumps only: the process, memory and disk watchdog is not implemented on macOS yet",
-	})
-	notes := map[int]string{
+	}
+	how := map[int]string{
 		1: "writes of any kind (contents, modes, owners, times, extended attributes) only in the jail and a few devices",
 		2: "unix sockets only inside the jail; mach services limited to a short list without LaunchServices, AppleEvents or launchd; signals and process information only within the sandbox; POSIX and SysV IPC denied",
 	}
-	for i, p := range g.Kept {
-		if n, ok := notes[p.ID]; ok {
-			g.Kept[i].Note = n
-		}
-	}
-	return g
+	return guarantees(notKept, how)
 }

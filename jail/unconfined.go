@@ -47,7 +47,7 @@ func startUnconfined(spec Spec, c Call) (Process, error) {
 
 func (Unconfined) Guarantees() Guarantees {
 	none := "no confinement: --fallback warn is in effect"
-	return guarantees(map[int]string{1: none, 2: none, 3: none, 5: none, 7: "only timeout and output are bounded", 8: "the operator chose --fallback warn"})
+	return guarantees(map[int]string{1: none, 2: none, 3: none, 5: none, 7: "only timeout and output are bounded", 8: "the operator chose --fallback warn"}, nil)
 }
 
 var _ = syscall.SIGKILL

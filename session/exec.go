@@ -276,18 +276,18 @@ func (s *Session) admit() error {
 	if closed {
 		return fmt.Errorf("session %s: %w", s.Name, errClosed)
 	}
-	max := s.m.cfg.MaxDisk
-	if max <= 0 {
+	bound := s.m.cfg.MaxDisk
+	if bound <= 0 {
 		return nil
 	}
 	// No call starts in a jail over its bound; one whose usage cannot be
 	// told is not run either (fail closed).
 	u, err := s.diskUsage(diskEvery * watchInterval)
 	if err != nil {
-		return fmt.Errorf("count the jail's usage for --max-disk: %w", err)
+		return fmt.Errorf("count the jail's usage for --bound-disk: %w", err)
 	}
-	if u.Bytes > max {
-		return inputErrorf("the jail holds %d bytes, over --max-disk %d: remove files or call jail_reset", u.Bytes, max)
+	if u.Bytes > bound {
+		return inputErrorf("the jail holds %d bytes, over --bound-disk %d: remove files or call jail_reset", u.Bytes, bound)
 	}
 	return nil
 }
@@ -615,11 +615,11 @@ func attachStreams(call *jail.Call, req Request, out *callOutput) (*callStreams,
 // output included. Where the usage watch keeps it, the look costs what
 // the call changed; elsewhere it is the walk of the last second.
 func (s *Session) checkDiskAfter(res *Result) {
-	max := s.m.cfg.MaxDisk
-	if max <= 0 || res.Limit != "" {
+	bound := s.m.cfg.MaxDisk
+	if bound <= 0 || res.Limit != "" {
 		return
 	}
-	if u, err := s.diskUsage(diskEvery * watchInterval); err == nil && u.Bytes > max {
+	if u, err := s.diskUsage(diskEvery * watchInterval); err == nil && u.Bytes > bound {
 		res.Limit = BoundDisk
 	}
 }

@@ -102,9 +102,5 @@ func limitProcess(maxFile int64) error {
 	return unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: lim, Max: lim})
 }
 
-// LimitProcess applies the per-file bound (maxFile bytes) and no core
-// dumps to the server process, and so to every command it starts.
-func LimitProcess(maxFile int64) error { return limitProcess(maxFile) }
-
 // Watchable reports whether the watchdog can see processes here.
 const Watchable = true

@@ -17,7 +17,7 @@ func scanProcs() map[int]int { return nil }
 
 func descendants(root int, parent map[int]int) procTree { return procTree{} }
 
-// LimitProcess is not implemented off Linux yet.
-func LimitProcess(maxFile int64) error { return nil }
+// limitProcess is not implemented off Linux yet.
+func limitProcess(maxFile int64) error { return nil }
 
 const Watchable = false

@@ -83,9 +83,6 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxJobs <= 0 {
 		cfg.MaxJobs = DefaultMaxJobs
 	}
-	if err := closeInheritedFDs(); err != nil {
-		return nil, err
-	}
 	if err := mkdirNoFollow(cfg.Project, cfg.Root); err != nil {
 		return nil, fmt.Errorf("create jail base %s: %w", cfg.Root, err)
 	}

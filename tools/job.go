@@ -120,8 +120,7 @@ func (h *Handler) Job(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 		}
 	}
 	if p.WaitMS != nil && *p.WaitMS > 0 {
-		max := h.Manager.Config().MaxTimeout
-		wait := min(session.Millis(*p.WaitMS), max)
+		wait := min(session.Millis(*p.WaitMS), h.Manager.Config().MaxTimeout)
 		stop := jobProgress(ctx, req, j)
 		j.Wait(ctx, wait)
 		stop()

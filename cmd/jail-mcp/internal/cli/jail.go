@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -29,12 +28,8 @@ type BackendState struct {
 // command (see jail.Options.SkipTrialRun) and no spare launchers.
 func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(string) string, oneCall bool, log *slog.Logger) (*session.Manager, BackendState, error) {
 	var st BackendState
-	if err := jail.ProtectServer(); err != nil {
+	if err := session.PrepareProcess(cfg.MaxDisk); err != nil {
 		return nil, st, err
-	}
-	// Every command inherits the server's per-file bound and no core dumps.
-	if err := session.LimitProcess(cfg.MaxDisk); err != nil {
-		return nil, st, fmt.Errorf("set resource limits: %w", err)
 	}
 	home := getenv("HOME")
 	if home == "" {
@@ -107,7 +102,7 @@ func LogStart(log *slog.Logger, cfg Config, st BackendState, m *session.Manager,
 		"backend", st.Name,
 		"confined", confined,
 		"fallback", cfg.Fallback,
-		"network", onOff(cfg.Network),
+		"network", cfg.Network,
 		"auth", strings.Join(cfg.Auth, ","),
 		"auth_exposed", exposedNames(m),
 		"pass_env", strings.Join(cfg.PassEnv, ","),
@@ -119,13 +114,6 @@ func LogStart(log *slog.Logger, cfg Config, st BackendState, m *session.Manager,
 		"log_level", cfg.LogLevel,
 	)
 	log.Info("starting", append(attrs, extra...)...)
-}
-
-func onOff(b bool) string {
-	if b {
-		return "on"
-	}
-	return "off"
 }
 
 // IdleTimeout is how long an HTTP session may go without a request before

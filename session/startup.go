@@ -1,0 +1,33 @@
+package session
+
+import (
+	"fmt"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+// PrepareProcess makes, once at start-up and before the first command,
+// every change to the whole process (the server, or jail-mcp run) that the
+// commands it starts depend on; nothing else in the server changes
+// process-wide state:
+//   - it is not dumpable (jail.ProtectServer), so no process of its user
+//     can read its environment or descriptors, write its memory or trace it;
+//   - every descriptor it inherited is close-on-exec (closeInheritedFDs),
+//     so commands get their standard streams and what a backend passes on
+//     purpose, nothing else;
+//   - no core dumps, and no file larger than maxFile (--max-disk): the
+//     resource limits every command inherits and cannot raise.
+//
+// The other bounds are per call (watch.go, cgroup_linux.go, usage_linux.go).
+func PrepareProcess(maxFile int64) error {
+	if err := jail.ProtectServer(); err != nil {
+		return err
+	}
+	if err := closeInheritedFDs(); err != nil {
+		return err
+	}
+	if err := limitProcess(maxFile); err != nil {
+		return fmt.Errorf("set resource limits: %w", err)
+	}
+	return nil
+}
