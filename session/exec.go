@@ -284,10 +284,10 @@ func (s *Session) admit() error {
 	// told is not run either (fail closed).
 	u, err := s.diskUsage(diskEvery * watchInterval)
 	if err != nil {
-		return fmt.Errorf("count the jail's usage for --bound-disk: %w", err)
+		return fmt.Errorf("count the jail's usage for --max-disk: %w", err)
 	}
 	if u.Bytes > bound {
-		return inputErrorf("the jail holds %d bytes, over --bound-disk %d: remove files or call jail_reset", u.Bytes, bound)
+		return inputErrorf("the jail holds %d bytes, over --max-disk %d: remove files or call jail_reset", u.Bytes, bound)
 	}
 	return nil
 }
