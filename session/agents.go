@@ -130,20 +130,10 @@ func (s *Session) agentDone(slot *agentSlot) {
 // the server makes cgroups.
 func (s *Session) startAgent(network bool, exps []auth.Exposure) (jail.Runner, *callCgroup, error) {
 	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project}}
-	var opened []*os.File
+	opened, err := s.sandboxFiles(&spec, exps)
 	defer func() { closeAll(opened) }()
-	jf, err := s.openJail()
 	if err != nil {
 		return nil, nil, err
-	}
-	if jf != nil {
-		opened = append(opened, jf)
-		spec.JailFile = jf
-	}
-	if s.m.cfg.Backend.Credentials() == jail.BindCredentials {
-		if err := s.bindCredentials(&spec, exps, &opened); err != nil {
-			return nil, nil, fmt.Errorf("expose credentials: %w", err)
-		}
 	}
 	var launch jail.Launcher
 	var cc *callCgroup

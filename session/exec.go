@@ -297,29 +297,38 @@ func (s *Session) admit() error {
 func (s *Session) ownRunner(call jail.Call, p callPlan, exps []auth.Exposure) (r jail.Runner, done func(), err error) {
 	cfg := s.m.cfg
 	spec := jail.Spec{Argv: call.Argv, Dir: call.Dir, Env: call.Env, Jail: s.Path, Network: p.network, Visible: []string{cfg.Project}}
-	var opened []*os.File
-	defer func() {
-		if err != nil {
-			closeAll(opened)
+	opened, err := s.sandboxFiles(&spec, exps)
+	if err == nil {
+		if r, err = cfg.Backend.Runner(spec, nil); err != nil {
+			err = fmt.Errorf("prepare %s: %w", spec, err)
 		}
-	}()
+	}
+	if err != nil {
+		closeAll(opened)
+		return nil, nil, err
+	}
+	return r, func() { r.Close(); closeAll(opened) }, nil
+}
+
+// sandboxFiles gives spec the descriptors of a sandbox: the jail's, and
+// under a backend that binds them the credentials of exps; the caller
+// closes what it returns once the sandbox has them, also on an error.
+func (s *Session) sandboxFiles(spec *jail.Spec, exps []auth.Exposure) ([]*os.File, error) {
+	var opened []*os.File
 	jf, err := s.openJail()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if jf != nil {
 		opened = append(opened, jf)
 		spec.JailFile = jf
 	}
-	if cfg.Backend.Credentials() == jail.BindCredentials {
-		if err := s.bindCredentials(&spec, exps, &opened); err != nil {
-			return nil, nil, fmt.Errorf("expose credentials: %w", err)
+	if s.m.cfg.Backend.Credentials() == jail.BindCredentials {
+		if err := s.bindCredentials(spec, exps, &opened); err != nil {
+			return opened, fmt.Errorf("expose credentials: %w", err)
 		}
 	}
-	if r, err = cfg.Backend.Runner(spec, nil); err != nil {
-		return nil, nil, fmt.Errorf("prepare %s: %w", spec, err)
-	}
-	return r, func() { r.Close(); closeAll(opened) }, nil
+	return opened, nil
 }
 
 func (r Request) argv() ([]string, error) {
