@@ -338,23 +338,11 @@ func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 				}
 				defer sessions.giveBack(s)
 				r = r.WithContext(context.WithValue(r.Context(), slotKey{}, s))
-			} else {
-				id := r.Header.Get(server.HeaderKeySessionID)
-				if id == "" {
-					http.Error(w, "Mcp-Session-Id header required: initialize a session first", http.StatusBadRequest)
-					return
-				}
-				if sessions.refuse(w, r, id) {
-					return
-				}
-			}
-		case http.MethodGet, http.MethodDelete:
-			id := r.Header.Get(server.HeaderKeySessionID)
-			if id == "" {
-				http.Error(w, "Mcp-Session-Id header required", http.StatusBadRequest)
+			} else if sessions.refuseID(w, r, "Mcp-Session-Id header required: initialize a session first") {
 				return
 			}
-			if sessions.refuse(w, r, id) {
+		case http.MethodGet, http.MethodDelete:
+			if sessions.refuseID(w, r, "Mcp-Session-Id header required") {
 				return
 			}
 		}
@@ -363,6 +351,17 @@ func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 }
 
 // refuse answers 404 when id is not a live session, and logs it; it
+// refuseID answers a request that names no session (missing: what it
+// says then) or one refuse refuses; it reports whether it did.
+func (h *httpSessions) refuseID(w http.ResponseWriter, r *http.Request, missing string) bool {
+	id := r.Header.Get(server.HeaderKeySessionID)
+	if id == "" {
+		http.Error(w, missing, http.StatusBadRequest)
+		return true
+	}
+	return h.refuse(w, r, id)
+}
+
 // reports whether it did.
 func (h *httpSessions) refuse(w http.ResponseWriter, r *http.Request, id string) bool {
 	ended, err := h.Validate(id)
