@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/jail"
 )
 
@@ -49,17 +50,17 @@ func BenchmarkPerCall(b *testing.B) {
 	b.Run("mcp-floor", func(b *testing.B) {
 		// A jailed_exec the server refuses at once: the round trip of one
 		// tool call over stdio, client included, with nothing run.
-		ts := testBackends()[0].start(b, newProject(b), serverEnv())
+		ts := testkit.Backends()[0].Start(b, testkit.NewProject(b), testkit.ServerEnv())
 		args := map[string]any{"argv": []string{""}}
 		for b.Loop() {
-			res, err := ts.call(context.Background(), "jailed_exec", args)
+			res, err := ts.Call(context.Background(), "jailed_exec", args)
 			if err != nil || !res.IsError {
 				b.Fatalf("an empty argv[0] was not refused: %v %v", err, res)
 			}
 		}
 	})
-	for _, tb := range testBackends() {
-		b.Run(tb.name+"-agent", func(b *testing.B) {
+	for _, tb := range testkit.Backends() {
+		b.Run(tb.Name+"-agent", func(b *testing.B) {
 			// Calls of a warm session agent, in process: no MCP, no session.
 			be, spec, devnull := agentBench(b, tb)
 			r, err := be.Runner(spec, nil)
@@ -78,7 +79,7 @@ func BenchmarkPerCall(b *testing.B) {
 				}
 			}
 		})
-		b.Run(tb.name+"-agent-start", func(b *testing.B) {
+		b.Run(tb.Name+"-agent-start", func(b *testing.B) {
 			// A session agent started, one /bin/true run in it, and the
 			// agent stopped, in process: what the first call of a session
 			// adds, by phase.
@@ -109,38 +110,38 @@ func BenchmarkPerCall(b *testing.B) {
 			b.ReportMetric(float64(tr.Microseconds())/float64(n)/1000, "run-ms")
 			b.ReportMetric(float64(tc.Microseconds())/float64(n)/1000, "close-ms")
 		})
-		b.Run(tb.name+"-server", func(b *testing.B) {
-			ts := tb.startBinary(b, productBinary(b), newProject(b), serverEnv())
+		b.Run(tb.Name+"-server", func(b *testing.B) {
+			ts := startBinary(b, tb, productBinary(b), testkit.NewProject(b), testkit.ServerEnv())
 			args := map[string]any{"argv": []string{"/bin/true"}}
-			ts.exec(args) // the agent, the jail's skeleton and first state copies
+			ts.Exec(args) // the agent, the jail's skeleton and first state copies
 			for b.Loop() {
-				res, err := ts.call(context.Background(), "jailed_exec", args)
+				res, err := ts.Call(context.Background(), "jailed_exec", args)
 				if err != nil || res.IsError {
 					b.Fatalf("jailed_exec: %v %v", err, res)
 				}
 			}
 		})
-		b.Run(tb.name+"-first", func(b *testing.B) {
+		b.Run(tb.Name+"-first", func(b *testing.B) {
 			// Each first call is followed by one bare bwrap spawn, untimed,
 			// so that x-bare, the ratio of their sums, compares the two
 			// under the same load of this machine (a VM's speed drifts
 			// between two benchmarks run minutes apart).
-			project := newProject(b)
+			project := testkit.NewProject(b)
 			args := map[string]any{"argv": []string{"/bin/true"}}
 			bare := bareBwrap(b)
 			var first, base time.Duration
 			b.StopTimer()
 			for i := 0; i < b.N; i++ {
-				ts := tb.startBinary(b, productBinary(b), project, serverEnv(), "--session", fmt.Sprintf("first-%d", i))
+				ts := startBinary(b, tb, productBinary(b), project, testkit.ServerEnv(), "--session", fmt.Sprintf("first-%d", i))
 				t0 := time.Now()
 				b.StartTimer()
-				res, err := ts.call(context.Background(), "jailed_exec", args)
+				res, err := ts.Call(context.Background(), "jailed_exec", args)
 				b.StopTimer()
 				first += time.Since(t0)
 				if err != nil || res.IsError {
 					b.Fatalf("jailed_exec: %v %v", err, res)
 				}
-				ts.c.Close()
+				ts.Client.Close()
 				t0 = time.Now()
 				bare()
 				base += time.Since(t0)
@@ -171,14 +172,14 @@ func bareBwrap(b *testing.B) func() {
 
 // agentBench opens tb's backend as the server would, with the Spec of a
 // new session's agent and /dev/null for the streams of its calls.
-func agentBench(b *testing.B, tb testBackend) (jail.Backend, jail.Spec, *os.File) {
+func agentBench(b *testing.B, tb testkit.Backend) (jail.Backend, jail.Spec, *os.File) {
 	b.Helper()
 	env := map[string]string{}
-	for _, kv := range tb.env {
+	for _, kv := range tb.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	be, err := jail.Open(b.Context(), tb.name, jail.Options{Getenv: func(k string) string {
+	be, err := jail.Open(b.Context(), tb.Name, jail.Options{Getenv: func(k string) string {
 		if v, ok := env[k]; ok {
 			return v
 		}
@@ -202,7 +203,7 @@ func agentBench(b *testing.B, tb testBackend) (jail.Backend, jail.Spec, *os.File
 // are bound, the hidden state directory.
 func serverSpec(b *testing.B, be jail.Backend) jail.Spec {
 	b.Helper()
-	project := newProject(b)
+	project := testkit.NewProject(b)
 	dir := filepath.Join(project, ".agent-home", "bench")
 	for _, d := range []string{".tmp", ".config", ".cache", ".local/share", ".local/state", ".runtime", ".jail-mcp/state"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
@@ -241,7 +242,7 @@ func benchEnv(extra ...string) []string {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "HOME="+testHome)
+	env = append(env, "HOME="+testkit.TestHome)
 	return append(env, extra...)
 }
 
@@ -264,7 +265,7 @@ func productBinary(b *testing.B) string {
 		if product.err != nil {
 			return
 		}
-		afterTests = append(afterTests, func() { os.RemoveAll(product.dir) })
+		testkit.AfterTests = append(testkit.AfterTests, func() { os.RemoveAll(product.dir) })
 		product.bin = filepath.Join(product.dir, "jail-mcp")
 		cmd := exec.Command("go", "build", "-o", product.bin, ".")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -278,20 +279,20 @@ func productBinary(b *testing.B) string {
 	return product.bin
 }
 
+// installSRT installs @anthropic-ai/sandbox-runtime under a temporary
 // startBinary is start with bin, the real binary, as the server.
-func (tb testBackend) startBinary(b *testing.B, bin, project string, env []string, args ...string) *testServer {
+func startBinary(b *testing.B, tb testkit.Backend, bin, project string, env []string, args ...string) *testkit.Server {
 	b.Helper()
-	return tb.startWith(b, project, env, func(cmd *exec.Cmd) { cmd.Path, cmd.Args[0] = bin, bin }, args...)
+	return tb.StartWith(b, project, env, func(cmd *exec.Cmd) { cmd.Path, cmd.Args[0] = bin, bin }, args...)
 }
 
-// installSRT installs @anthropic-ai/sandbox-runtime under a temporary
 // prefix that outlives the run, once, and returns the path of srt.
 func installSRT(b *testing.B) string {
 	b.Helper()
 	const pkg = "@anthropic-ai/sandbox-runtime@0.0.83"
 	prefix := filepath.Join(os.TempDir(), fmt.Sprintf("jail-mcp-bench-srt-%d", os.Getuid()))
 	srt := filepath.Join(prefix, "node_modules", ".bin", "srt")
-	if fileExists(srt) {
+	if testkit.FileExists(srt) {
 		return srt
 	}
 	for _, p := range []string{"npm", "socat", "rg"} {
@@ -320,12 +321,12 @@ func installSRT(b *testing.B) string {
 //	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkRun$' -count 5
 func BenchmarkRun(b *testing.B) {
 	bin := productBinary(b)
-	for _, tb := range testBackends() {
-		b.Run("jail-mcp-"+tb.name, func(b *testing.B) {
-			project := newProject(b)
-			args := append([]string{"run", "--project", project}, tb.args...)
+	for _, tb := range testkit.Backends() {
+		b.Run("jail-mcp-"+tb.Name, func(b *testing.B) {
+			project := testkit.NewProject(b)
+			args := append([]string{"run", "--project", project}, tb.Args...)
 			args = append(args, "--", "/bin/true")
-			env := benchEnv(tb.env...)
+			env := benchEnv(tb.Env...)
 			for b.Loop() {
 				cmd := exec.Command(bin, args...)
 				cmd.Env, cmd.Dir = env, project
@@ -337,7 +338,7 @@ func BenchmarkRun(b *testing.B) {
 	}
 	b.Run("srt", func(b *testing.B) {
 		srt := installSRT(b)
-		project := newProject(b)
+		project := testkit.NewProject(b)
 		settings := filepath.Join(b.TempDir(), "srt-settings.json")
 		conf := fmt.Sprintf(`{"filesystem":{"denyRead":[],"allowWrite":[%q],"denyWrite":[]},"network":{"allowedDomains":[],"deniedDomains":[]}}`, project)
 		if err := os.WriteFile(settings, []byte(conf), 0o600); err != nil {
@@ -348,7 +349,7 @@ func BenchmarkRun(b *testing.B) {
 		// beside it fails.
 		probe := exec.Command(srt, "--settings", settings, "sh", "-c", "touch "+project+"/ok && ! touch "+filepath.Dir(project)+"/escaped 2>/dev/null")
 		probe.Env, probe.Dir = env, project
-		if out, err := probe.CombinedOutput(); err != nil || !fileExists(filepath.Join(project, "ok")) {
+		if out, err := probe.CombinedOutput(); err != nil || !testkit.FileExists(filepath.Join(project, "ok")) {
 			b.Fatalf("srt does not confine as configured: %v\n%s", err, out)
 		}
 		for b.Loop() {
@@ -360,7 +361,7 @@ func BenchmarkRun(b *testing.B) {
 		}
 	})
 	b.Run("bare-bwrap", func(b *testing.B) {
-		dir := newProject(b)
+		dir := testkit.NewProject(b)
 		args := []string{"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
 			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", dir, dir, "/bin/true"}
 		for b.Loop() {
@@ -374,7 +375,7 @@ func BenchmarkRun(b *testing.B) {
 // procStatusMB is a field of /proc/<pid>/status ("VmRSS", "VmHWM") in MiB.
 func procStatusMB(b *testing.B, pid int, field string) float64 {
 	b.Helper()
-	v := statusField(b, pid, field)
+	v := testkit.StatusField(b, pid, field)
 	var kb float64
 	if _, err := fmt.Sscanf(v, "%f kB", &kb); err != nil {
 		b.Fatalf("%s of /proc/%d/status: %q: %v", field, pid, v, err)
@@ -401,29 +402,29 @@ func benchOutputBytes() int64 {
 //	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkMemory$' -benchtime 1x -count 5
 func BenchmarkMemory(b *testing.B) {
 	n := benchOutputBytes()
-	for _, tb := range testBackends() {
-		b.Run(tb.name+"-idle", func(b *testing.B) {
+	for _, tb := range testkit.Backends() {
+		b.Run(tb.Name+"-idle", func(b *testing.B) {
 			var rss float64
 			for b.Loop() {
-				ts := startServer(b, newProject(b), serverEnv(tb.env...), tb.args...)
+				ts := testkit.StartServer(b, testkit.NewProject(b), testkit.ServerEnv(tb.Env...), tb.Args...)
 				time.Sleep(200 * time.Millisecond) // let start-up garbage settle
-				rss = max(rss, procStatusMB(b, ts.cmd.Process.Pid, "VmRSS"))
-				ts.c.Close()
+				rss = max(rss, procStatusMB(b, ts.Cmd.Process.Pid, "VmRSS"))
+				ts.Client.Close()
 			}
 			b.ReportMetric(rss, "idle-MB")
 		})
-		b.Run(tb.name+"-print", func(b *testing.B) {
-			ts := tb.start(b, newProject(b), serverEnv())
+		b.Run(tb.Name+"-print", func(b *testing.B) {
+			ts := tb.Start(b, testkit.NewProject(b), testkit.ServerEnv())
 			args := map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero", n), "timeout_ms": 600000}
-			ts.exec(map[string]any{"argv": []string{"/bin/true"}})
+			ts.Exec(map[string]any{"argv": []string{"/bin/true"}})
 			b.SetBytes(n)
 			for b.Loop() {
-				res, _ := ts.exec(args)
+				res, _ := ts.Exec(args)
 				if res.ExitCode != 0 || res.Signal != "" || res.Limit != "" {
 					b.Fatalf("head: %+v", res)
 				}
 			}
-			b.ReportMetric(procStatusMB(b, ts.cmd.Process.Pid, "VmHWM"), "peak-MB")
+			b.ReportMetric(procStatusMB(b, ts.Cmd.Process.Pid, "VmHWM"), "peak-MB")
 		})
 	}
 	b.Run("direct-pipe", func(b *testing.B) {
@@ -456,23 +457,23 @@ func BenchmarkMemory(b *testing.B) {
 //
 //	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkJobWait$'
 func BenchmarkJobWait(b *testing.B) {
-	for _, tb := range testBackends() {
-		b.Run(tb.name, func(b *testing.B) {
-			ts := tb.startBinary(b, productBinary(b), newProject(b), serverEnv())
-			out, res := ts.exec(map[string]any{"background": true, "argv": []string{"python3", "-u", "-c",
+	for _, tb := range testkit.Backends() {
+		b.Run(tb.Name, func(b *testing.B) {
+			ts := startBinary(b, tb, productBinary(b), testkit.NewProject(b), testkit.ServerEnv())
+			out, res := ts.Exec(map[string]any{"background": true, "argv": []string{"python3", "-u", "-c",
 				"import time\nwhile True:\n time.sleep(0.1)\n print(time.time_ns(), flush=True)"}})
 			if res.IsError || out.JobID == "" {
-				b.Fatalf("background: %+v %s", out, text(res))
+				b.Fatalf("background: %+v %s", out, testkit.ResultText(res))
 			}
 			args := map[string]any{"job_id": out.JobID, "wait_ms": 5000}
-			ts.job(args) // the first line, and python's start
+			ts.Job(args) // the first line, and python's start
 			var lat []float64
 			for b.Loop() {
-				r, res := ts.job(args)
+				r, res := ts.Job(args)
 				now := time.Now()
 				lines := strings.Fields(r.Stdout)
 				if res.IsError || len(lines) == 0 {
-					b.Fatalf("jail_job: %+v %s", r, text(res))
+					b.Fatalf("jail_job: %+v %s", r, testkit.ResultText(res))
 				}
 				ns, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
 				if err != nil {
@@ -494,19 +495,19 @@ func BenchmarkJobWait(b *testing.B) {
 //	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkConcurrent$' -count 5
 func BenchmarkConcurrent(b *testing.B) {
 	const calls = 16
-	for _, tb := range testBackends() {
-		b.Run(tb.name, func(b *testing.B) {
-			ts := tb.start(b, newProject(b), serverEnv())
+	for _, tb := range testkit.Backends() {
+		b.Run(tb.Name, func(b *testing.B) {
+			ts := tb.Start(b, testkit.NewProject(b), testkit.ServerEnv())
 			args := map[string]any{"argv": []string{"sleep", "0.3"}}
-			ts.exec(map[string]any{"argv": []string{"/bin/true"}})
+			ts.Exec(map[string]any{"argv": []string{"/bin/true"}})
 			for b.Loop() {
 				var wg sync.WaitGroup
 				errs := make(chan error, calls)
 				for range calls {
 					wg.Go(func() {
-						res, err := ts.call(b.Context(), "jailed_exec", args)
+						res, err := ts.Call(b.Context(), "jailed_exec", args)
 						if err == nil && res.IsError {
-							err = fmt.Errorf("%s", text(res))
+							err = fmt.Errorf("%s", testkit.ResultText(res))
 						}
 						if err != nil {
 							errs <- err
@@ -578,12 +579,12 @@ func BenchmarkReset(b *testing.B) {
 			b.Fatalf("sync: %v\n%s", err, out)
 		}
 	}
-	for _, tb := range testBackends() {
-		b.Run(tb.name, func(b *testing.B) {
-			ts := tb.start(b, newProject(b), serverEnv())
-			ts.exec(map[string]any{"argv": []string{"/bin/true"}})
-			jailDir := ts.status().Jail
-			base := newProject(b)
+	for _, tb := range testkit.Backends() {
+		b.Run(tb.Name, func(b *testing.B) {
+			ts := tb.Start(b, testkit.NewProject(b), testkit.ServerEnv())
+			ts.Exec(map[string]any{"argv": []string{"/bin/true"}})
+			jailDir := ts.Status().Jail
+			base := testkit.NewProject(b)
 			var rm time.Duration
 			rmrf := func() {
 				dir := filepath.Join(base, "tree")
@@ -597,12 +598,12 @@ func BenchmarkReset(b *testing.B) {
 			reset := func() {
 				sync()
 				b.StartTimer()
-				res, err := ts.call(b.Context(), "jail_reset", nil)
+				res, err := ts.Call(b.Context(), "jail_reset", nil)
 				b.StopTimer()
 				if err != nil || res.IsError {
 					b.Fatalf("jail_reset: %v %v", err, res)
 				}
-				if fileExists(filepath.Join(jailDir, "tree")) {
+				if testkit.FileExists(filepath.Join(jailDir, "tree")) {
 					b.Fatal("jail_reset left the tree")
 				}
 			}
@@ -635,18 +636,18 @@ func BenchmarkReset(b *testing.B) {
 func BenchmarkDisk(b *testing.B) {
 	n := benchFiles()
 	args := map[string]any{"argv": []string{"/bin/sh", "-c", `echo x >> "$HOME/log"`}}
-	for _, tb := range testBackends() {
+	for _, tb := range testkit.Backends() {
 		for _, size := range []string{"empty", "big"} {
-			b.Run(tb.name+"-"+size, func(b *testing.B) {
-				ts := tb.start(b, newProject(b), serverEnv())
-				ts.exec(args)
-				jailDir := ts.status().Jail
+			b.Run(tb.Name+"-"+size, func(b *testing.B) {
+				ts := tb.Start(b, testkit.NewProject(b), testkit.ServerEnv())
+				ts.Exec(args)
+				jailDir := ts.Status().Jail
 				var walk time.Duration
 				if size == "big" {
 					makeTree(b, filepath.Join(jailDir, "tree"), n)
 					// The first look after the tree was made reads its events
 					// (or scans it again, past the kernel's queue).
-					ts.exec(args)
+					ts.Exec(args)
 					start := time.Now()
 					files := 0
 					filepath.WalkDir(jailDir, func(p string, d os.DirEntry, err error) error {
@@ -668,12 +669,12 @@ func BenchmarkDisk(b *testing.B) {
 					}
 				}
 				for b.Loop() {
-					res, err := ts.call(context.Background(), "jailed_exec", args)
+					res, err := ts.Call(context.Background(), "jailed_exec", args)
 					if err != nil || res.IsError {
 						b.Fatalf("jailed_exec: %v %v", err, res)
 					}
 				}
-				if st := ts.status(); st.Usage.Files < int64(map[string]int{"empty": 1, "big": n}[size]) {
+				if st := ts.Status(); st.Usage.Files < int64(map[string]int{"empty": 1, "big": n}[size]) {
 					b.Fatalf("usage %+v", st.Usage)
 				}
 				if walk > 0 {

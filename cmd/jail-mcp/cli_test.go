@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -67,18 +68,18 @@ var realCLIs = []struct {
 // and each backend has its own project, HOME and server.
 func TestRealCLIsStartInTheJail(t *testing.T) {
 	bin := installCLIs(t)
-	forEachBackend(t, func(t *testing.T, b testBackend) {
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		t.Parallel()
 		testRealCLIs(t, b, bin)
 	})
 }
 
-func testRealCLIs(t *testing.T, b testBackend, bin string) {
+func testRealCLIs(t *testing.T, b testkit.Backend, bin string) {
 	home := fakeHome(t)
 	before := snapshot(t, home)
 
-	project := newProject(t)
-	ts := b.start(t, project, serverEnv(
+	project := testkit.NewProject(t)
+	ts := b.Start(t, project, testkit.ServerEnv(
 		"HOME="+home, "ANTHROPIC_API_KEY=sk-ant-fake", "OPENAI_API_KEY=sk-fake",
 		// A tester's own relocations would expose their real credentials.
 		"CLAUDE_CONFIG_DIR=", "CODEX_HOME=",
@@ -86,7 +87,7 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 	env := map[string]any{"PATH": bin + string(os.PathListSeparator) + os.Getenv("PATH")}
 	confined := func(t *testing.T, what string, res tools.ExecResult) {
 		t.Helper()
-		if !res.Confined || res.Backend != b.name {
+		if !res.Confined || res.Backend != b.Name {
 			t.Errorf("%s ran with confined %t backend %q", what, res.Confined, res.Backend)
 		}
 	}
@@ -94,14 +95,14 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 	// Read first: the CLIs below may rewrite the state copy of .claude.json.
 	for _, c := range realCLIs {
 		for _, f := range c.files {
-			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `cat "$HOME/$1"`, "sh", f.rel}})
+			res, _ := ts.Exec(map[string]any{"argv": []string{"/bin/sh", "-c", `cat "$HOME/$1"`, "sh", f.rel}})
 			confined(t, "cat "+f.rel, res)
 			if res.ExitCode != 0 || res.Stdout != f.content {
 				t.Errorf("$HOME/%s in the jail: exit %d stdout %q stderr %q", f.rel, res.ExitCode, res.Stdout, res.Stderr)
 			}
 		}
 	}
-	res, _ := ts.exec(map[string]any{"command": `echo "$ANTHROPIC_API_KEY $OPENAI_API_KEY"`})
+	res, _ := ts.Exec(map[string]any{"command": `echo "$ANTHROPIC_API_KEY $OPENAI_API_KEY"`})
 	if res.Stdout != "sk-ant-fake sk-fake\n" {
 		t.Errorf("credential variables in the jail: %q", res.Stdout)
 	}
@@ -115,10 +116,10 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 			{"--help", regexp.MustCompile(`(?m)^Usage: ` + c.name + ` `)},
 		} {
 			t.Run(c.name+" "+tc.arg, func(t *testing.T) {
-				res, raw := ts.exec(map[string]any{"argv": []string{c.name, tc.arg}, "env": env, "timeout_ms": 120000})
+				res, raw := ts.Exec(map[string]any{"argv": []string{c.name, tc.arg}, "env": env, "timeout_ms": 120000})
 				confined(t, c.name, res)
 				if res.ExitCode != 0 || !tc.want.MatchString(res.Stdout) {
-					t.Fatalf("exit %d (%s)\nstdout:\n%s\nstderr:\n%s", res.ExitCode, text(raw), res.Stdout, res.Stderr)
+					t.Fatalf("exit %d (%s)\nstdout:\n%s\nstderr:\n%s", res.ExitCode, testkit.ResultText(raw), res.Stdout, res.Stderr)
 				}
 				// What a CLI could not write shows up here: codex its
 				// ~/.codex/tmp helpers, gemini ~/.gemini/projects.json.
@@ -151,15 +152,15 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 	// kept, see TestStatus), so it is logged and undone for the HOME check
 	// below, which covers all the rest.
 	refused := regexp.MustCompile(`Read-only file system|Device or resource busy`)
-	if b.name == "landlock" {
+	if b.Name == "landlock" {
 		refused = regexp.MustCompile(`Permission denied|Operation not permitted`)
 	}
 	try := func(t *testing.T, op, script, rel string) {
 		t.Helper()
-		res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", script, "sh", rel}})
+		res, _ := ts.Exec(map[string]any{"argv": []string{"/bin/sh", "-c", script, "sh", rel}})
 		confined(t, script, res)
 		mustRefuse := true
-		if b.name == "landlock" {
+		if b.Name == "landlock" {
 			switch op {
 			case "delete", "rename", "remove", "touch":
 				mustRefuse = false
@@ -196,7 +197,7 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 			for _, op := range fileOps {
 				t.Run(op.name+" "+f.rel, func(t *testing.T) { try(t, op.name, op.script, f.rel) })
 			}
-			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `cat "$HOME/$1"`, "sh", f.rel}})
+			res, _ := ts.Exec(map[string]any{"argv": []string{"/bin/sh", "-c", `cat "$HOME/$1"`, "sh", f.rel}})
 			if res.Stdout != f.content {
 				t.Errorf("$HOME/%s in the jail after the attempts: %q", f.rel, res.Stdout)
 			}
@@ -212,7 +213,7 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 	// session's own, so real commands get past start-up. Without network
 	// they fail later; what matters is that no write was refused.
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
-		res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `mkdir -p "$HOME/$1/tmp" && echo x > "$HOME/$1/added"`, "sh", d}})
+		res, _ := ts.Exec(map[string]any{"argv": []string{"/bin/sh", "-c", `mkdir -p "$HOME/$1/tmp" && echo x > "$HOME/$1/added"`, "sh", d}})
 		if res.ExitCode != 0 {
 			t.Errorf("%s is not writable for its CLI: %q", d, res.Stderr)
 		}
@@ -221,10 +222,10 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 		{"codex", "exec", "--skip-git-repo-check", "say hi"},
 		{"gemini", "-p", "say hi"},
 	} {
-		res, _ := ts.exec(map[string]any{"argv": argv, "env": env, "timeout_ms": 8000, "network": false})
+		res, _ := ts.Exec(map[string]any{"argv": argv, "env": env, "timeout_ms": 8000, "network": false})
 		confined(t, argv[0], res)
 		out := res.Stderr + res.Stdout
-		if b.name == "landlock" && os.Geteuid() == 0 {
+		if b.Name == "landlock" && os.Geteuid() == 0 {
 			// Documented: as root, the landlock backend denies chmod in
 			// the jail too; codex says so and goes on.
 			out = strings.ReplaceAll(out, "could not create PATH aliases: Operation not permitted", "")
@@ -243,14 +244,14 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 			if !f.state {
 				continue
 			}
-			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo '{"jail":true}' > "$HOME/$1" && cat "$HOME/$1"`, "sh", f.rel}})
+			res, _ := ts.Exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo '{"jail":true}' > "$HOME/$1" && cat "$HOME/$1"`, "sh", f.rel}})
 			if res.ExitCode != 0 || res.Stdout != "{\"jail\":true}\n" {
 				t.Errorf("write the state copy of %s: exit %d stdout %q stderr %q", f.rel, res.ExitCode, res.Stdout, res.Stderr)
 			}
 		}
 	}
 
-	ts.c.Close()
+	ts.Client.Close()
 	after := snapshot(t, home)
 	for rel, e := range before {
 		if a, ok := after[rel]; !ok {
@@ -272,7 +273,7 @@ func testRealCLIs(t *testing.T, b testBackend, bin string) {
 // would be bound back, but not the packages its links point into.
 func installCLIs(t *testing.T) string {
 	t.Helper()
-	prefix := hostDir(t)
+	prefix := testkit.HostDir(t)
 	var pkgs []string
 	for _, c := range realCLIs {
 		pkgs = append(pkgs, c.pkg+"@"+c.version)
@@ -351,34 +352,17 @@ func (e entry) String() string {
 // snapshot records every path under root, root included.
 func snapshot(t *testing.T, root string) map[string]entry {
 	t.Helper()
-	out := map[string]entry{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
+	return testkit.Tree(t, root, func(p string, fi fs.FileInfo) (entry, error) {
 		e := entry{Mode: fi.Mode(), ModTime: fi.ModTime().UnixNano()}
+		var err error
 		switch {
 		case fi.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
+			var b []byte
+			b, err = os.ReadFile(p)
 			e.SHA256 = sha256.Sum256(b)
 		case fi.Mode()&fs.ModeSymlink != 0:
-			if e.Link, err = os.Readlink(p); err != nil {
-				return err
-			}
+			e.Link, err = os.Readlink(p)
 		}
-		rel, _ := filepath.Rel(root, p)
-		out[rel] = e
-		return nil
+		return e, err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
 // cfgResult is the outcome of one in-process run of the program.
@@ -498,20 +499,20 @@ func TestRootInsideAgentHome(t *testing.T) {
 func TestRunCommand(t *testing.T) {
 	cfgNeedBwrap(t)
 	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b testBackend) {
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		t.Parallel()
 		// runOn is "jail-mcp run" on b: b's flags first, its environment
 		// over cfgEnv's.
 		runOn := func(t *testing.T, args ...string) cfgResult {
 			t.Helper()
-			return runInProcess(t, append(append([]string{"run"}, b.args...), args...), cfgEnv(b.env...))
+			return runInProcess(t, append(append([]string{"run"}, b.Args...), args...), cfgEnv(b.Env...))
 		}
 
 		t.Run("backend", func(t *testing.T) {
 			t.Parallel()
 			res := runOn(t, "--project", cfgProject(t), "--log-level", "debug", "--", "true")
-			if res.code != 0 || !strings.Contains(res.stderr, "backend="+b.name) {
-				t.Errorf("exit %d, want 0 and backend=%s on stderr:\n%s", res.code, b.name, res.stderr)
+			if res.code != 0 || !strings.Contains(res.stderr, "backend="+b.Name) {
+				t.Errorf("exit %d, want 0 and backend=%s on stderr:\n%s", res.code, b.Name, res.stderr)
 			}
 		})
 
@@ -592,13 +593,13 @@ func TestRunCommand(t *testing.T) {
 
 		t.Run("nothing outlives", func(t *testing.T) {
 			t.Parallel()
-			marker := fmt.Sprintf("432109.%d%d", os.Getpid(), len(b.name))
+			marker := fmt.Sprintf("432109.%d%d", os.Getpid(), len(b.Name))
 			res := runOn(t, "--project", cfgProject(t), "--", "sh", "-c", fmt.Sprintf("setsid sleep %s & (sleep %s &); echo started", marker, marker))
 			if res.code != 0 || res.stdout != "started\n" {
 				t.Errorf("exit %d, stdout %q; stderr:\n%s", res.code, res.stdout, res.stderr)
 			}
-			if !waitFor(2*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-				t.Errorf("left running after run returned: %v", processesWith(marker))
+			if !testkit.WaitFor(2*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {
+				t.Errorf("left running after run returned: %v", testkit.ProcessesWith(marker))
 			}
 		})
 
@@ -696,34 +697,34 @@ func TestRunBrokenBwrap(t *testing.T) {
 // bad configuration completes the handshake and answers every tool call
 // with the reason and the fix, and says it on stderr; it exits 2.
 func TestBadConfigReachesTheClient(t *testing.T) {
-	project := newProject(t)
+	project := testkit.NewProject(t)
 	for _, args := range [][]string{
 		{"--project", "/path/to/your/project"},
 		{"--max-timeout", "forever"},
 		{"--no-such-flag"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			ts := startServerCmd(t, project, serverEnv(), nil, args...)
-			list, err := ts.c.ListTools(t.Context(), mcp.ListToolsRequest{})
+			ts := testkit.StartServerCmd(t, project, testkit.ServerEnv(), nil, args...)
+			list, err := ts.Client.ListTools(t.Context(), mcp.ListToolsRequest{})
 			if err != nil || len(list.Tools) != 4 {
 				t.Fatalf("tools/list: %v %+v", err, list)
 			}
 			for _, tool := range []string{"jailed_exec", "jail_status", "jail_reset", "jail_job"} {
-				res, err := ts.call(t.Context(), tool, map[string]any{"command": "true"})
+				res, err := ts.Call(t.Context(), tool, map[string]any{"command": "true"})
 				if err != nil || !res.IsError {
 					t.Fatalf("%s: %v %+v", tool, err, res)
 				}
-				msg := text(res)
+				msg := testkit.ResultText(res)
 				if !strings.Contains(msg, "configuration is bad") || !strings.Contains(msg, strings.TrimLeft(args[0], "-")) || !strings.Contains(msg, "restart the server") || strings.Contains(msg, "\n") {
 					t.Errorf("%s: %q", tool, msg)
 				}
 			}
-			ts.c.Close()
-			if err := ts.cmd.Wait(); err == nil || ts.cmd.ProcessState.ExitCode() != 2 {
+			ts.Client.Close()
+			if err := ts.Cmd.Wait(); err == nil || ts.Cmd.ProcessState.ExitCode() != 2 {
 				t.Errorf("exit: %v", err)
 			}
-			if !strings.Contains(ts.stderr.String(), strings.TrimLeft(args[0], "-")) {
-				t.Errorf("stderr does not say why:\n%s", ts.stderr)
+			if !strings.Contains(ts.Stderr.String(), strings.TrimLeft(args[0], "-")) {
+				t.Errorf("stderr does not say why:\n%s", ts.Stderr)
 			}
 			if _, err := os.Lstat(filepath.Join(project, ".agent-home")); err == nil {
 				t.Errorf("a bad configuration created the jail base")
@@ -742,7 +743,7 @@ func TestBadConfigOnATerminal(t *testing.T) {
 	defer ptmx.Close()
 	defer tty.Close()
 	cmd := exec.Command(os.Args[0], "--project", "/path/to/your/project")
-	cmd.Env = serverEnv()
+	cmd.Env = testkit.ServerEnv()
 	cmd.Stdin = tty
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

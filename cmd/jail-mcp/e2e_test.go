@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
@@ -28,38 +29,38 @@ import (
 // e2eMarkerDigits tells the backends apart in the numeric markers the
 // tests pass to sleep, so that what one arm leaves behind never counts
 // in the other's.
-func e2eMarkerDigits(b testBackend) string {
-	return strconv.Itoa(len(b.name))
+func e2eMarkerDigits(b testkit.Backend) string {
+	return strconv.Itoa(len(b.Name))
 }
 
 func TestWritesOnlyInsideTheJail(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
 		home, err := os.UserHomeDir()
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts := b.start(t, project, serverEnv(), "--session", "w")
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "w")
 		jail := filepath.Join(project, ".agent-home", "w")
 		marker := fmt.Sprintf("jail-mcp-test-%d", time.Now().UnixNano())
 
-		res, _ := ts.exec(map[string]any{"command": "echo inside > $HOME/in.txt && cat $HOME/in.txt"})
-		if res.ExitCode != 0 || res.Stdout != "inside\n" || !res.Confined || res.Backend != b.name {
+		res, _ := ts.Exec(map[string]any{"command": "echo inside > $HOME/in.txt && cat $HOME/in.txt"})
+		if res.ExitCode != 0 || res.Stdout != "inside\n" || !res.Confined || res.Backend != b.Name {
 			t.Fatalf("write in the jail: %+v", res)
 		}
-		if got := mustRead(t, filepath.Join(jail, "in.txt")); got != "inside\n" {
+		if got := testkit.MustRead(t, filepath.Join(jail, "in.txt")); got != "inside\n" {
 			t.Errorf("jail file = %q", got)
 		}
 		t.Run("metadata in the jail", func(t *testing.T) {
-			if b.name == "landlock" && os.Geteuid() == 0 {
+			if b.Name == "landlock" && os.Geteuid() == 0 {
 				// Documented: as root, the landlock backend denies chmod
 				// and chown everywhere, the jail too (root owns the
 				// host's files and Landlock does not see metadata).
-				res, _ := ts.exec(map[string]any{"command": `echo x > "$HOME/r" && chmod 755 "$HOME/r"`})
+				res, _ := ts.Exec(map[string]any{"command": `echo x > "$HOME/r" && chmod 755 "$HOME/r"`})
 				if res.ExitCode == 0 || !strings.Contains(res.Stderr, "Operation not permitted") {
 					t.Errorf("chmod as root under landlock: exit %d stderr %q, want Operation not permitted", res.ExitCode, res.Stderr)
 				}
-				res, _ = ts.exec(map[string]any{"command": `touch -d 2001-01-01 "$HOME/r"`})
+				res, _ = ts.Exec(map[string]any{"command": `touch -d 2001-01-01 "$HOME/r"`})
 				if res.ExitCode != 0 {
 					t.Errorf("utime in the jail: exit %d stderr %q", res.ExitCode, res.Stderr)
 				}
@@ -67,7 +68,7 @@ func TestWritesOnlyInsideTheJail(t *testing.T) {
 			}
 			// The jail is the command's own: it makes a script executable
 			// and dates a file as it likes (tar, npm and codex all do).
-			res, _ := ts.exec(map[string]any{"command": `printf '#!/bin/sh\necho ran\n' > "$HOME/s.sh" && chmod 755 "$HOME/s.sh" && "$HOME/s.sh" && touch -d 2001-01-01 "$HOME/s.sh"`})
+			res, _ := ts.Exec(map[string]any{"command": `printf '#!/bin/sh\necho ran\n' > "$HOME/s.sh" && chmod 755 "$HOME/s.sh" && "$HOME/s.sh" && touch -d 2001-01-01 "$HOME/s.sh"`})
 			if res.ExitCode != 0 || res.Stdout != "ran\n" {
 				t.Errorf("chmod and utime of a file in the jail: exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 			}
@@ -88,11 +89,11 @@ func TestWritesOnlyInsideTheJail(t *testing.T) {
 			filepath.Join("/var/tmp", marker),
 		} {
 			t.Run(target, func(t *testing.T) {
-				res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo x > "$1"`, "sh", target}})
+				res, _ := ts.Exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo x > "$1"`, "sh", target}})
 				if res.ExitCode == 0 {
 					t.Errorf("write to %s succeeded", target)
 				}
-				if fileExists(target) {
+				if testkit.FileExists(target) {
 					os.Remove(target)
 					t.Errorf("%s exists on the host", target)
 				}
@@ -111,8 +112,8 @@ func TestWritesOnlyInsideTheJail(t *testing.T) {
 			// jail_status lists promise 1 as not kept, naming chmod and
 			// utime; as root, seccomp denies chmod all the same.
 			var notKept string
-			if b.name == "landlock" {
-				for _, p := range ts.status().Guarantees.NotKept {
+			if b.Name == "landlock" {
+				for _, p := range ts.Status().Guarantees.NotKept {
 					if p.ID == 1 {
 						notKept = p.Note
 					}
@@ -136,11 +137,11 @@ func TestWritesOnlyInsideTheJail(t *testing.T) {
 				{"utime", "touch -d 2000-01-01 keep.txt", true},
 			} {
 				t.Run(op.name, func(t *testing.T) {
-					res, _ := ts.exec(map[string]any{"command": op.script})
-					if got := mustRead(t, f); got != "keep" {
+					res, _ := ts.Exec(map[string]any{"command": op.script})
+					if got := testkit.MustRead(t, f); got != "keep" {
 						t.Errorf("project file = %q", got)
 					}
-					if fileExists(filepath.Join(project, "x")) {
+					if testkit.FileExists(filepath.Join(project, "x")) {
 						t.Errorf("%q created a file in the project", op.script)
 					}
 					fi, err := os.Stat(f)
@@ -149,7 +150,7 @@ func TestWritesOnlyInsideTheJail(t *testing.T) {
 					}
 					// landlock: a change of metadata alone is not promised
 					// (see above), but a root server's chmod is refused.
-					mustRefuse := !op.meta || b.name == "bwrap" || (op.name == "chmod" && os.Geteuid() == 0)
+					mustRefuse := !op.meta || b.Name == "bwrap" || (op.name == "chmod" && os.Geteuid() == 0)
 					if !mustRefuse {
 						t.Logf("not promised under landlock: %s: exit %d, mode %v, mtime %v", op.script, res.ExitCode, fi.Mode(), fi.ModTime().UTC())
 						os.Chmod(f, 0o644)
@@ -169,11 +170,11 @@ func TestWritesOnlyInsideTheJail(t *testing.T) {
 }
 
 func TestJailEnvironment(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		ts := b.start(t, project, serverEnv("SSH_AUTH_SOCK=/tmp/agent.sock", "SECRET_TOKEN=hunter2", "MY_VAR=passed"), "--session", "env", "--pass-env", "MY_*")
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		ts := b.Start(t, project, testkit.ServerEnv("SSH_AUTH_SOCK=/tmp/agent.sock", "SECRET_TOKEN=hunter2", "MY_VAR=passed"), "--session", "env", "--pass-env", "MY_*")
 		jail := filepath.Join(project, ".agent-home", "env")
-		res, _ := ts.exec(map[string]any{"command": "env"})
+		res, _ := ts.Exec(map[string]any{"command": "env"})
 		env := map[string]string{}
 		for _, line := range strings.Split(res.Stdout, "\n") {
 			if k, v, ok := strings.Cut(line, "="); ok {
@@ -195,18 +196,18 @@ func TestJailEnvironment(t *testing.T) {
 				t.Errorf("%s = %q, want %q", k, env[k], v)
 			}
 		}
-		for _, k := range []string{"SSH_AUTH_SOCK", "SECRET_TOKEN", asServer} {
+		for _, k := range []string{"SSH_AUTH_SOCK", "SECRET_TOKEN", testkit.AsServer} {
 			if _, ok := env[k]; ok {
 				t.Errorf("%s leaked into the jail", k)
 			}
 		}
 		// Every XDG directory exists and is writable.
-		res, _ = ts.exec(map[string]any{"command": `for d in "$TMPDIR" "$XDG_CONFIG_HOME" "$XDG_CACHE_HOME" "$XDG_DATA_HOME" "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR"; do touch "$d/f" || exit 1; done`})
+		res, _ = ts.Exec(map[string]any{"command": `for d in "$TMPDIR" "$XDG_CONFIG_HOME" "$XDG_CACHE_HOME" "$XDG_DATA_HOME" "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR"; do touch "$d/f" || exit 1; done`})
 		if res.ExitCode != 0 {
 			t.Errorf("XDG directories not writable: %+v", res)
 		}
 		// A request's env is added; only fds 0-2 reach the child.
-		res, _ = ts.exec(map[string]any{"command": `echo "$EXTRA"; ls /proc/self/fd`, "env": map[string]any{"EXTRA": "v a l"}})
+		res, _ = ts.Exec(map[string]any{"command": `echo "$EXTRA"; ls /proc/self/fd`, "env": map[string]any{"EXTRA": "v a l"}})
 		if !strings.HasPrefix(res.Stdout, "v a l\n") {
 			t.Errorf("request env: %q", res.Stdout)
 		}
@@ -219,37 +220,37 @@ func TestJailEnvironment(t *testing.T) {
 }
 
 func TestSessionsPersistAndSeparate(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		a := b.start(t, project, serverEnv(), "--session", "alpha")
-		if res, _ := a.exec(map[string]any{"command": "echo one > $HOME/note"}); res.ExitCode != 0 {
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		a := b.Start(t, project, testkit.ServerEnv(), "--session", "alpha")
+		if res, _ := a.Exec(map[string]any{"command": "echo one > $HOME/note"}); res.ExitCode != 0 {
 			t.Fatalf("%+v", res)
 		}
-		if res, _ := a.exec(map[string]any{"command": "cat $HOME/note"}); res.Stdout != "one\n" {
+		if res, _ := a.Exec(map[string]any{"command": "cat $HOME/note"}); res.Stdout != "one\n" {
 			t.Errorf("second call of one session: %+v", res)
 		}
-		a.c.Close()
+		a.Client.Close()
 
-		again := b.start(t, project, serverEnv(), "--session", "alpha")
-		if res, _ := again.exec(map[string]any{"command": "cat $HOME/note"}); res.Stdout != "one\n" {
+		again := b.Start(t, project, testkit.ServerEnv(), "--session", "alpha")
+		if res, _ := again.Exec(map[string]any{"command": "cat $HOME/note"}); res.Stdout != "one\n" {
 			t.Errorf("after restart with the same --session: %+v", res)
 		}
-		beta := b.start(t, project, serverEnv(), "--session", "beta")
-		if res, _ := beta.exec(map[string]any{"command": "cat $HOME/note"}); res.ExitCode == 0 {
+		beta := b.Start(t, project, testkit.ServerEnv(), "--session", "beta")
+		if res, _ := beta.Exec(map[string]any{"command": "cat $HOME/note"}); res.ExitCode == 0 {
 			t.Errorf("session beta sees alpha's file: %+v", res)
 		}
-		if res, _ := beta.exec(map[string]any{"command": "echo two > " + filepath.Join(project, ".agent-home", "alpha", "note")}); res.ExitCode == 0 {
+		if res, _ := beta.Exec(map[string]any{"command": "echo two > " + filepath.Join(project, ".agent-home", "alpha", "note")}); res.ExitCode == 0 {
 			t.Errorf("session beta wrote into alpha's jail")
 		}
-		if got := mustRead(t, filepath.Join(project, ".agent-home", "alpha", "note")); got != "one\n" {
+		if got := testkit.MustRead(t, filepath.Join(project, ".agent-home", "alpha", "note")); got != "one\n" {
 			t.Errorf("alpha's note = %q", got)
 		}
-		if got := mustRead(t, filepath.Join(project, ".agent-home", ".gitignore")); got != "*\n" {
+		if got := testkit.MustRead(t, filepath.Join(project, ".agent-home", ".gitignore")); got != "*\n" {
 			t.Errorf(".gitignore = %q", got)
 		}
 		// A new UUID when no --session is given.
-		u := b.start(t, project, serverEnv())
-		st := u.status()
+		u := b.Start(t, project, testkit.ServerEnv())
+		st := u.Status()
 		if len(st.Session) != 36 || st.Jail != filepath.Join(project, ".agent-home", st.Session) {
 			t.Errorf("default session: %q %q", st.Session, st.Jail)
 		}
@@ -257,12 +258,12 @@ func TestSessionsPersistAndSeparate(t *testing.T) {
 }
 
 func TestTimeoutKillsTheWholeTree(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		ts := b.start(t, project, serverEnv(), "--session", "timeout")
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "timeout")
 		marker := "987654." + strconv.Itoa(os.Getpid()) + e2eMarkerDigits(b)
 		start := time.Now()
-		res, raw := ts.exec(map[string]any{"command": fmt.Sprintf("sleep %s & sleep %s", marker, marker), "timeout_ms": 1000})
+		res, raw := ts.Exec(map[string]any{"command": fmt.Sprintf("sleep %s & sleep %s", marker, marker), "timeout_ms": 1000})
 		elapsed := time.Since(start)
 		if !res.TimedOut || res.Limit != "timeout" || !raw.IsError || res.ExitCode != -1 || res.Signal != "SIGKILL" {
 			t.Errorf("result: %+v", res)
@@ -270,54 +271,54 @@ func TestTimeoutKillsTheWholeTree(t *testing.T) {
 		if elapsed > 2*time.Second {
 			t.Errorf("returned %v after the call, more than a second past the 1 s deadline", elapsed)
 		}
-		if pids := processesWith(marker); len(pids) > 0 {
+		if pids := testkit.ProcessesWith(marker); len(pids) > 0 {
 			t.Errorf("left running: %v", pids)
 		}
-		if !strings.Contains(text(raw), "timed out") {
-			t.Errorf("text: %q", text(raw))
+		if !strings.Contains(testkit.ResultText(raw), "timed out") {
+			t.Errorf("text: %q", testkit.ResultText(raw))
 		}
 	})
 }
 
 func TestCancelKillsTheCommand(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		ts := b.start(t, project, serverEnv(), "--session", "cancel")
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "cancel")
 		marker := "876543." + strconv.Itoa(os.Getpid()) + e2eMarkerDigits(b)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
-			_, err := ts.call(ctx, "jailed_exec", map[string]any{"command": fmt.Sprintf("sleep %s & sleep %s", marker, marker)})
+			_, err := ts.Call(ctx, "jailed_exec", map[string]any{"command": fmt.Sprintf("sleep %s & sleep %s", marker, marker)})
 			done <- err
 		}()
 		// Both sleeps carry the marker (so do the shell and, under bwrap,
 		// bwrap itself): wait for the sleeps.
-		if !waitFor(10*time.Second, func() bool { return len(processesWith("sleep "+marker)) >= 2 }) {
-			t.Fatalf("command did not start; running: %v", processesWith(marker))
+		if !testkit.WaitFor(10*time.Second, func() bool { return len(testkit.ProcessesWith("sleep "+marker)) >= 2 }) {
+			t.Fatalf("command did not start; running: %v", testkit.ProcessesWith(marker))
 		}
 		cancel()
 		if err := <-done; err == nil {
 			t.Error("cancelled call returned no error")
 		}
-		if !waitFor(3*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-			t.Errorf("left running after cancel: %v", processesWith(marker))
+		if !testkit.WaitFor(3*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {
+			t.Errorf("left running after cancel: %v", testkit.ProcessesWith(marker))
 		}
-		if !waitFor(3*time.Second, func() bool { return ts.status().Running == 0 }) {
+		if !testkit.WaitFor(3*time.Second, func() bool { return ts.Status().Running == 0 }) {
 			t.Error("status still counts the cancelled command")
 		}
 		// The server keeps serving.
-		if res, _ := ts.exec(map[string]any{"argv": []string{"true"}}); res.ExitCode != 0 || res.Backend != b.name {
+		if res, _ := ts.Exec(map[string]any{"argv": []string{"true"}}); res.ExitCode != 0 || res.Backend != b.Name {
 			t.Errorf("after cancel: %+v", res)
 		}
 	})
 }
 
 func TestLargeOutputIsBounded(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		ts := b.start(t, project, serverEnv(), "--session", "big")
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "big")
 		const total = 100 << 20
-		res, raw := ts.exec(map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\000' a; echo tail-marker", total)})
+		res, raw := ts.Exec(map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\000' a; echo tail-marker", total)})
 		if res.ExitCode != 0 || raw.IsError {
 			t.Fatalf("result: %+v", res)
 		}
@@ -340,41 +341,25 @@ func TestLargeOutputIsBounded(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(res.OutputPath, "stderr")); err != nil || st.Size() != 0 {
 			t.Errorf("kept stderr: %v %v", st, err)
 		}
-		if hwm := peakRSS(t, ts.cmd.Process.Pid); hwm > 64<<20 {
+		if hwm := testkit.PeakRSS(t, ts.Cmd.Process.Pid); hwm > 64<<20 {
 			t.Errorf("server peak RSS %d MiB while the command printed 100 MiB", hwm>>20)
 		}
 
 		// A whole output that fits is kept whole in the file.
-		res, _ = ts.exec(map[string]any{"command": "seq 1 100000", "timeout_ms": 30000})
+		res, _ = ts.Exec(map[string]any{"command": "seq 1 100000", "timeout_ms": 30000})
 		if !res.StdoutTruncated {
 			t.Fatalf("seq output not truncated: %d bytes", res.StdoutBytes)
 		}
 		want, _ := exec.Command("seq", "1", "100000").Output()
-		if got := mustRead(t, filepath.Join(res.OutputPath, "stdout")); got != string(want) {
+		if got := testkit.MustRead(t, filepath.Join(res.OutputPath, "stdout")); got != string(want) {
 			t.Errorf("kept output differs from seq's (%d vs %d bytes)", len(got), len(want))
 		}
 	})
 }
-func peakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
-}
-
 func TestBadInputIsRefusedInOneLine(t *testing.T) {
-	project := newProject(t)
+	project := testkit.NewProject(t)
 	os.WriteFile(filepath.Join(project, "file"), nil, 0o644)
-	ts := startServer(t, project, serverEnv(), "--session", "bad", "--network", "off")
+	ts := testkit.StartServer(t, project, testkit.ServerEnv(), "--session", "bad", "--network", "off")
 	for _, tc := range []struct {
 		name string
 		args map[string]any
@@ -407,27 +392,27 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 		{"NUL in command", map[string]any{"command": "echo \x00"}, "NUL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, res := ts.exec(tc.args)
+			_, res := ts.Exec(tc.args)
 			if !res.IsError || res.StructuredContent != nil {
 				t.Fatalf("not refused: %+v", res)
 			}
-			if line := oneLineText(t, res); !strings.Contains(line, tc.want) {
+			if line := testkit.OneLineText(t, res); !strings.Contains(line, tc.want) {
 				t.Errorf("got %q, want it to mention %q", line, tc.want)
 			}
 		})
 	}
 	for _, tool := range []string{"jail_status", "jail_reset"} {
-		res, err := ts.call(t.Context(), tool, map[string]any{"x": 1})
+		res, err := ts.Call(t.Context(), tool, map[string]any{"x": 1})
 		if err != nil || !res.IsError {
 			t.Errorf("%s with an unknown argument: %v %+v", tool, err, res)
 		}
 	}
-	res, err := ts.call(t.Context(), "no_such_tool", nil)
+	res, err := ts.Call(t.Context(), "no_such_tool", nil)
 	if err == nil && !res.IsError {
 		t.Errorf("unknown tool accepted")
 	}
 	// The server still serves, and the refusals changed nothing.
-	if res, _ := ts.exec(map[string]any{"command": "echo still here", "network": false}); res.Stdout != "still here\n" {
+	if res, _ := ts.Exec(map[string]any{"command": "echo still here", "network": false}); res.Stdout != "still here\n" {
 		t.Errorf("after bad input: %+v", res)
 	}
 	entries, _ := os.ReadDir(project)
@@ -437,50 +422,50 @@ func TestBadInputIsRefusedInOneLine(t *testing.T) {
 }
 
 func TestExitStatusAndStdin(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		ts := b.start(t, project, serverEnv(), "--session", "io")
-		res, raw := ts.exec(map[string]any{"command": "echo out; echo err >&2; exit 3"})
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "io")
+		res, raw := ts.Exec(map[string]any{"command": "echo out; echo err >&2; exit 3"})
 		if res.ExitCode != 3 || !raw.IsError || res.Stdout != "out\n" || res.Stderr != "err\n" {
 			t.Errorf("exit 3: %+v", res)
 		}
-		if !strings.HasPrefix(text(raw), "exit 3") {
-			t.Errorf("text: %q", text(raw))
+		if !strings.HasPrefix(testkit.ResultText(raw), "exit 3") {
+			t.Errorf("text: %q", testkit.ResultText(raw))
 		}
-		res, raw = ts.exec(map[string]any{"argv": []string{"cat"}, "stdin": "given\n"})
+		res, raw = ts.Exec(map[string]any{"argv": []string{"cat"}, "stdin": "given\n"})
 		if res.Stdout != "given\n" || raw.IsError {
 			t.Errorf("stdin: %+v", res)
 		}
 		// Without stdin the command reads end of file at once: it never
 		// inherits the server's stdin, which is the JSON-RPC pipe.
-		res, _ = ts.exec(map[string]any{"argv": []string{"cat"}, "timeout_ms": 5000})
+		res, _ = ts.Exec(map[string]any{"argv": []string{"cat"}, "timeout_ms": 5000})
 		if res.TimedOut || res.Stdout != "" || res.ExitCode != 0 {
 			t.Errorf("empty stdin: %+v", res)
 		}
-		res, raw = ts.exec(map[string]any{"command": "kill -9 $$"})
+		res, raw = ts.Exec(map[string]any{"command": "kill -9 $$"})
 		if !raw.IsError || res.ExitCode == 0 {
 			t.Errorf("killed by a signal: %+v", res)
 		}
 		// The command is the child of the agent (or, in bwrap's direct
 		// mode, of bwrap's init, which reports a signal as the status
 		// 128+N).
-		if (res.ExitCode != -1 || res.Signal != "SIGKILL") && (b.name != "bwrap" || res.ExitCode != 128+9) {
+		if (res.ExitCode != -1 || res.Signal != "SIGKILL") && (b.Name != "bwrap" || res.ExitCode != 128+9) {
 			t.Errorf("killed by SIGKILL: exit %d signal %q, want -1 SIGKILL", res.ExitCode, res.Signal)
 		}
-		res, raw = ts.exec(map[string]any{"argv": []string{"/nonexistent/program"}})
+		res, raw = ts.Exec(map[string]any{"argv": []string{"/nonexistent/program"}})
 		// The agent looks the program up in the jail's view and refuses
 		// it with a line that says so (bwrap's direct mode: bwrap fails
 		// to exec, an exit status).
-		if !raw.IsError || (raw.StructuredContent == nil && !strings.Contains(oneLineText(t, raw), "not found")) ||
-			(raw.StructuredContent != nil && (b.name != "bwrap" || res.ExitCode == 0)) {
-			t.Errorf("missing program: %+v %q", res, text(raw))
+		if !raw.IsError || (raw.StructuredContent == nil && !strings.Contains(testkit.OneLineText(t, raw), "not found")) ||
+			(raw.StructuredContent != nil && (b.Name != "bwrap" || res.ExitCode == 0)) {
+			t.Errorf("missing program: %+v %q", res, testkit.ResultText(raw))
 		}
-		res, _ = ts.exec(map[string]any{"command": "pwd", "cwd": ".agent-home/io/.cache"})
+		res, _ = ts.Exec(map[string]any{"command": "pwd", "cwd": ".agent-home/io/.cache"})
 		if res.Stdout != filepath.Join(project, ".agent-home/io/.cache")+"\n" {
 			t.Errorf("cwd in the jail: %+v", res)
 		}
 		os.Mkdir(filepath.Join(project, "sub"), 0o755)
-		res, _ = ts.exec(map[string]any{"command": "pwd", "cwd": "sub"})
+		res, _ = ts.Exec(map[string]any{"command": "pwd", "cwd": "sub"})
 		if res.Stdout != filepath.Join(project, "sub")+"\n" {
 			t.Errorf("relative cwd: %+v", res)
 		}
@@ -500,11 +485,11 @@ func TestExitStatusAndStdin(t *testing.T) {
 			}
 		}()
 		connect := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo connected", tcp.Addr().(*net.TCPAddr).Port)
-		res, _ = ts.exec(map[string]any{"argv": []string{"bash", "-c", connect}})
+		res, _ = ts.Exec(map[string]any{"argv": []string{"bash", "-c", connect}})
 		if res.Stdout != "connected\n" {
 			t.Errorf("network on: loopback TCP not reachable: %+v", res)
 		}
-		res, _ = ts.exec(map[string]any{"argv": []string{"bash", "-c", connect}, "network": false})
+		res, _ = ts.Exec(map[string]any{"argv": []string{"bash", "-c", connect}, "network": false})
 		if res.ExitCode == 0 || res.Stdout != "" {
 			t.Errorf("network off: loopback TCP reachable: %+v", res)
 		}
@@ -514,46 +499,46 @@ func TestExitStatusAndStdin(t *testing.T) {
 		}
 		defer udp.Close()
 		send := fmt.Sprintf("echo datagram > /dev/udp/127.0.0.1/%d", udp.LocalAddr().(*net.UDPAddr).Port)
-		res, _ = ts.exec(map[string]any{"argv": []string{"bash", "-c", send}})
+		res, _ = ts.Exec(map[string]any{"argv": []string{"bash", "-c", send}})
 		udp.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if n, _, err := udp.ReadFrom(make([]byte, 64)); err != nil || res.ExitCode != 0 {
 			t.Errorf("network on: no UDP datagram to loopback (exit %d, %d bytes, %v)", res.ExitCode, n, err)
 		}
-		res, _ = ts.exec(map[string]any{"argv": []string{"bash", "-c", send}, "network": false})
+		res, _ = ts.Exec(map[string]any{"argv": []string{"bash", "-c", send}, "network": false})
 		udp.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		if n, _, err := udp.ReadFrom(make([]byte, 64)); err == nil {
 			t.Errorf("network off: a UDP datagram reached the host (exit %d, %d bytes)", res.ExitCode, n)
 		}
 		// bwrap: the datagram goes to the call's own loopback and is lost
 		// there. landlock: seccomp refuses the socket itself.
-		if b.name == "landlock" && res.ExitCode == 0 {
+		if b.Name == "landlock" && res.ExitCode == 0 {
 			t.Errorf("network off: a UDP socket could be used: %+v", res)
 		}
-		res, _ = ts.exec(map[string]any{"command": "cat /proc/net/dev | wc -l", "network": false})
+		res, _ = ts.Exec(map[string]any{"command": "cat /proc/net/dev | wc -l", "network": false})
 		// bwrap: the call has its own network namespace, with lo only.
 		// landlock: no namespaces, so the host's interfaces are listed;
 		// the sockets above are what is cut.
-		if lines := strings.TrimSpace(res.Stdout); b.name == "bwrap" && lines != "3" { // two header lines and lo
+		if lines := strings.TrimSpace(res.Stdout); b.Name == "bwrap" && lines != "3" { // two header lines and lo
 			t.Errorf("network off still sees interfaces: %q", res.Stdout)
 		}
 	})
 }
 
 func TestBackgroundChildCannotStallACall(t *testing.T) {
-	try := func(t *testing.T, ts *testServer, confined bool) {
+	try := func(t *testing.T, ts *testkit.Server, confined bool) {
 		marker := "765432." + strconv.Itoa(os.Getpid()) + strconv.Itoa(len(t.Name()))
 		start := time.Now()
-		res, _ := ts.exec(map[string]any{"command": fmt.Sprintf("(sleep %s &); setsid sleep %s & echo started", marker, marker), "timeout_ms": 30000})
+		res, _ := ts.Exec(map[string]any{"command": fmt.Sprintf("(sleep %s &); setsid sleep %s & echo started", marker, marker), "timeout_ms": 30000})
 		if res.Stdout != "started\n" || res.TimedOut || res.Confined != confined {
 			t.Errorf("result: %+v", res)
 		}
 		if d := time.Since(start); d > 10*time.Second {
 			t.Errorf("a background child held the call for %v", d)
 		}
-		if confined && !waitFor(2*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-			t.Errorf("background child outlived the call: %v", processesWith(marker))
+		if confined && !testkit.WaitFor(2*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {
+			t.Errorf("background child outlived the call: %v", testkit.ProcessesWith(marker))
 		}
-		for _, pid := range processesWith(marker) {
+		for _, pid := range testkit.ProcessesWith(marker) {
 			if p, err := strconv.Atoi(pid); err == nil {
 				if proc, err := os.FindProcess(p); err == nil {
 					proc.Kill()
@@ -561,15 +546,15 @@ func TestBackgroundChildCannotStallACall(t *testing.T) {
 			}
 		}
 	}
-	project := newProject(t)
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		try(t, b.start(t, project, serverEnv(), "--session", "bg-"+b.name), true)
+	project := testkit.NewProject(t)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		try(t, b.Start(t, project, testkit.ServerEnv(), "--session", "bg-"+b.Name), true)
 	})
 	t.Run("unconfined", func(t *testing.T) {
 		// bwrap asked for but absent, and --fallback warn: the command
 		// runs unconfined; only the call must not stall.
-		ts := startServer(t, project, serverEnv("PATH="+noBwrapPath), "--session", "bg-unconfined", "--backend", "bwrap", "--fallback", "warn")
-		if st := ts.status(); st.Confined || st.Backend != "none" {
+		ts := testkit.StartServer(t, project, testkit.ServerEnv("PATH="+testkit.NoBwrapPath), "--session", "bg-unconfined", "--backend", "bwrap", "--fallback", "warn")
+		if st := ts.Status(); st.Confined || st.Backend != "none" {
 			t.Fatalf("not unconfined: backend %q confined %t", st.Backend, st.Confined)
 		}
 		try(t, ts, false)
@@ -577,9 +562,9 @@ func TestBackgroundChildCannotStallACall(t *testing.T) {
 }
 
 func TestSixteenCallsRunConcurrently(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		ts := b.start(t, project, serverEnv(), "--session", "many")
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "many")
 		const n = 16
 		// Each call announces itself and waits until all n have: with fewer
 		// than n running at once, none would finish before its timeout.
@@ -588,10 +573,10 @@ func TestSixteenCallsRunConcurrently(t *testing.T) {
 		results := make([]int, n)
 		for i := range n {
 			wg.Go(func() {
-				res, raw := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", script, "sh", strconv.Itoa(i)}, "timeout_ms": 60000})
+				res, raw := ts.Exec(map[string]any{"argv": []string{"/bin/sh", "-c", script, "sh", strconv.Itoa(i)}, "timeout_ms": 60000})
 				results[i] = res.ExitCode
 				if raw.IsError && res.ExitCode == 0 {
-					t.Errorf("call %d did not run: %s", i, text(raw))
+					t.Errorf("call %d did not run: %s", i, testkit.ResultText(raw))
 				}
 			})
 		}
@@ -605,23 +590,21 @@ func TestSixteenCallsRunConcurrently(t *testing.T) {
 }
 
 func TestProgressNotifications(t *testing.T) {
-	project := newProject(t)
-	ts := startServer(t, project, serverEnv(), "--session", "progress")
+	project := testkit.NewProject(t)
+	ts := testkit.StartServer(t, project, testkit.ServerEnv(), "--session", "progress")
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "jailed_exec"
 	req.Params.Arguments = map[string]any{"command": "for i in 1 2 3 4 5; do echo line-$i; sleep 0.5; done"}
 	req.Params.Meta = &mcp.Meta{ProgressToken: "tok-1"}
-	res, err := ts.c.CallTool(t.Context(), req)
+	res, err := ts.Client.CallTool(t.Context(), req)
 	if err != nil || res.IsError {
 		t.Fatalf("call: %v %+v", err, res)
 	}
 	returned := time.Now()
 	time.Sleep(1500 * time.Millisecond)
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	var progress []timedNote
-	for _, n := range ts.notifications {
-		if n.n.Method == "notifications/progress" {
+	var progress []testkit.Note
+	for _, n := range ts.Notifications() {
+		if n.N.Method == "notifications/progress" {
 			progress = append(progress, n)
 		}
 	}
@@ -630,7 +613,7 @@ func TestProgressNotifications(t *testing.T) {
 	}
 	last := -1.0
 	for i, n := range progress {
-		f := n.n.Params.AdditionalFields
+		f := n.N.Params.AdditionalFields
 		if f["progressToken"] != "tok-1" {
 			t.Errorf("token %v", f["progressToken"])
 		}
@@ -643,22 +626,22 @@ func TestProgressNotifications(t *testing.T) {
 			t.Errorf("progress not increasing: %v after %v", p, last)
 		}
 		last = p
-		if n.at.After(returned) {
+		if n.At.After(returned) {
 			t.Errorf("notification %d arrived after the result", i)
 		}
-		if i > 0 && n.at.Sub(progress[i-1].at) < 900*time.Millisecond {
-			t.Errorf("two notifications %v apart", n.at.Sub(progress[i-1].at))
+		if i > 0 && n.At.Sub(progress[i-1].At) < 900*time.Millisecond {
+			t.Errorf("two notifications %v apart", n.At.Sub(progress[i-1].At))
 		}
 	}
 }
 
 func TestResetKillsAndNeverFollowsSymlinks(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
 		outside := t.TempDir()
 		os.WriteFile(filepath.Join(outside, "precious"), []byte("keep"), 0o644)
-		ts := b.start(t, project, serverEnv(), "--session", "reset")
-		res, _ := ts.exec(map[string]any{"command": fmt.Sprintf(`mkdir -p a/b && echo 12345 > a/b/f && ln -s %s link && ln -s %s/precious flink && echo x > top`, outside, outside), "cwd": ".agent-home/reset"})
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "reset")
+		res, _ := ts.Exec(map[string]any{"command": fmt.Sprintf(`mkdir -p a/b && echo 12345 > a/b/f && ln -s %s link && ln -s %s/precious flink && echo x > top`, outside, outside), "cwd": ".agent-home/reset"})
 		if res.ExitCode != 0 {
 			t.Fatalf("%+v", res)
 		}
@@ -666,12 +649,12 @@ func TestResetKillsAndNeverFollowsSymlinks(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			ts.call(t.Context(), "jailed_exec", map[string]any{"command": "sleep " + marker})
+			ts.Call(t.Context(), "jailed_exec", map[string]any{"command": "sleep " + marker})
 		}()
-		if !waitFor(10*time.Second, func() bool { return len(processesWith(marker)) > 0 }) {
+		if !testkit.WaitFor(10*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) > 0 }) {
 			t.Fatal("command did not start")
 		}
-		rr, err := ts.call(t.Context(), "jail_reset", nil)
+		rr, err := ts.Call(t.Context(), "jail_reset", nil)
 		if err != nil || rr.IsError {
 			t.Fatalf("reset: %v %+v", err, rr)
 		}
@@ -679,15 +662,15 @@ func TestResetKillsAndNeverFollowsSymlinks(t *testing.T) {
 			RemovedFiles int64 `json:"removed_files"`
 			Killed       int   `json:"killed"`
 		}
-		decodeStructured(t, rr, &out)
+		testkit.DecodeResult(t, rr, &out)
 		if out.Killed != 1 || out.RemovedFiles < 4 {
 			t.Errorf("reset result %+v", out)
 		}
 		<-done
-		if pids := processesWith(marker); len(pids) > 0 {
+		if pids := testkit.ProcessesWith(marker); len(pids) > 0 {
 			t.Errorf("reset left %v running", pids)
 		}
-		if got := mustRead(t, filepath.Join(outside, "precious")); got != "keep" {
+		if got := testkit.MustRead(t, filepath.Join(outside, "precious")); got != "keep" {
 			t.Errorf("symlink target changed: %q", got)
 		}
 		if entries, err := os.ReadDir(outside); err != nil || len(entries) != 1 {
@@ -702,24 +685,24 @@ func TestResetKillsAndNeverFollowsSymlinks(t *testing.T) {
 		if strings.Join(names, " ") != ".cache .config .local .runtime .tmp" {
 			t.Errorf("jail after reset: %v", names)
 		}
-		if st := ts.status(); st.Usage.Files != 0 || st.Running != 0 {
+		if st := ts.Status(); st.Usage.Files != 0 || st.Running != 0 {
 			t.Errorf("status after reset: %+v", st)
 		}
 		// The session keeps working after a reset.
-		if res, _ := ts.exec(map[string]any{"command": "echo again > $HOME/f && cat $HOME/f"}); res.Stdout != "again\n" || res.Backend != b.name {
+		if res, _ := ts.Exec(map[string]any{"command": "echo again > $HOME/f && cat $HOME/f"}); res.Stdout != "again\n" || res.Backend != b.Name {
 			t.Errorf("after reset: %+v", res)
 		}
 	})
 }
 
 func TestStatus(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		ts := b.start(t, project, serverEnv(), "--session", "st", "--network", "off", "--timeout", "30s")
-		ts.exec(map[string]any{"command": "printf 12345 > $HOME/f"})
-		st := ts.status()
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "st", "--network", "off", "--timeout", "30s")
+		ts.Exec(map[string]any{"command": "printf 12345 > $HOME/f"})
+		st := ts.Status()
 		if st.Session != "st" || st.Project != project || st.Jail != filepath.Join(project, ".agent-home", "st") ||
-			st.Backend != b.name || !st.Available || !st.Confined || st.Network || st.Usage.Files != 1 ||
+			st.Backend != b.Name || !st.Available || !st.Confined || st.Network || st.Usage.Files != 1 ||
 			st.Usage.Bytes != 5 || st.Limits.TimeoutMS != 30000 || st.Version == "" || len(st.Guarantees.Kept) == 0 {
 			t.Errorf("status: %+v", st)
 		}
@@ -734,14 +717,14 @@ func TestStatus(t *testing.T) {
 			}
 		}
 		switch {
-		case b.name == "bwrap" && len(st.Agents) > 0:
+		case b.Name == "bwrap" && len(st.Agents) > 0:
 			// With a session agent, a Landlock layer inside the sandbox
 			// closes what a read-only view cannot (host FIFOs): bubblewrap
 			// keeps every promise.
 			if !slices.Equal(kept, []int{1, 2, 3, 4, 5, 6, 7, 8}) || len(notKept) != 0 {
 				t.Errorf("bwrap guarantees with agents: kept %v, not kept %v", kept, notKept)
 			}
-		case b.name == "bwrap":
+		case b.Name == "bwrap":
 			// Without Landlock (ABI 6) inside bubblewrap, each call is its
 			// own sandbox and promise 2 is not kept in full: a FIFO in the
 			// project or under HOME reaches its host reader through the
@@ -751,7 +734,7 @@ func TestStatus(t *testing.T) {
 			} else if note := st.Guarantees.NotKept[0].Note; !strings.Contains(note, "FIFO") {
 				t.Errorf("bwrap's note on promise 2 does not name FIFOs: %q", note)
 			}
-		case b.name == "landlock":
+		case b.Name == "landlock":
 			if len(st.Agents) != 1 || st.Agents[0].Network || st.Agents[0].Running != 0 || st.Agents[0].Restarts != 0 {
 				t.Errorf("landlock agents: %+v", st.Agents)
 			}
@@ -782,13 +765,13 @@ func TestBwrapMissingRefusesEveryCall(t *testing.T) {
 		reason     []string // what the refusal and the status reason say
 		hint       string
 	}{
-		{"absent", noBwrapPath, []string{"bubblewrap", "not installed"}, "sudo apt-get install bubblewrap"},
+		{"absent", testkit.NoBwrapPath, []string{"bubblewrap", "not installed"}, "sudo apt-get install bubblewrap"},
 		{"broken", fake + ":" + os.Getenv("PATH"), []string{"bubblewrap cannot create its sandbox", "setting up uid map: Permission denied"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			project := newProject(t)
-			ts := startServer(t, project, serverEnv("PATH="+tc.path), "--session", "nobwrap", "--backend", "bwrap")
-			st := ts.status()
+			project := testkit.NewProject(t)
+			ts := testkit.StartServer(t, project, testkit.ServerEnv("PATH="+tc.path), "--session", "nobwrap", "--backend", "bwrap")
+			st := ts.Status()
 			if st.Backend != "bwrap" || st.Available || st.Confined || st.Reason == "" {
 				t.Errorf("status: %+v", st)
 			}
@@ -802,11 +785,11 @@ func TestBwrapMissingRefusesEveryCall(t *testing.T) {
 				{"command": "touch " + ran, "network": false, "cwd": ".agent-home/nobwrap"},
 				{"argv": []string{"/bin/touch", ran}, "env": map[string]any{"A": "b"}, "stdin": "x"},
 			} {
-				_, res := ts.exec(args)
+				_, res := ts.Exec(args)
 				if !res.IsError || res.StructuredContent != nil {
 					t.Fatalf("call %d ran without a jail: %+v", i, res)
 				}
-				line := oneLineText(t, res)
+				line := testkit.OneLineText(t, res)
 				if i == 0 {
 					t.Logf("refusal: %s", line)
 				}
@@ -816,7 +799,7 @@ func TestBwrapMissingRefusesEveryCall(t *testing.T) {
 					}
 				}
 			}
-			if fileExists(ran) {
+			if testkit.FileExists(ran) {
 				t.Errorf("a refused command ran")
 			}
 			if b, err := os.ReadFile(calls); err == nil && strings.Contains(string(b), ran) {
@@ -828,13 +811,13 @@ func TestBwrapMissingRefusesEveryCall(t *testing.T) {
 		})
 	}
 	t.Run("fallback warn", func(t *testing.T) {
-		project := newProject(t)
-		warn := startServer(t, project, serverEnv("PATH="+noBwrapPath), "--session", "nobwrap", "--backend", "bwrap", "--fallback", "warn")
-		r, raw := warn.exec(map[string]any{"argv": []string{"/bin/echo", "hi"}})
-		if r.Confined || r.Stdout != "hi\n" || r.Backend != "none" || !strings.Contains(text(raw), "UNCONFINED") {
-			t.Errorf("fallback warn: %+v %q", r, text(raw))
+		project := testkit.NewProject(t)
+		warn := testkit.StartServer(t, project, testkit.ServerEnv("PATH="+testkit.NoBwrapPath), "--session", "nobwrap", "--backend", "bwrap", "--fallback", "warn")
+		r, raw := warn.Exec(map[string]any{"argv": []string{"/bin/echo", "hi"}})
+		if r.Confined || r.Stdout != "hi\n" || r.Backend != "none" || !strings.Contains(testkit.ResultText(raw), "UNCONFINED") {
+			t.Errorf("fallback warn: %+v %q", r, testkit.ResultText(raw))
 		}
-		if st := warn.status(); st.Confined || !st.Available || st.Backend != "none" {
+		if st := warn.Status(); st.Confined || !st.Available || st.Backend != "none" {
 			t.Errorf("fallback warn status: %+v", st)
 		}
 	})
@@ -853,26 +836,26 @@ func TestAutoPicksLandlockWithoutBwrap(t *testing.T) {
 		{"variable", []string{"JAIL_MCP_BACKEND=auto"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			project := newProject(t)
-			env := serverEnv(append([]string{"PATH=" + noBwrapPath}, tc.env...)...)
-			ts := startServer(t, project, env, append([]string{"--session", "auto"}, tc.args...)...)
-			st := ts.status()
+			project := testkit.NewProject(t)
+			env := testkit.ServerEnv(append([]string{"PATH=" + testkit.NoBwrapPath}, tc.env...)...)
+			ts := testkit.StartServer(t, project, env, append([]string{"--session", "auto"}, tc.args...)...)
+			st := ts.Status()
 			if st.Backend != "landlock" || !st.Available || !st.Confined {
 				t.Fatalf("status: backend %q available %t confined %t reason %q", st.Backend, st.Available, st.Confined, st.Reason)
 			}
-			res, raw := ts.exec(map[string]any{"command": "echo in > $HOME/f && cat $HOME/f"})
-			if res.Stdout != "in\n" || res.ExitCode != 0 || res.Backend != "landlock" || !res.Confined || strings.Contains(text(raw), "UNCONFINED") {
+			res, raw := ts.Exec(map[string]any{"command": "echo in > $HOME/f && cat $HOME/f"})
+			if res.Stdout != "in\n" || res.ExitCode != 0 || res.Backend != "landlock" || !res.Confined || strings.Contains(testkit.ResultText(raw), "UNCONFINED") {
 				t.Errorf("write in the jail: %+v", res)
 			}
 			for _, target := range []string{
 				filepath.Join(project, "outside"),
 				filepath.Join(t.TempDir(), "outside"),
 			} {
-				res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo x > "$1"`, "sh", target}})
+				res, _ := ts.Exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo x > "$1"`, "sh", target}})
 				if res.ExitCode == 0 || !strings.Contains(res.Stderr, "Permission denied") {
 					t.Errorf("write to %s: %+v", target, res)
 				}
-				if fileExists(target) {
+				if testkit.FileExists(target) {
 					t.Errorf("%s exists on the host", target)
 				}
 			}
@@ -883,7 +866,7 @@ func TestAutoPicksLandlockWithoutBwrap(t *testing.T) {
 // TestDoctorWithoutBwrap: doctor on a host without bubblewrap says that
 // Landlock will be used, why bubblewrap cannot, and what installs it.
 func TestDoctorWithoutBwrap(t *testing.T) {
-	environ := cfgEnv("PATH=" + noBwrapPath)
+	environ := cfgEnv("PATH=" + testkit.NoBwrapPath)
 	res := runInProcess(t, []string{"doctor"}, environ)
 	if res.code != 0 || res.stderr != "" {
 		t.Fatalf("doctor: exit %d, stderr %q; stdout:\n%s", res.code, res.stderr, res.stdout)
@@ -928,10 +911,10 @@ func TestDoctorWithoutBwrap(t *testing.T) {
 // every line it writes on stdout is a JSON-RPC message, whatever the
 // command prints and whatever the server logs.
 func TestStdoutIsOnlyJSONRPC(t *testing.T) {
-	project := newProject(t)
+	project := testkit.NewProject(t)
 	cmd := exec.Command(os.Args[0], "serve", "--project", project, "--session", "raw", "--log-level", "debug")
-	cmd.Env = serverEnv()
-	var stderr syncBuffer
+	cmd.Env = testkit.ServerEnv()
+	var stderr testkit.SyncBuffer
 	cmd.Stderr = &stderr
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -982,24 +965,24 @@ func TestStdoutIsOnlyJSONRPC(t *testing.T) {
 // (SIGTERM, or EOF on stdin) or killed outright, nothing a command started
 // outlives it, setsid and double-forked children included.
 func TestServerDeathKillsCommands(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		for _, how := range []string{"SIGTERM", "SIGKILL", "EOF"} {
 			t.Run(how, func(t *testing.T) {
-				project := newProject(t)
-				ts := b.start(t, project, serverEnv(), "--session", "death")
+				project := testkit.NewProject(t)
+				ts := b.Start(t, project, testkit.ServerEnv(), "--session", "death")
 				marker := fmt.Sprintf("543210.%d%d%s", os.Getpid(), len(how), e2eMarkerDigits(b))
-				go ts.call(context.WithoutCancel(t.Context()), "jailed_exec", map[string]any{
+				go ts.Call(context.WithoutCancel(t.Context()), "jailed_exec", map[string]any{
 					"command": fmt.Sprintf("setsid sleep %s & (sleep %s &); sleep %s", marker, marker, marker),
 				})
-				if !waitFor(10*time.Second, func() bool { return len(processesWith("sleep "+marker)) >= 3 }) {
-					t.Fatalf("command did not start: %v", processesWith(marker))
+				if !testkit.WaitFor(10*time.Second, func() bool { return len(testkit.ProcessesWith("sleep "+marker)) >= 3 }) {
+					t.Fatalf("command did not start: %v", testkit.ProcessesWith(marker))
 				}
-				ts.end(how)
-				if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-					t.Errorf("left running after %s: %v", how, processesWith(marker))
+				ts.End(how)
+				if !testkit.WaitFor(5*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {
+					t.Errorf("left running after %s: %v", how, testkit.ProcessesWith(marker))
 				}
 				if how == "SIGTERM" {
-					err := ts.cmd.Wait()
+					err := ts.Cmd.Wait()
 					if err != nil && !strings.Contains(err.Error(), "already") {
 						t.Errorf("exit after SIGTERM: %v", err)
 					}
@@ -1014,8 +997,8 @@ func TestServerDeathKillsCommands(t *testing.T) {
 // can be read, never written through, and is gone from the jail once the
 // call is over.
 func TestCredentialsOverMCP(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
 		home := t.TempDir()
 		files := map[string]string{}
 		for _, f := range []string{".config/gh/hosts.yml", ".codex/auth.json"} {
@@ -1023,10 +1006,10 @@ func TestCredentialsOverMCP(t *testing.T) {
 			os.WriteFile(filepath.Join(home, f), []byte("secret-"+filepath.Base(f)), 0o600)
 			files[f] = "secret-" + filepath.Base(f)
 		}
-		env := serverEnv("GH_TOKEN=gh-secret-value", "OPENAI_API_KEY=sk-secret-value")
+		env := testkit.ServerEnv("GH_TOKEN=gh-secret-value", "OPENAI_API_KEY=sk-secret-value")
 		env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }), "HOME="+home)
-		ts := b.start(t, project, env, "--session", "cred", "--auth", "gh,codex")
-		st := ts.status()
+		ts := b.Start(t, project, env, "--session", "cred", "--auth", "gh,codex")
+		st := ts.Status()
 		raw, _ := json.Marshal(st.Auth)
 		if strings.Contains(string(raw), "secret") {
 			t.Errorf("status shows a secret: %s", raw)
@@ -1036,27 +1019,27 @@ func TestCredentialsOverMCP(t *testing.T) {
 		if string(raw) != want {
 			t.Errorf("status auth:\n got %s\nwant %s", raw, want)
 		}
-		res, _ := ts.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml ~/.codex/auth.json; echo " $GH_TOKEN $OPENAI_API_KEY"`})
+		res, _ := ts.Exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml ~/.codex/auth.json; echo " $GH_TOKEN $OPENAI_API_KEY"`})
 		if res.Stdout != "secret-hosts.ymlsecret-auth.json gh-secret-value sk-secret-value\n" {
 			t.Errorf("all enabled: %q %q", res.Stdout, res.Stderr)
 		}
-		res, _ = ts.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml ~/.codex/auth.json 2>/dev/null; echo " $GH_TOKEN $OPENAI_API_KEY"`, "auth": []string{"gh"}})
+		res, _ = ts.Exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml ~/.codex/auth.json 2>/dev/null; echo " $GH_TOKEN $OPENAI_API_KEY"`, "auth": []string{"gh"}})
 		if res.Stdout != "secret-hosts.yml gh-secret-value \n" {
 			t.Errorf("narrowed to gh: %q", res.Stdout)
 		}
-		_, refused := ts.exec(map[string]any{"command": "true", "auth": []string{"claude"}})
-		if !refused.IsError || !strings.Contains(oneLineText(t, refused), "not enabled by the operator") {
-			t.Errorf("widening not refused: %q", text(refused))
+		_, refused := ts.Exec(map[string]any{"command": "true", "auth": []string{"claude"}})
+		if !refused.IsError || !strings.Contains(testkit.OneLineText(t, refused), "not enabled by the operator") {
+			t.Errorf("widening not refused: %q", testkit.ResultText(refused))
 		}
 		// Two calls at once: the one that ends first leaves the other's
 		// credentials in place.
 		var wg sync.WaitGroup
 		var slow tools.ExecResult
 		wg.Go(func() {
-			slow, _ = ts.exec(map[string]any{"command": `sleep 1; cat ~/.codex/auth.json`})
+			slow, _ = ts.Exec(map[string]any{"command": `sleep 1; cat ~/.codex/auth.json`})
 		})
 		time.Sleep(200 * time.Millisecond)
-		if res, _ := ts.exec(map[string]any{"command": `cat ~/.codex/auth.json`}); res.Stdout != "secret-auth.json" {
+		if res, _ := ts.Exec(map[string]any{"command": `cat ~/.codex/auth.json`}); res.Stdout != "secret-auth.json" {
 			t.Errorf("second call at once: %q %q", res.Stdout, res.Stderr)
 		}
 		wg.Wait()
@@ -1065,13 +1048,13 @@ func TestCredentialsOverMCP(t *testing.T) {
 		}
 		// Nothing writes through a credential path to the host.
 		for rel := range files {
-			res, _ := ts.exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo x >> "$HOME/$1"; : > "$HOME/$1"; echo overwritten > "$HOME/$1"`, "sh", rel}})
+			res, _ := ts.Exec(map[string]any{"argv": []string{"/bin/sh", "-c", `echo x >> "$HOME/$1"; : > "$HOME/$1"; echo overwritten > "$HOME/$1"`, "sh", rel}})
 			if res.ExitCode == 0 {
 				t.Errorf("writing through %s succeeded: %+v", rel, res)
 			}
 		}
 		for rel, content := range files {
-			if got := mustRead(t, filepath.Join(home, rel)); got != content {
+			if got := testkit.MustRead(t, filepath.Join(home, rel)); got != content {
 				t.Errorf("host %s = %q, want %q", rel, got, content)
 			}
 			// After the call the jail holds no way to the secret: at
@@ -1083,11 +1066,11 @@ func TestCredentialsOverMCP(t *testing.T) {
 				}
 			}
 		}
-		none := b.start(t, project, env, "--session", "cred-none", "--auth", "none")
-		if st := none.status(); len(st.Auth) != 0 {
+		none := b.Start(t, project, env, "--session", "cred-none", "--auth", "none")
+		if st := none.Status(); len(st.Auth) != 0 {
 			t.Errorf("--auth none exposes %+v", st.Auth)
 		}
-		res, _ = none.exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml 2>/dev/null; echo "[$GH_TOKEN]"`})
+		res, _ = none.Exec(map[string]any{"command": `cat ~/.config/gh/hosts.yml 2>/dev/null; echo "[$GH_TOKEN]"`})
 		if res.Stdout != "[]\n" {
 			t.Errorf("--auth none: %q", res.Stdout)
 		}
@@ -1098,18 +1081,16 @@ func TestCredentialsOverMCP(t *testing.T) {
 // a command went over is a warning log notification for a client that set
 // that level, and none for one that did not.
 func TestWarningsReachTheClientLog(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		ts := b.start(t, newProject(t), serverEnv(), "--max-procs", "20")
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv(), "--max-procs", "20")
 		bomb := map[string]any{"command": "i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done; wait"}
 		count := func() int {
-			ts.mu.Lock()
-			defer ts.mu.Unlock()
 			n := 0
-			for _, note := range ts.notifications {
-				if note.n.Method != "notifications/message" {
+			for _, note := range ts.Notifications() {
+				if note.N.Method != "notifications/message" {
 					continue
 				}
-				f := note.n.Params.AdditionalFields
+				f := note.N.Params.AdditionalFields
 				if f["level"] != "warning" || !strings.Contains(fmt.Sprint(f["data"]), "procs bound") {
 					t.Errorf("log notification %+v", f)
 				}
@@ -1117,20 +1098,20 @@ func TestWarningsReachTheClientLog(t *testing.T) {
 			}
 			return n
 		}
-		if res, _ := ts.exec(bomb); res.Limit != "procs" {
+		if res, _ := ts.Exec(bomb); res.Limit != "procs" {
 			t.Fatalf("the fork bomb: %+v", res)
 		}
 		time.Sleep(200 * time.Millisecond)
 		if n := count(); n != 0 {
 			t.Errorf("%d log notifications before the client set a level", n)
 		}
-		if err := ts.c.SetLevel(t.Context(), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelWarning}}); err != nil {
+		if err := ts.Client.SetLevel(t.Context(), mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelWarning}}); err != nil {
 			t.Fatalf("logging/setLevel: %v", err)
 		}
-		if res, _ := ts.exec(bomb); res.Limit != "procs" {
+		if res, _ := ts.Exec(bomb); res.Limit != "procs" {
 			t.Fatalf("the fork bomb: %+v", res)
 		}
-		if !waitFor(2*time.Second, func() bool { return count() == 1 }) {
+		if !testkit.WaitFor(2*time.Second, func() bool { return count() == 1 }) {
 			t.Errorf("%d log notifications, want 1", count())
 		}
 	})

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
 // Promise 1: no write to the host outside the session's jail.
@@ -401,13 +403,13 @@ func metadataThrough(viaLink, viaRoot, onCredential, onCredentialDir string) str
 func (fx *escapeFixture) bothWays(t *testing.T, script string) {
 	t.Helper()
 	secret := filepath.Join(fx.jails["a"], "a-secret")
-	stateOf(t, secret) // reading it sets its access time once
-	before := map[string]nodeState{secret: stateOf(t, secret), fx.jails["a"]: stateOf(t, fx.jails["a"])}
+	testkit.StateOf(secret) // reading it sets its access time once
+	before := map[string]testkit.Node{secret: testkit.StateOf(secret), fx.jails["a"]: testkit.StateOf(fx.jails["a"])}
 	fx.attack(t, fx.a, script, nil)
 	fx.checkHost(t) // what a did to b's jail, before b's own calls change it
 	fx.attack(t, fx.b, script, nil)
 	fx.ownCalls(t)
-	if after := stateOf(t, secret); after != before[secret] {
+	if after := testkit.StateOf(secret); after != before[secret] {
 		fx.escape(t, "session a's file changed: %+v -> %+v", before[secret], after)
 	}
 	if fx.gap != "" {

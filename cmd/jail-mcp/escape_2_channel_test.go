@@ -3,17 +3,25 @@
 package main
 
 import (
+	"context"
+	"encoding/binary"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -42,7 +50,7 @@ func (fx *escapeFixture) noChannel(t *testing.T) {
 	// the call starts, must hold for every other way a host daemon's
 	// socket can be reached.
 	fx.vector(t, "unix-socket-late", func(t *testing.T) {
-		dir := hostDir(t)
+		dir := testkit.HostDir(t)
 		sock, ready := filepath.Join(dir, "late.sock"), filepath.Join(dir, "ready")
 		token := "late-wait-" + fx.marker
 		done := make(chan tools.ExecResult, 1)
@@ -56,7 +64,7 @@ i=0; while [ ! -e "$READY" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
 			})
 			done <- res
 		}()
-		if !waitFor(10*time.Second, func() bool { return len(processesWith(token)) > 0 }) {
+		if !testkit.WaitFor(10*time.Second, func() bool { return len(testkit.ProcessesWith(token)) > 0 }) {
 			t.Fatal("attack did not start")
 		}
 		l := listenUnix(t, "unix", sock)
@@ -69,7 +77,7 @@ i=0; while [ ! -e "$READY" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
 		l.mustBeUntouched(t, fx.escape)
 	})
 	fx.vector(t, "unix-socket-hardlink", func(t *testing.T) {
-		dir := hostDir(t)
+		dir := testkit.HostDir(t)
 		l := listenUnix(t, "unix", filepath.Join(dir, "daemon.sock"))
 		alias := filepath.Join(dir, "alias.sock")
 		if err := os.Link(l.addr, alias); err != nil {
@@ -81,7 +89,7 @@ i=0; while [ ! -e "$READY" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
 	})
 	fx.vector(t, "unix-socket-relative", func(t *testing.T) {
 		// A daemon that binds a relative name: the kernel lists it as such.
-		dir := hostDir(t)
+		dir := testkit.HostDir(t)
 		t.Chdir(dir)
 		l := listenUnix(t, "unix", "daemon.sock")
 		l.mustAccept(t)
@@ -91,7 +99,7 @@ i=0; while [ ! -e "$READY" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
 	fx.vector(t, "unix-socket-other-netns", func(t *testing.T) {
 		// A daemon in another network namespace (a container) listening
 		// on a host path: the kernel lists it only in its own namespace.
-		sock := filepath.Join(hostDir(t), "container.sock")
+		sock := filepath.Join(testkit.HostDir(t), "container.sock")
 		l := listenInNetns(t, fx.py, sock)
 		l.mustAccept(t)
 		fx.attack(t, fx.a, unixConnect, map[string]any{"env": map[string]any{"SOCKS": sock}})
@@ -99,7 +107,7 @@ i=0; while [ ! -e "$READY" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
 	})
 	fx.vector(t, "unix-socket-datagram", func(t *testing.T) {
 		// A daemon's datagram socket (a syslog, a notify socket) never listens.
-		dir := hostDir(t)
+		dir := testkit.HostDir(t)
 		l := listenUnix(t, "unixgram", filepath.Join(dir, "log.sock"))
 		l.mustAccept(t)
 		for _, network := range []bool{true, false} {
@@ -269,7 +277,7 @@ except PermissionError:
 
 	fx.vector(t, "signal", func(t *testing.T) {
 		victim := startHostSleep(t, "1235."+strconv.Itoa(os.Getpid()))
-		env := map[string]any{"HOSTPID": strconv.Itoa(victim.pid), "SERVERPID": strconv.Itoa(fx.a.cmd.Process.Pid)}
+		env := map[string]any{"HOSTPID": strconv.Itoa(victim.pid), "SERVERPID": strconv.Itoa(fx.a.Cmd.Process.Pid)}
 		// bubblewrap: the host's pids do not exist in the jail's pid
 		// namespace, so even a pidfd of one is an escape.
 		pidfd := `    if hasattr(os, "pidfd_open"):
@@ -306,16 +314,16 @@ for pid in (int(E["HOSTPID"]), int(E["SERVERPID"])):
 			t.Errorf("no pidfd of the host's processes: the attack proves less than it should\n%s", res.Stdout)
 		}
 		// Every process the jail can signal at once.
-		fx.a.exec(map[string]any{"command": "kill -9 -1; kill -STOP -1; sleep 0.2"})
+		fx.a.Exec(map[string]any{"command": "kill -9 -1; kill -STOP -1; sleep 0.2"})
 		victim.mustLive(t, fx.escape)
-		if res, _ := fx.a.exec(map[string]any{"command": "echo alive"}); res.Stdout != "alive\n" {
+		if res, _ := fx.a.Exec(map[string]any{"command": "echo alive"}); res.Stdout != "alive\n" {
 			fx.escape(t, "the server did not survive: %+v", res)
 		}
 	})
 
 	fx.vector(t, "ptrace", func(t *testing.T) {
 		victim := startHostSleep(t, "1236."+strconv.Itoa(os.Getpid()))
-		env := map[string]any{"HOSTPID": strconv.Itoa(victim.pid), "SERVERPID": strconv.Itoa(fx.a.cmd.Process.Pid)}
+		env := map[string]any{"HOSTPID": strconv.Itoa(victim.pid), "SERVERPID": strconv.Itoa(fx.a.Cmd.Process.Pid)}
 		res := fx.attack(t, fx.a, `
 for p in "$HOSTPID" "$SERVERPID"; do
 	[ -e "/proc/$p/status" ] && grep -q "^Name:" "/proc/$p/status" 2>/dev/null && echo "VISIBLE $p $(cat /proc/$p/comm)"
@@ -355,7 +363,7 @@ for pid in (int(E["HOSTPID"]), int(E["SERVERPID"])):
 			fx.escape(t, "host processes visible in the jail:\n%s", res.Stdout)
 		}
 		victim.mustLive(t, fx.escape)
-		if tracer := statusField(t, victim.pid, "TracerPid"); tracer != "0" {
+		if tracer := testkit.StatusField(t, victim.pid, "TracerPid"); tracer != "0" {
 			fx.escape(t, "host process traced by %s", tracer)
 		}
 	})
@@ -363,7 +371,7 @@ for pid in (int(E["HOSTPID"]), int(E["SERVERPID"])):
 	fx.vector(t, "tiocsti", func(t *testing.T) {
 		// The server has a real controlling terminal: the one a command
 		// would inject keystrokes into.
-		if tty := procStatField(t, fx.a.cmd.Process.Pid, 4); tty == "0" {
+		if tty := testkit.ProcStatField(t, fx.a.Cmd.Process.Pid, 4); tty == "0" {
 			t.Fatal("the server has no controlling terminal: the attack proves nothing")
 		}
 		res := fx.attack(t, fx.a, py(`
@@ -391,7 +399,7 @@ for fd in fds:
 	})
 
 	fx.vector(t, "fds", func(t *testing.T) {
-		res, _ := fx.a.exec(map[string]any{"argv": []string{"ls", "/proc/self/fd"}})
+		res, _ := fx.a.Exec(map[string]any{"argv": []string{"ls", "/proc/self/fd"}})
 		// ls opens one descriptor itself, for the directory it lists.
 		if got := strings.Fields(res.Stdout); !slices.Equal(got, []string{"0", "1", "2", "3"}) {
 			t.Errorf("child descriptors: %v", got)
@@ -407,7 +415,7 @@ done
 `, nil)
 		server := map[string]bool{}
 		for _, fd := range []string{"0", "1", "2"} {
-			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", fx.a.cmd.Process.Pid, fd)); err == nil {
+			if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", fx.a.Cmd.Process.Pid, fd)); err == nil {
 				server[target] = true
 			}
 		}
@@ -421,7 +429,7 @@ done
 			case server[target]:
 				fx.escape(t, "the server's own stdio reached the jail: %s", line)
 			case strings.HasPrefix(target, "pipe:["), strings.HasPrefix(target, "anon_inode:"),
-				target == "/dev/null", within(target, fx.jails["a"]):
+				target == "/dev/null", testkit.Within(target, fx.jails["a"]):
 			default:
 				fx.escape(t, "descriptor of the host in the jail: %s", line)
 			}
@@ -570,3 +578,735 @@ func (fx *escapeFixture) checkStdout(t *testing.T, res tools.ExecResult, script 
 		t.Errorf("attack did not run to its end: %+v", res)
 	}
 }
+
+// hostChannels attacks the channels to the host that a red-team pass found
+// open once (promise 2): datagrams from a socketpair socket to a host
+// socket path, the server's session keyring, netlink families beyond
+// routing, and host FIFOs, which a read-only view does not close.
+func (fx *escapeFixture) hostChannels(t *testing.T) {
+	fx.vector(t, "unix-socketpair", func(t *testing.T) {
+		dir := testkit.HostDir(t)
+		gram := listenUnix(t, "unixgram", filepath.Join(dir, "log.sock"))
+		stream := listenUnix(t, "unix", filepath.Join(dir, "daemon.sock"))
+		gram.mustAccept(t)
+		stream.mustAccept(t)
+		for _, network := range []bool{true, false} {
+			res := fx.attack(t, fx.a, py(socketpairAttack), map[string]any{"network": network, "env": map[string]any{"SOCKS": gram.addr + ":" + stream.addr}})
+			if strings.Count(res.Stdout, "stream socketpair ok") != 2 {
+				t.Errorf("a stream socketpair does not work as a pipe in the jail: %q %q", res.Stdout, res.Stderr)
+			}
+		}
+		gram.mustBeUntouched(t, fx.escape)
+		stream.mustBeUntouched(t, fx.escape)
+	})
+
+	fx.vector(t, "keyring", func(t *testing.T) {
+		// The server starts from a login session's keyring holding a
+		// secret, as one started from a desktop or ssh session does.
+		ring := newHostKeyring(t, "jail-mcp-host-key-"+fx.marker, "host-secret-"+fx.marker)
+		ts := fx.start(t, testkit.NewProject(t), fx.env(), "--session", "keys")
+		res := fx.attack(t, ts, py(keyringAttack), map[string]any{"env": map[string]any{
+			"HOSTRING": strconv.Itoa(ring.ring), "HOSTKEY": strconv.Itoa(ring.key), "KEYDESC": ring.desc,
+			"NR_KEYCTL": strconv.Itoa(unix.SYS_KEYCTL), "NR_ADD_KEY": strconv.Itoa(unix.SYS_ADD_KEY), "NR_REQUEST_KEY": strconv.Itoa(unix.SYS_REQUEST_KEY),
+		}})
+		// Key rings are denied in the jail, on both backends, the way
+		// Docker's default profile denies them: EPERM.
+		if !strings.Contains(res.Stdout, "keyctl errno 1\n") {
+			t.Errorf("keyctl in the jail does not fail with EPERM: %q", res.Stdout)
+		}
+		ring.check(t, fx.escape)
+	})
+
+	fx.vector(t, "netlink", func(t *testing.T) {
+		port := listenNetlink(t)
+		before := hostAddrs(t)
+		for _, network := range []bool{true, false} {
+			res := fx.attack(t, fx.a, py(netlinkAttack), map[string]any{"network": network, "env": map[string]any{"NLPORT": strconv.Itoa(int(port.pid))}})
+			// Routing netlink still reads the jail's interfaces (ip addr,
+			// getifaddrs): with network off under bubblewrap, loopback only.
+			if !strings.Contains(res.Stdout, "'lo'") {
+				t.Errorf("routing netlink does not list the interfaces (network %t): %q %q", network, res.Stdout, res.Stderr)
+			}
+		}
+		if n := port.hits.Load(); n > 0 {
+			fx.escape(t, "the host's netlink socket received %d messages from the jail", n)
+		}
+		if after := hostAddrs(t); !slices.Equal(before, after) {
+			fx.escape(t, "the host's addresses changed: %v -> %v", before, after)
+		}
+	})
+
+	fx.vector(t, "inherited-fds", func(t *testing.T) {
+		// An MCP client that leaves descriptors open when it starts the
+		// server (not close-on-exec): a host file open for writing and a
+		// host directory, at 3 and 4, and the file again at 9.
+		victim := filepath.Join(fx.victim, "file")
+		before := testkit.StateOf(victim)
+		file, err := os.OpenFile(victim, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer file.Close()
+		dir, err := os.Open(fx.victim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dir.Close()
+		ts := testkit.StartServerCmd(t, testkit.NewProject(t), append(fx.env(), fx.backend.Env...), func(cmd *exec.Cmd) {
+			cmd.ExtraFiles = []*os.File{file, dir, nil, nil, nil, nil, file}
+		}, append(slices.Clone(fx.backend.Args), "--session", "fds")...)
+		fx.attack(t, ts, `
+for fd in 3 4 5 6 7 8 9; do
+	try sh -c "echo from-the-jail >&$fd"
+done
+`+py(`
+for fd in range(3, 64):
+    attempt("write to descriptor %d" % fd, os.write, fd, b"from-the-jail\n")
+    attempt("create a file through descriptor %d" % fd, lambda: os.close(os.open("pwned-" + E["MARKER"], os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd)))
+    attempt("open /proc/self/fd/%d for writing" % fd, lambda: os.close(os.open("/proc/self/fd/%d" % fd, os.O_WRONLY | os.O_APPEND)))
+`), nil)
+		if after := testkit.StateOf(victim); after != before {
+			fx.escape(t, "the host file behind an inherited descriptor changed: %+v -> %+v", before, after)
+		}
+	})
+
+	// jail-mcp run gives the command the user's terminal as its standard
+	// input: whatever the command does to it (raw, no echo, non-blocking,
+	// exclusive, output stopped) is undone however it ends.
+	fx.vector(t, "run-terminal", func(t *testing.T) { runRestoresTerminal(t, fx.backend) })
+
+	// A FIFO opened for writing ignores a read-only mount: a host process
+	// reading one receives what the jail writes. bubblewrap shadows /tmp,
+	// /var/tmp and /run and has a /dev/shm of its own; FIFOs in the project
+	// and under HOME stay reachable there (knownGaps) until a Landlock
+	// layer inside the sandbox closes them. Landlock denies them all.
+	for _, f := range fx.fifos {
+		fx.vector(t, f.vector, func(t *testing.T) {
+			r := f.read(t)
+			// Only a FIFO in view is the host's: where bubblewrap shadows
+			// it, a write there makes a file of the sandbox's own.
+			res := fx.attack(t, fx.a, `
+if [ -p "$FIFO" ]; then
+	echo "SEEN"
+	try timeout 3 sh -c 'echo from-the-jail > "$1"' sh "$FIFO"
+fi
+`+py(`
+import stat
+if stat.S_ISFIFO(os.stat(E["FIFO"]).st_mode if os.path.exists(E["FIFO"]) else 0):
+    attempt("open the host's FIFO for writing", lambda: os.write(os.open(E["FIFO"], os.O_WRONLY | os.O_NONBLOCK), b"from-the-jail\n"))
+`), map[string]any{"env": map[string]any{"FIFO": f.path}})
+			if n := r.close(); n > 0 {
+				fx.escape(t, "the host read %d bytes from its FIFO %s", n, f.path)
+			}
+			// Where the FIFO is in view, the attack aimed at it.
+			if f.inView(fx.backend.Name) && !strings.Contains(res.Stdout, "SEEN\n") {
+				t.Errorf("the FIFO %s is not seen in the jail: the attack proves nothing\n%s", f.path, res.Stdout)
+			}
+		})
+	}
+}
+
+// socketpairAttack makes unix socket pairs of every type and tries to reach
+// the host sockets in $SOCKS with them.
+const socketpairAttack = `
+import socket
+addrs = E["SOCKS"].split(":")
+def reach(s, what):
+    s.settimeout(2)
+    for a in addrs:
+        try:
+            s.sendto(b"x", a)
+            escaped("%s: sendto %s" % (what, a))
+        except OSError:
+            pass
+        try:
+            s.connect(a)
+            escaped("%s: connect %s" % (what, a))
+        except OSError:
+            pass
+both = socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC
+for kind, name in ((socket.SOCK_DGRAM, "datagram"), (socket.SOCK_SEQPACKET, "seqpacket")):
+    for flags in (0, socket.SOCK_NONBLOCK, both):
+        try:
+            a, b = socket.socketpair(socket.AF_UNIX, kind | flags)
+        except PermissionError:
+            continue
+        escaped("made a unix %s socketpair (flags %#x)" % (name, flags))
+        reach(a, name + " socketpair")
+# A stream pair works as a pipe, and reaches nothing: connected, it can
+# neither connect again nor send to an address, also once its peer is gone.
+for flags in (0, both):
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM | flags)
+    a.setblocking(True)
+    b.setblocking(True)
+    a.send(b"ok")
+    print("stream socketpair", b.recv(2).decode(), flush=True)
+    b.close()
+    reach(a, "stream socketpair")
+`
+
+// keyringAttack reads, finds, changes and extends the server's session
+// keyring ($HOSTRING, holding $HOSTKEY).
+const keyringAttack = `
+KC, AK, RK = int(E["NR_KEYCTL"]), int(E["NR_ADD_KEY"]), int(E["NR_REQUEST_KEY"])
+ring, key, desc = int(E["HOSTRING"]), int(E["HOSTKEY"]), E["KEYDESC"].encode()
+L = ctypes.c_long
+libc.syscall.restype = ctypes.c_long
+def kc(*a):
+    return libc.syscall(L(KC), *[L(x) if isinstance(x, int) else x for x in a])
+r = kc(0, -3, 0)
+print("keyctl errno", 0 if r >= 0 else ctypes.get_errno())
+for spec in (-1, -2, -3, -4, -5):
+    r = kc(0, spec, 0)
+    if r == ring:
+        escaped("the session keyring is the host's (%d)" % r)
+    elif r > 0:
+        print("keyring", spec, r)
+buf = ctypes.create_string_buffer(4096)
+if kc(10, -3, b"user", desc, 0) > 0:
+    escaped("found the host's key by searching the session keyring")
+if libc.syscall(L(RK), b"user", desc, None, L(0)) > 0:
+    escaped("found the host's key by request_key")
+for what, k in (("key", key), ("keyring", ring)):
+    n = kc(11, k, buf, 4096)
+    if n >= 0:
+        escaped("read the host's %s: %r" % (what, buf.raw[:max(n, 0)][:64]))
+n = libc.syscall(L(AK), b"user", b"jail-key", b"x", L(1), L(ring))
+if n >= 0:
+    escaped("added a key to the host's keyring")
+n = libc.syscall(L(AK), b"user", b"jail-key", b"x", L(1), L(-3))
+if n >= 0 and kc(0, -3, 0) == ring:
+    escaped("added a key to the session keyring, the host's")
+for name, args in (("clear", (7, ring)), ("unlink", (9, key, ring)), ("update", (2, key, b"pwned", 5)),
+        ("setperm", (5, key, 0x3f3f3f3f)), ("timeout", (15, key, 1)), ("invalidate", (21, key)), ("revoke", (3, key))):
+    if kc(*args) == 0:
+        escaped("keyctl %s on the host's key" % name)
+`
+
+// netlinkAttack opens every netlink family, sends to a host process's
+// port ($NLPORT), and asks routing netlink to change the network.
+const netlinkAttack = `
+import socket, struct
+port = int(E["NLPORT"])
+for proto in range(32):
+    for kind in (socket.SOCK_RAW, socket.SOCK_DGRAM):
+        try:
+            s = socket.socket(socket.AF_NETLINK, kind, proto)
+        except OSError:
+            continue
+        if proto != 0:
+            escaped("opened netlink family %d" % proto)
+        try:
+            s.sendto(struct.pack("=IHHII", 20, 16, 0, 1, 0) + b"jail", (port, 0))
+            escaped("netlink family %d reached the host's port %d" % (proto, port))
+        except OSError:
+            pass
+        s.close()
+ifs = socket.if_nameindex()
+print("interfaces", [n for _, n in ifs], flush=True)
+def rtnl(msgtype, flags, body):
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+    s.settimeout(2)
+    s.send(struct.pack("=IHHII", 16 + len(body), msgtype, flags | 0x1 | 0x4, 1, 0) + body)  # REQUEST | ACK
+    data = s.recv(65536)
+    s.close()
+    if struct.unpack("=H", data[4:6])[0] == 2:  # NLMSG_ERROR: its error code
+        return struct.unpack("=i", data[16:20])[0]
+    return None
+# by its index from routing netlink: if_nametoindex asks an inet socket,
+# which Landlock's network off denies
+lo = [i for i, n in ifs if n == "lo"][0]
+create = 0x400 | 0x200  # CREATE | EXCL
+addr = socket.inet_aton("10.254.77.1")
+rta = struct.pack("=HH", 8, 2) + addr + struct.pack("=HH", 8, 1) + addr  # IFA_LOCAL, IFA_ADDRESS
+if rtnl(20, create, struct.pack("=BBBBI", socket.AF_INET, 32, 0, 0, lo) + rta) == 0:  # RTM_NEWADDR
+    escaped("added an address to lo")
+if rtnl(16, 0, struct.pack("=BxHiII", socket.AF_UNSPEC, 0, lo, 0, 1)) == 0:  # RTM_NEWLINK: lo down
+    escaped("set lo down")
+rtm = struct.pack("=BBBBBBBBI", socket.AF_INET, 32, 0, 0, 254, 4, 0, 6, 0)  # main table, static, blackhole
+if rtnl(24, create, rtm + struct.pack("=HH", 8, 1) + socket.inet_aton("10.254.77.2")) == 0:  # RTM_NEWROUTE
+    escaped("added a route")
+`
+
+// hostKeyring is a session keyring of the test, holding one secret key.
+type hostKeyring struct {
+	ring, key     int
+	desc, payload string
+}
+
+// newHostKeyring gives the calling test's thread a new session keyring
+// holding a user key, so that the processes the test starts from now on
+// inherit it, as a server started from a login session does. The thread
+// stays the test's (locked) and ends with it: no other goroutine ever
+// runs with this keyring.
+func newHostKeyring(t *testing.T, desc, payload string) hostKeyring {
+	t.Helper()
+	runtime.LockOSThread() // never unlocked: the thread exits with the test
+	ring, err := unix.KeyctlJoinSessionKeyring("jail-mcp-test-" + strconv.Itoa(os.Getpid()))
+	if err != nil {
+		t.Fatalf("join a session keyring: %v", err)
+	}
+	key, err := unix.AddKey("user", desc, []byte(payload), unix.KEY_SPEC_SESSION_KEYRING)
+	if err != nil {
+		t.Fatalf("add a key: %v", err)
+	}
+	k := hostKeyring{ring: ring, key: key, desc: desc, payload: payload}
+	if got := k.read(key); got != payload {
+		t.Fatalf("the test cannot read its own key: %q", got)
+	}
+	return k
+}
+
+func (k hostKeyring) read(id int) string {
+	buf := make([]byte, 4096)
+	n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, buf, 0)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return string(buf[:min(n, len(buf))])
+}
+
+// check: the keyring holds the key and nothing else, and the key is as it
+// was. It runs on the thread that joined the keyring.
+func (k hostKeyring) check(t *testing.T, escape escapeFunc) {
+	t.Helper()
+	if got := k.read(k.key); got != k.payload {
+		escape(t, "the host's key changed: %q", got)
+	}
+	want := binary.NativeEndian.AppendUint32(nil, uint32(k.key))
+	if got := k.read(k.ring); got != string(want) {
+		escape(t, "the host's keyring changed: it lists %x, want %x", got, want)
+	}
+	if d, err := unix.KeyctlString(unix.KEYCTL_DESCRIBE, k.key); err != nil || !strings.HasSuffix(d, ";"+k.desc) || !strings.Contains(d, ";3f010000;") {
+		escape(t, "the host's key is now %q (%v)", d, err)
+	}
+}
+
+// netlinkPort is a host process's NETLINK_USERSOCK socket, counting what
+// reaches it.
+type netlinkPort struct {
+	pid  uint32
+	hits atomic.Int64
+}
+
+func listenNetlink(t *testing.T) *netlinkPort {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_USERSOCK)
+	if err != nil {
+		t.Fatalf("netlink socket: %v", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		t.Fatalf("bind netlink socket: %v", err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	p := &netlinkPort{pid: sa.(*unix.SockaddrNetlink).Pid}
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for !stop.Load() {
+			if n, _, err := unix.Recvfrom(fd, buf, 0); err == nil && n > 0 {
+				p.hits.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(func() { stop.Store(true); <-done; unix.Close(fd) })
+	// The host reaches it: the attack's failure is the jail's doing.
+	c, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_USERSOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(c)
+	if err := unix.Sendto(c, []byte("\x14\x00\x00\x00\x10\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00host"), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: p.pid}); err != nil {
+		t.Fatalf("the host cannot reach its own netlink port: %v", err)
+	}
+	if !testkit.WaitFor(2*time.Second, func() bool { return p.hits.Load() > 0 }) {
+		t.Fatal("the host's netlink port got nothing from the host")
+	}
+	p.hits.Store(0)
+	return p
+}
+
+// hostAddrs lists every address of every interface of the host.
+func hostAddrs(t *testing.T) []string {
+	t.Helper()
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, i := range ifs {
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			out = append(out, i.Name+" "+a.String())
+		}
+		out = append(out, fmt.Sprintf("%s %v", i.Name, i.Flags))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// hostFIFO is a FIFO of the host the fixture made before its baseline, in
+// a place where host programs keep them.
+type hostFIFO struct {
+	vector string // the escape vector aimed at it
+	path   string
+	// shadowed: bubblewrap hides it (ShadowDirs, or its own /dev/shm).
+	shadowed bool
+}
+
+// inView reports whether the jail of backend sees the FIFO: Landlock sees
+// the whole host; bubblewrap all but what it shadows.
+func (f hostFIFO) inView(backend string) bool { return backend == "landlock" || !f.shadowed }
+
+// makeFIFOs makes the fixture's host FIFOs. Under /run, where only root
+// may write, a normal user's goes to the world-writable /run/lock.
+func (fx *escapeFixture) makeFIFOs(t *testing.T) {
+	t.Helper()
+	run := "/run"
+	if unix.Access(run, unix.W_OK) != nil {
+		run = "/run/lock"
+		fx.globs = append(fx.globs, filepath.Join(run, "*"+fx.marker+"*"))
+	}
+	name := fx.marker + "-fifo"
+	for _, f := range []hostFIFO{
+		{vector: "fifo-tmp", path: filepath.Join("/tmp", name), shadowed: true},
+		{vector: "fifo-var-tmp", path: filepath.Join("/var/tmp", name), shadowed: true},
+		{vector: "fifo-run", path: filepath.Join(run, name), shadowed: true},
+		{vector: "fifo-dev-shm", path: filepath.Join("/dev/shm", name), shadowed: true},
+		{vector: "fifo-project", path: filepath.Join(fx.project, "fifo")},
+		{vector: "fifo-home-cache", path: filepath.Join(fx.home, ".cache", "fifo")},
+	} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mkfifo(f.path, 0o666); err != nil {
+			t.Fatalf("make a host FIFO: %v", err)
+		}
+		// Writable by anyone, as a FIFO meant for other users is.
+		os.Chmod(f.path, 0o666)
+		t.Cleanup(func() { os.Remove(f.path) })
+		fx.fifos = append(fx.fifos, f)
+	}
+}
+
+// fifoReader is a host process's read end of a FIFO, counting what
+// arrives.
+type fifoReader struct {
+	r, w *os.File
+	n    atomic.Int64
+	done chan struct{}
+}
+
+// read opens the FIFO for reading, and for writing too, so that reads
+// wait for data rather than see the end of a FIFO with no writer.
+func (f hostFIFO) read(t *testing.T) *fifoReader {
+	t.Helper()
+	r, err := os.OpenFile(f.path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatalf("open the host FIFO for reading: %v", err)
+	}
+	w, err := os.OpenFile(f.path, os.O_WRONLY, 0)
+	if err != nil {
+		r.Close()
+		t.Fatalf("open the host FIFO for writing: %v", err)
+	}
+	fr := &fifoReader{r: r, w: w, done: make(chan struct{})}
+	go func() {
+		defer close(fr.done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			fr.n.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return fr
+}
+
+// close stops reading and returns what was read.
+func (fr *fifoReader) close() int64 {
+	fr.w.Close()
+	<-fr.done
+	fr.r.Close()
+	return fr.n.Load()
+}
+
+// httpSessions attacks the HTTP server's session table (promise 7): a
+// client without the token opens nothing and what it sent is never
+// logged; with it, no more than --max-sessions sessions live at once,
+// however many it asks for.
+func (fx *escapeFixture) httpSessions(t *testing.T) {
+	token := "escape-token-" + fx.marker
+	project := testkit.NewProject(t)
+	hs := testkit.StartHTTP(t, project, append(fx.env(), fx.backend.Env...), append(slices.Clone(fx.backend.Args), "--token", token, "--max-sessions", "2")...)
+	wrong := "wrong-token-" + fx.marker + "-attacker"
+	for _, auth := range []string{"", "Bearer " + wrong, "Basic " + wrong} {
+		r := hs.MustRaw(t, http.MethodPost, "", map[string]string{"Authorization": auth}, testkit.InitializeRPC(1))
+		if r.Code != http.StatusUnauthorized || r.Header.Get("Mcp-Session-Id") != "" {
+			fx.escape(t, "initialize with Authorization %q: status %d, session %q", auth, r.Code, r.Header.Get("Mcp-Session-Id"))
+		}
+	}
+	if !testkit.Warned(hs, "bearer token refused", "remote=127.0.0.1:", "reason=wrong") || !testkit.Warned(hs, "bearer token refused", "reason=missing") {
+		t.Errorf("refused tokens are not logged:\n%s", hs.Stderr)
+	}
+	if strings.Contains(hs.Stderr.String(), wrong) {
+		t.Errorf("the server logged a refused token:\n%s", hs.Stderr)
+	}
+	for range 2 {
+		s := hs.Connect(t, "")
+		if res, raw := s.Exec(map[string]any{"command": "echo $HOME"}); res.Backend != fx.backend.Name || strings.TrimSpace(res.Stdout) != s.Jail() {
+			t.Fatalf("session on %s: %+v %s", fx.backend.Name, res, testkit.ResultText(raw))
+		}
+	}
+	for i := range 5 {
+		if r := hs.MustRaw(t, http.MethodPost, "", nil, testkit.InitializeRPC(10+i)); r.Code != http.StatusServiceUnavailable || r.Header.Get("Mcp-Session-Id") != "" {
+			fx.escape(t, "initialize beyond --max-sessions 2: status %d, session %q", r.Code, r.Header.Get("Mcp-Session-Id"))
+		}
+	}
+	if got := testkit.JailNames(t, project); len(got) != 2 {
+		fx.escape(t, "jails made: %v, want the 2 sessions'", got)
+	}
+}
+
+// serverOutOfReach attacks the server and the session agent from a
+// command (and, under landlock, the session's guard): every thread of the
+// server and of the agent that runs the command is signalled (SIGSTOP,
+// SIGKILL), traced, and its /proc read and written (stdout, environ, fd,
+// mem). The server never shares a command's
+// sandbox or Landlock domain and is not dumpable; the agent is outside
+// the command's nested domain (Landlock scopes signals and ptrace to it)
+// and not dumpable either.
+func (fx *escapeFixture) serverOutOfReach(t *testing.T) {
+	fx.vector(t, "server-threads", func(t *testing.T) {
+		ts := fx.a
+		server := ts.Cmd.Process.Pid
+		tids := testkit.ThreadsOf(t, server)
+		if len(tids) < 2 {
+			t.Fatalf("the server has %d threads: the attack proves less than it should", len(tids))
+		}
+		env := map[string]any{"SERVERPID": strconv.Itoa(server)}
+		if fx.landlock() {
+			// The guard of the session's domain, the server's child: it is
+			// in the session's outer domain, out of a command's reach.
+			ts.Exec(map[string]any{"command": "true"})
+			guards := testkit.GuardsOf(server)
+			if len(guards) == 0 {
+				t.Fatal("no guard of the server's agents found: the attack proves less than it should")
+			}
+			env["GUARDPID"] = strconv.Itoa(guards[0])
+			defer func() {
+				for _, g := range guards {
+					if st := testkit.ProcStatFile(filepath.Join("/proc", strconv.Itoa(g), "stat")); len(st) < 3 || st[2] == "T" || st[2] == "t" || st[2] == "Z" {
+						fx.escape(t, "the guard %d was stopped or ended from the jail: %v", g, st)
+					}
+				}
+			}()
+		}
+		res := fx.attack(t, ts, `
+# The agent runs this shell: its parent.
+export AGENTPID=$PPID
+`+py(serverAttack), map[string]any{"env": env, "timeout_ms": 60000})
+		if fx.landlock() {
+			// Landlock: no pid namespace, the server's threads are seen (the
+			// attack must reach them to prove anything).
+			if n := strings.Count(res.Stdout, "server-thread "); n < len(tids) {
+				t.Errorf("saw %d of the server's %d threads: the attack proves less than it should\n%s", n, len(tids), testkit.Tail(res.Stdout))
+			}
+		} else if strings.Contains(res.Stdout, "server-thread ") {
+			fx.escape(t, "the server's threads are visible in the jail:\n%s", testkit.Tail(res.Stdout))
+		}
+		if fx.landlock() && !strings.Contains(res.Stdout, "guard-thread ") {
+			t.Errorf("the guard was not seen: the attack proves less than it should\n%s", testkit.Tail(res.Stdout))
+		}
+		if !strings.Contains(res.Stdout, "agent-thread ") {
+			t.Errorf("the agent's threads were not seen: the attack proves less than it should\n%s", testkit.Tail(res.Stdout))
+		}
+		for _, tid := range testkit.ThreadsOf(t, server) {
+			st := testkit.ProcStatFile(filepath.Join("/proc", strconv.Itoa(server), "task", strconv.Itoa(tid), "stat"))
+			if len(st) > 2 && (st[2] == "T" || st[2] == "t") {
+				fx.escape(t, "server thread %d is stopped (state %s)", tid, st[2])
+			}
+			if tracer := testkit.StatusFile(filepath.Join("/proc", strconv.Itoa(server), "task", strconv.Itoa(tid), "status"), "TracerPid"); tracer != "0" && tracer != "" {
+				fx.escape(t, "server thread %d traced by %s", tid, tracer)
+			}
+		}
+		// The server still keeps time: a call with a 1 s timeout ends
+		// about then, and the session's agent still runs calls.
+		start := time.Now()
+		r, _ := ts.Exec(map[string]any{"command": "sleep 30", "timeout_ms": 1000})
+		if !r.TimedOut || time.Since(start) > 15*time.Second {
+			fx.escape(t, "the server no longer keeps its timeouts: %+v after %v", r, time.Since(start))
+		}
+		if r, _ := ts.Exec(map[string]any{"command": "echo alive"}); r.Stdout != "alive\n" || r.Agent != "" {
+			fx.escape(t, "the session's agent did not survive: %+v", r)
+		}
+	})
+}
+
+// agentKilledFromInside: the agent's thread that runs a call shares the
+// call's Landlock domain (it must, to count and kill every process of the
+// call wherever it went), so a command can stop or kill its own agent.
+// The agent is untrusted by design: that costs the command's own session
+// its running calls, nothing more. The server says so in the results,
+// kills what was left, and starts a new agent on the next call; other
+// sessions never notice.
+func (fx *escapeFixture) agentKilledFromInside(t *testing.T) {
+	fx.vector(t, "agent-killed-from-inside", func(t *testing.T) {
+		m := fmt.Sprintf("1237.%d", os.Getpid())
+		defer testkit.KillMarked(m)
+		ts := fx.start(t, testkit.NewProject(t), fx.env(), "--session", "ak")
+		other := make(chan tools.ExecResult, 1)
+		go func() {
+			r, _, _ := callExec(context.WithoutCancel(t.Context()), ts, map[string]any{"command": "sleep " + m, "timeout_ms": 60000})
+			other <- r
+		}()
+		if !testkit.WaitFor(10*time.Second, func() bool { return testkit.Sleepers(m) == 1 }) {
+			t.Fatal("the other call did not start")
+		}
+		start := time.Now()
+		r, raw := ts.Exec(map[string]any{"command": `export AGENTPID=$PPID
+"$PY" - <<'EOF'
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_tgkill = 234 if os.uname().machine == "x86_64" else 131
+pid = int(os.environ["AGENTPID"])
+for tid in os.listdir("/proc/%d/task" % pid):
+    if libc.syscall(SYS_tgkill, pid, int(tid), 0) == 0:
+        print("killing the agent's thread", tid, flush=True)
+        libc.syscall(SYS_tgkill, pid, int(tid), signal.SIGKILL)
+time.sleep(30)
+EOF`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
+		if !strings.Contains(r.Stdout, "killing the agent's thread") {
+			t.Errorf("no thread of the agent shares the call's domain: the vector proves nothing (%+v %q)", r, testkit.ResultText(raw))
+		}
+		if !raw.IsError || !strings.Contains(r.Agent, "ended during this call") || time.Since(start) > 20*time.Second {
+			t.Errorf("the call that killed its agent: %+v after %v", r, time.Since(start))
+		}
+		select {
+		case o := <-other:
+			if !strings.Contains(o.Agent, "ended during this call") {
+				t.Errorf("the other call of the session: %+v", o)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("the other call of the session did not end with its agent")
+		}
+		if !testkit.WaitFor(5*time.Second, func() bool { return testkit.Sleepers(m) == 0 }) {
+			fx.escape(t, "a call of the killed agent left processes: %v", testkit.ProcessesWith(m))
+		}
+		r, _ = ts.Exec(map[string]any{"command": "echo again"})
+		if r.Stdout != "again\n" || !strings.Contains(r.Agent, "started a new session agent") {
+			t.Errorf("the next call: %+v", r)
+		}
+		if st := ts.Status(); len(st.Agents) != 1 || st.Agents[0].Restarts != 1 || st.Agents[0].Ended == "" {
+			t.Errorf("jail_status agents: %+v", st.Agents)
+		}
+		if r, _ := fx.a.Exec(map[string]any{"command": "echo other"}); r.Stdout != "other\n" || r.Agent != "" {
+			fx.escape(t, "another session noticed: %+v", r)
+		}
+	})
+}
+
+// serverAttack is the Python half of server-threads: SERVERPID is the
+// server (not even visible under bwrap), AGENTPID the agent that runs the
+// command.
+const serverAttack = `
+import errno, signal
+PTRACE_SEIZE = 0x4206
+SYS_tgkill = 234 if os.uname().machine == "x86_64" else 131
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+
+def tids(pid):
+    try:
+        return [int(t) for t in os.listdir("/proc/%d/task" % pid)]
+    except OSError:
+        return []
+
+def read_some(path):
+    with open(path, "rb") as f:
+        if not f.read(64):
+            raise OSError("empty")
+
+def fd_targets(path):
+    # As root the names of a non-dumpable process's descriptors can be
+    # listed; what they are (readlink) and opening them must fail.
+    for n in os.listdir(path):
+        try:
+            os.readlink(path + "/" + n)
+        except OSError:
+            try:
+                os.close(os.open(path + "/" + n, os.O_RDONLY | os.O_NONBLOCK))
+            except OSError:
+                continue
+        return
+    raise OSError("none")
+
+def forge(path):
+    # The server's stdout is the JSON-RPC stream to the client: opening
+    # it for writing is the escape (nothing is written).
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    os.close(fd)
+
+def vm_read(pid):
+    buf = ctypes.create_string_buffer(8)
+    # from address 4096, never mapped: EFAULT means access was granted
+    local, remote = iovec(ctypes.cast(buf, ctypes.c_void_p), 8), iovec(4096, 8)
+    if libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) >= 0 or ctypes.get_errno() == errno.EFAULT:
+        raise ValueError("read")
+    raise OSError("denied")
+
+def attack(kind, pid):
+    for tid in tids(pid):
+        print(kind + "-thread", tid, flush=True)
+        base = "/proc/%d/task/%d" % (pid, tid)
+        for fd in (0, 1, 2):
+            attempt("open %s/fd/%d of %s for writing" % (base, fd, kind), forge, "%s/fd/%d" % (base, fd))
+        attempt("read %s/environ of %s" % (base, kind), read_some, base + "/environ")
+        attempt("descriptors in %s/fd of %s" % (base, kind), fd_targets, base + "/fd")
+        attempt("open %s/mem of %s" % (base, kind), os.open, base + "/mem", os.O_RDONLY)
+        if libc.ptrace(PTRACE_SEIZE, tid, None, None) == 0:
+            escaped("PTRACE_SEIZE of %s thread %d" % (kind, tid))
+        if kind == "agent":
+            # The agent's thread that runs this call shares its domain, by
+            # design (agent-killed-from-inside): the other threads are
+            # tried there.
+            continue
+        for sig in (0, signal.SIGSTOP, signal.SIGKILL):
+            if libc.syscall(SYS_tgkill, pid, tid, sig) == 0:
+                escaped("tgkill(%d, %d, %d) of %s" % (pid, tid, sig, kind))
+    for what in ("environ", "fd/1"):
+        attempt("open /proc/%d/%s of %s" % (pid, what, kind), forge if what == "fd/1" else read_some, "/proc/%d/%s" % (pid, what))
+    attempt("descriptors in /proc/%d/fd of %s" % (pid, kind), fd_targets, "/proc/%d/fd" % pid)
+    attempt("process_vm_readv of %s" % kind, vm_read, pid)
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    for sig in (signal.SIGSTOP, signal.SIGKILL):
+        attempt("pidfd_send_signal(%s, %d)" % (kind, sig), signal.pidfd_send_signal, fd, sig)
+    SYS_pidfd_getfd = 438
+    if libc.syscall(SYS_pidfd_getfd, fd, 1, 0) >= 0:
+        escaped("pidfd_getfd of %s's stdout" % kind)
+    os.close(fd)
+    # A signal to the process goes to its first thread, which never
+    # entered a call's domain.
+    for sig in (0, signal.SIGSTOP, signal.SIGKILL):
+        attempt("kill(%s, %d)" % (kind, sig), os.kill, pid, sig)
+
+attack("server", int(E["SERVERPID"]))
+attack("agent", int(E["AGENTPID"]))
+if "GUARDPID" in E:
+    attack("guard", int(E["GUARDPID"]))
+`

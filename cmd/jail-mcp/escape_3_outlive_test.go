@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
 // daemonForms are the ways a command leaves a sleep of its marker (%[1]s)
@@ -50,59 +52,59 @@ n=0; for c in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' < "$c" 2>/dev/null)" = "
 	for i, f := range forms {
 		fx.vector(t, f.name, func(t *testing.T) {
 			m := marker(i)
-			defer killMarked(m)
-			res, _ := fx.a.exec(map[string]any{"command": fmt.Sprintf(f.start, m) + "\n" + alive(m), "env": fx.vars(fx.a)})
+			defer testkit.KillMarked(m)
+			res, _ := fx.a.Exec(map[string]any{"command": fmt.Sprintf(f.start, m) + "\n" + alive(m), "env": fx.vars(fx.a)})
 			if !strings.Contains(res.Stdout, "alive 1\n") {
 				t.Fatalf("the daemon did not start: %+v", res)
 			}
-			if pids := processesWith(m); len(pids) > 0 {
+			if pids := testkit.ProcessesWith(m); len(pids) > 0 {
 				fx.escape(t, "running after the call returned: %v", pids)
 			}
 		})
 	}
 	fx.vector(t, "timeout", func(t *testing.T) {
 		m := marker(10)
-		defer killMarked(m)
+		defer testkit.KillMarked(m)
 		// The count of alive walks every process in view, which under
 		// Landlock is every process of the host: time enough for a busy one.
-		res, _ := fx.a.exec(map[string]any{"command": startAll(m) + alive(m) + "sleep 100", "timeout_ms": 5000, "env": fx.vars(fx.a)})
+		res, _ := fx.a.Exec(map[string]any{"command": startAll(m) + alive(m) + "sleep 100", "timeout_ms": 5000, "env": fx.vars(fx.a)})
 		if !res.TimedOut || res.Limit != "timeout" || !strings.Contains(res.Stdout, fmt.Sprintf("alive %d\n", len(forms))) {
 			t.Fatalf("result: %+v", res)
 		}
-		if pids := processesWith(m); len(pids) > 0 {
+		if pids := testkit.ProcessesWith(m); len(pids) > 0 {
 			fx.escape(t, "running after the timeout: %v", pids)
 		}
 	})
 	fx.vector(t, "cancel", func(t *testing.T) {
 		m := marker(11)
-		defer killMarked(m)
+		defer testkit.KillMarked(m)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
 			_, _, err := callExec(ctx, fx.a, map[string]any{"command": startAll(m) + "sleep 100", "env": fx.vars(fx.a)})
 			done <- err
 		}()
-		if !waitFor(10*time.Second, func() bool { return sleepers(m) >= len(forms) }) {
+		if !testkit.WaitFor(10*time.Second, func() bool { return testkit.Sleepers(m) >= len(forms) }) {
 			cancel()
-			t.Fatalf("the daemons did not start: %d", sleepers(m))
+			t.Fatalf("the daemons did not start: %d", testkit.Sleepers(m))
 		}
 		cancel()
 		<-done
-		if !waitFor(3*time.Second, func() bool { return len(processesWith(m)) == 0 }) {
-			fx.escape(t, "running after the cancel: %v", processesWith(m))
+		if !testkit.WaitFor(3*time.Second, func() bool { return len(testkit.ProcessesWith(m)) == 0 }) {
+			fx.escape(t, "running after the cancel: %v", testkit.ProcessesWith(m))
 		}
 	})
 	fx.vector(t, "server-sigkill", func(t *testing.T) {
 		m := marker(12)
-		defer killMarked(m)
-		ts := fx.start(t, newProject(t), fx.env(), "--session", "k")
+		defer testkit.KillMarked(m)
+		ts := fx.start(t, testkit.NewProject(t), fx.env(), "--session", "k")
 		go callExec(context.WithoutCancel(t.Context()), ts, map[string]any{"command": startAll(m) + "sleep 100", "env": fx.vars(ts)})
-		if !waitFor(10*time.Second, func() bool { return sleepers(m) >= len(forms) }) {
-			t.Fatalf("the daemons did not start: %d", sleepers(m))
+		if !testkit.WaitFor(10*time.Second, func() bool { return testkit.Sleepers(m) >= len(forms) }) {
+			t.Fatalf("the daemons did not start: %d", testkit.Sleepers(m))
 		}
-		ts.cmd.Process.Kill()
-		if !waitFor(5*time.Second, func() bool { return len(processesWith(m)) == 0 }) {
-			fx.escape(t, "orphans of the killed server: %v", processesWith(m))
+		ts.Cmd.Process.Kill()
+		if !testkit.WaitFor(5*time.Second, func() bool { return len(testkit.ProcessesWith(m)) == 0 }) {
+			fx.escape(t, "orphans of the killed server: %v", testkit.ProcessesWith(m))
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -29,20 +30,20 @@ func (fx *escapeFixture) noConfusedDeputy(t *testing.T) {
 	}
 	// spill prints more than the inline limit, so the server keeps the
 	// output in the jail; its kept output must stay in the jail.
-	spill := func(t *testing.T, ts *testServer, auth []string) {
+	spill := func(t *testing.T, ts *testkit.Server, auth []string) {
 		t.Helper()
 		args := map[string]any{"command": `head -c 100000 /dev/zero | tr '\0' s; cat "$HOME/.gitconfig" >/dev/null; echo done`}
 		if auth != nil {
 			args["auth"] = auth
 		}
-		res, raw := ts.exec(args)
+		res, raw := ts.Exec(args)
 		if raw.StructuredContent == nil {
-			t.Logf("call refused: %q", text(raw))
+			t.Logf("call refused: %q", testkit.ResultText(raw))
 			return
 		}
 		if res.OutputPath != "" {
 			real, err := filepath.EvalSymlinks(res.OutputPath)
-			if !within(res.OutputPath, jail) || (err == nil && !within(real, jail)) {
+			if !testkit.Within(res.OutputPath, jail) || (err == nil && !testkit.Within(real, jail)) {
 				fx.escape(t, "output kept outside the jail: %s (%s)", res.OutputPath, real)
 			}
 		}
@@ -96,8 +97,8 @@ head -c 100000 /dev/zero | tr '\0' s; echo`)
 	fx.vector(t, "usage", func(t *testing.T) {
 		plant(t, plantPlaces+`ln -sfn "$VICTIM/big" "$HOME/big-link"; ln -sfn / "$HOME/root-link"; ln -sfn "$VICTIM" "$HOME/victim-link"`)
 		// The disk watchdog counts the jail once a second too.
-		fx.d.exec(map[string]any{"command": "sleep 1.2"})
-		st := fx.d.status()
+		fx.d.Exec(map[string]any{"command": "sleep 1.2"})
+		st := fx.d.Status()
 		if st.Usage.Bytes >= 2<<20 {
 			fx.escape(t, "usage counts what symlinks point at: %+v", st.Usage)
 		}
@@ -108,16 +109,16 @@ mkdir -p "$HOME/locked/inner" "$HOME/ro/inner" "$HOME/deep/a/b"
 echo x > "$HOME/locked/inner/f"
 ln -sfn "$VICTIM" "$HOME/deep/a/b/c"; ln -sfn "$VICTIM" "$HOME/locked/inner/v"; ln -sfn "$VICTIM/sub" "$HOME/ro/inner/v"
 chmod 000 "$HOME/locked"; chmod 500 "$HOME/ro"`)
-		res, err := fx.d.call(t.Context(), "jail_reset", nil)
+		res, err := fx.d.Call(t.Context(), "jail_reset", nil)
 		if err != nil || res.IsError {
-			t.Errorf("reset: %v %q", err, text(res))
+			t.Errorf("reset: %v %q", err, testkit.ResultText(res))
 		}
-		if res, _ := fx.d.exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
+		if res, _ := fx.d.Exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
 			t.Errorf("after reset: %+v", res)
 		}
 	})
 	fx.vector(t, "race", func(t *testing.T) {
-		stop := filepath.Join(hostDir(t), "stop")
+		stop := filepath.Join(testkit.HostDir(t), "stop")
 		token := "race-" + fx.marker
 		done := make(chan tools.ExecResult, 1)
 		var raceErr error
@@ -152,7 +153,7 @@ echo "iterations $i"
 			raceErr = err
 			done <- res
 		}()
-		if !waitFor(10*time.Second, func() bool { return len(processesWith(token)) > 0 }) {
+		if !testkit.WaitFor(10*time.Second, func() bool { return len(testkit.ProcessesWith(token)) > 0 }) {
 			t.Fatal("the racing command did not start")
 		}
 		start := time.Now()
@@ -172,7 +173,7 @@ echo "iterations $i"
 					if err != nil {
 						broken.Add(1)
 					}
-					if _, err := fx.d.call(ctx, "jail_status", nil); err != nil {
+					if _, err := fx.d.Call(ctx, "jail_status", nil); err != nil {
 						broken.Add(1)
 					}
 					cancel()
@@ -191,12 +192,12 @@ echo "iterations $i"
 			t.Errorf("the racing command's call: %v", raceErr)
 		}
 		if broken.Load() > 0 {
-			t.Errorf("%d calls failed at the transport or did not return within a minute: the server broke\nserver stderr:\n%s", broken.Load(), tail(fx.d.stderr.String()))
+			t.Errorf("%d calls failed at the transport or did not return within a minute: the server broke\nserver stderr:\n%s", broken.Load(), testkit.Tail(fx.d.Stderr.String()))
 		}
-		if res, _ := fx.d.exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
+		if res, _ := fx.d.Exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
 			t.Errorf("after the race: %+v", res)
 		}
-		if res, err := fx.d.call(t.Context(), "jail_reset", nil); err != nil || res.IsError {
+		if res, err := fx.d.Call(t.Context(), "jail_reset", nil); err != nil || res.IsError {
 			t.Errorf("reset after the race: %v", err)
 		}
 	})
@@ -209,7 +210,7 @@ echo "iterations $i"
 		{"jail-base-symlink", ".agent-home", "evil"},
 	} {
 		fx.vector(t, v.name, func(t *testing.T) {
-			project := newProject(t)
+			project := testkit.NewProject(t)
 			link := filepath.Join(project, v.link)
 			if err := os.MkdirAll(filepath.Dir(link), 0o700); err != nil {
 				t.Fatal(err)
@@ -218,13 +219,13 @@ echo "iterations $i"
 				t.Fatal(err)
 			}
 			// On the suite's backend: its flags before the command of run.
-			flags := append([]string{"--project", project, "--session", v.session}, fx.backend.args...)
+			flags := append([]string{"--project", project, "--session", v.session}, fx.backend.Args...)
 			for _, args := range [][]string{
 				append([]string{"serve"}, flags...),
 				append(append([]string{"run"}, flags...), "--", "/bin/sh", "-c", `echo x > "$HOME/pwned-`+fx.marker+`"`),
 			} {
 				cmd := exec.Command(os.Args[0], args...)
-				cmd.Env = append(fx.env(), fx.backend.env...)
+				cmd.Env = append(fx.env(), fx.backend.Env...)
 				cmd.Dir = project
 				out, err := cmd.CombinedOutput()
 				if err == nil || !strings.Contains(string(out), "symlink") && !strings.Contains(string(out), "not "+filepath.Join(project, ".agent-home")) {

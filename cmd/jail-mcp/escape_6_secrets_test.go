@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
 // Promise 6: secrets stay out unless asked for.
@@ -29,7 +31,7 @@ func (fx *escapeFixture) secretsStayOut(t *testing.T) {
 	for k, v := range secrets {
 		extra = append(extra, k+"="+v)
 	}
-	project := newProject(t)
+	project := testkit.NewProject(t)
 	for _, v := range []struct {
 		name string
 		args []string
@@ -42,7 +44,7 @@ func (fx *escapeFixture) secretsStayOut(t *testing.T) {
 			ts := fx.start(t, project, fx.env(extra...), v.args...)
 			// Every process of the jail, bwrap's init included: its
 			// environment and its command line.
-			res, _ := ts.exec(map[string]any{"command": `env; echo ---; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f"; echo; done 2>/dev/null`})
+			res, _ := ts.Exec(map[string]any{"command": `env; echo ---; for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\0' '\n' < "$f"; echo; done 2>/dev/null`})
 			if res.ExitCode != 0 || !strings.Contains(res.Stdout, "---") {
 				t.Fatalf("result: %+v", res)
 			}

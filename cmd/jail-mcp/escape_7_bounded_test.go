@@ -11,11 +11,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
 // Promise 7: bounded.
 func (fx *escapeFixture) bounded(t *testing.T) {
-	project := newProject(t)
+	project := testkit.NewProject(t)
 	procs := fx.start(t, project, fx.env(), "--session", "procs", "--max-procs", "100", "--max-output", "4096", "--timeout", "2s", "--max-timeout", "2s")
 	// No credentials: their state copies would add bytes to a jail that a
 	// file at the per-file bound fills to the byte.
@@ -24,28 +26,28 @@ func (fx *escapeFixture) bounded(t *testing.T) {
 
 	fx.vector(t, "procs", func(t *testing.T) {
 		m := fmt.Sprintf("30.%d99", os.Getpid())
-		defer killMarked(m)
-		res, raw := procs.exec(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
+		defer testkit.KillMarked(m)
+		res, raw := procs.Exec(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
 		if res.Limit != "procs" || !raw.IsError {
 			t.Errorf("result: %+v", res)
 		}
-		if pids := processesWith(m); len(pids) > 0 {
+		if pids := testkit.ProcessesWith(m); len(pids) > 0 {
 			t.Errorf("left running: %d processes", len(pids))
 		}
 	})
 	fx.vector(t, "timeout", func(t *testing.T) {
 		start := time.Now()
-		res, _ := procs.exec(map[string]any{"command": "sleep 30", "timeout_ms": 3600000})
+		res, _ := procs.Exec(map[string]any{"command": "sleep 30", "timeout_ms": 3600000})
 		if !res.TimedOut || res.Limit != "timeout" || time.Since(start) > 5*time.Second {
 			t.Errorf("a request past --max-timeout 2s: %+v after %v", res, time.Since(start))
 		}
 	})
 	fx.vector(t, "output", func(t *testing.T) {
-		res, _ := procs.exec(map[string]any{"command": `head -c 10485760 /dev/zero | tr '\0' o; head -c 10485760 /dev/zero | tr '\0' e >&2`})
+		res, _ := procs.Exec(map[string]any{"command": `head -c 10485760 /dev/zero | tr '\0' o; head -c 10485760 /dev/zero | tr '\0' e >&2`})
 		if len(res.Stdout) > 4096 || len(res.Stderr) > 4096 || res.StdoutBytes != 10<<20 || res.StderrBytes != 10<<20 {
 			t.Errorf("inline %d and %d bytes of %d and %d printed, --max-output 4096", len(res.Stdout), len(res.Stderr), res.StdoutBytes, res.StderrBytes)
 		}
-		if hwm := peakRSS(t, procs.cmd.Process.Pid); hwm > 64<<20 {
+		if hwm := testkit.PeakRSS(t, procs.Cmd.Process.Pid); hwm > 64<<20 {
 			t.Errorf("server peak RSS %d MiB", hwm>>20)
 		}
 	})
@@ -65,7 +67,7 @@ for r in (resource.RLIMIT_CORE, resource.RLIMIT_FSIZE):
 		}
 	})
 	fx.vector(t, "memory", func(t *testing.T) {
-		res, raw := disk.exec(map[string]any{"command": `"$PY" -c 'import time
+		res, raw := disk.Exec(map[string]any{"command": `"$PY" -c 'import time
 chunks = [b"m" * (1 << 20) for _ in range(512)]
 time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
 		if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
@@ -73,7 +75,7 @@ time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
 		}
 	})
 	fx.vector(t, "file-size", func(t *testing.T) {
-		res, _ := disk.exec(map[string]any{"argv": []string{"dd", "if=/dev/zero", "of=" + filepath.Join(diskJail, "big"), "bs=1M", "count=20"}})
+		res, _ := disk.Exec(map[string]any{"argv": []string{"dd", "if=/dev/zero", "of=" + filepath.Join(diskJail, "big"), "bs=1M", "count=20"}})
 		// bubblewrap's init reports a command a signal killed as 128+n;
 		// the Landlock backend waits for the command itself, and reports
 		// the signal.
@@ -85,7 +87,7 @@ time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
 		if fi, err := os.Stat(filepath.Join(diskJail, "big")); err != nil || fi.Size() > 8<<20 {
 			fx.escape(t, "file past --max-disk 8MiB: %v %v", fi.Size(), err)
 		}
-		if r, err := disk.call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
 			t.Fatalf("reset: %v", err)
 		}
 		res = fx.attack(t, disk, `
@@ -118,15 +120,15 @@ os.remove(HOME + "/big-py")
 		}
 	})
 	fx.vector(t, "disk", func(t *testing.T) {
-		res, raw := disk.exec(map[string]any{"command": `i=0; while [ $i -lt 60 ]; do head -c 1000000 /dev/zero > "$HOME/f$i"; i=$((i+1)); sleep 0.1; done`})
+		res, raw := disk.Exec(map[string]any{"command": `i=0; while [ $i -lt 60 ]; do head -c 1000000 /dev/zero > "$HOME/f$i"; i=$((i+1)); sleep 0.1; done`})
 		if res.Limit != "disk" || !raw.IsError || res.DurationMS > 5000 {
 			t.Errorf("result: %+v", res)
 		}
-		_, refused := disk.exec(map[string]any{"command": "true"})
-		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(oneLineText(t, refused), "--max-disk") {
-			t.Errorf("a call over --max-disk: %q", text(refused))
+		_, refused := disk.Exec(map[string]any{"command": "true"})
+		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(testkit.OneLineText(t, refused), "--max-disk") {
+			t.Errorf("a call over --max-disk: %q", testkit.ResultText(refused))
 		}
-		if r, err := disk.call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
 			t.Errorf("reset: %v", err)
 		}
 	})
@@ -134,18 +136,18 @@ os.remove(HOME + "/big-py")
 	fx.vector(t, "disk-burst", func(t *testing.T) {
 		// Past the bound between two looks of the watchdog, and exit 0:
 		// the call must still say so, and the next must not start.
-		res, raw := disk.exec(map[string]any{"command": `i=0; while [ $i -lt 12 ]; do head -c 1048576 /dev/zero > "$HOME/burst$i"; i=$((i+1)); done`})
+		res, raw := disk.Exec(map[string]any{"command": `i=0; while [ $i -lt 12 ]; do head -c 1048576 /dev/zero > "$HOME/burst$i"; i=$((i+1)); done`})
 		if res.Limit != "disk" || !raw.IsError {
 			fx.escape(t, "12 MiB written under --max-disk 8MiB, and the call says: %+v", res)
 		}
-		_, refused := disk.exec(map[string]any{"command": "true"})
-		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(oneLineText(t, refused), "--max-disk") {
-			fx.escape(t, "a call over --max-disk ran: %q", text(refused))
+		_, refused := disk.Exec(map[string]any{"command": "true"})
+		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(testkit.OneLineText(t, refused), "--max-disk") {
+			fx.escape(t, "a call over --max-disk ran: %q", testkit.ResultText(refused))
 		}
-		if r, err := disk.call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
 			t.Errorf("reset: %v", err)
 		}
-		if res, _ := disk.exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
+		if res, _ := disk.Exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
 			t.Errorf("after the reset: %+v", res)
 		}
 	})

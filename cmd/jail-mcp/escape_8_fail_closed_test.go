@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
 // Promise 8: fail closed, with bubblewrap missing or broken. Backend
@@ -16,18 +18,18 @@ import (
 // does: on this kernel it must choose Landlock, confined, and the same
 // calls run but cannot write outside the jail.
 func (fx *escapeFixture) failClosed(t *testing.T) {
-	fake := hostDir(t)
+	fake := testkit.HostDir(t)
 	if err := os.WriteFile(filepath.Join(fake, "bwrap"), []byte("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	backend := map[string]string{"bwrap": "bwrap", "landlock": "auto"}[fx.backend.name]
+	backend := map[string]string{"bwrap": "bwrap", "landlock": "auto"}[fx.backend.Name]
 	for _, v := range []struct{ name, path string }{
 		{"bwrap-missing", "/nonexistent"},
 		{"bwrap-broken", fake + ":/usr/bin:/bin"},
 	} {
 		fx.vector(t, v.name, func(t *testing.T) {
-			project := newProject(t)
-			ts := startServer(t, project, fx.env("PATH="+v.path), "--session", "closed", "--backend", backend)
+			project := testkit.NewProject(t)
+			ts := testkit.StartServer(t, project, fx.env("PATH="+v.path), "--session", "closed", "--backend", backend)
 			ran := filepath.Join(project, "ran-"+fx.marker)
 			touch := "/usr/bin/touch " + ran
 			for _, args := range []map[string]any{
@@ -39,25 +41,25 @@ func (fx *escapeFixture) failClosed(t *testing.T) {
 				{"command": touch, "auth": []string{}},
 				{"command": touch, "timeout_ms": 1000},
 			} {
-				out, res := ts.exec(args)
+				out, res := ts.Exec(args)
 				if fx.landlock() {
 					if res.StructuredContent == nil || !out.Confined || out.Backend != "landlock" || out.ExitCode == 0 {
-						fx.escape(t, "auto without a working bubblewrap: %v -> %+v %q", args, out, text(res))
+						fx.escape(t, "auto without a working bubblewrap: %v -> %+v %q", args, out, testkit.ResultText(res))
 					}
-					if fileExists(ran) {
+					if testkit.FileExists(ran) {
 						fx.escape(t, "wrote outside the jail: %s exists", ran)
 						os.Remove(ran)
 					}
 					continue
 				}
 				if !res.IsError || res.StructuredContent != nil {
-					fx.escape(t, "ran without a jail: %v -> %q", args, text(res))
+					fx.escape(t, "ran without a jail: %v -> %q", args, testkit.ResultText(res))
 				}
-				if fileExists(ran) {
+				if testkit.FileExists(ran) {
 					t.Fatalf("the command ran: %s exists", ran)
 				}
 			}
-			st := ts.status()
+			st := ts.Status()
 			if fx.landlock() {
 				if st.Backend != "landlock" || !st.Available || !st.Confined {
 					t.Errorf("auto without a working bubblewrap: status %+v", st)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
 // Jobs and terminals (jailed_exec background, yield_ms, tty; jail_job),
@@ -25,17 +27,17 @@ func (fx *escapeFixture) jobs(t *testing.T) {
 	for i, end := range []string{"reset", "eof", "sigterm", "sigkill"} {
 		fx.vector(t, "job-outlives-"+end, func(t *testing.T) {
 			m := fmt.Sprintf("4321.%d%02d", os.Getpid(), 20+i)
-			defer killMarked(m)
-			ts := fx.start(t, newProject(t), fx.env(), "--session", "jobs")
-			id := ts.startJob(map[string]any{"command": daemons(m), "env": fx.vars(ts)})
-			ts.startJob(map[string]any{"command": daemons(m), "env": fx.vars(ts), "tty": true})
-			ts.readUntil(id, "started", 20*time.Second)
-			if !waitFor(10*time.Second, func() bool { return sleepers(m) >= 10 }) {
-				t.Fatalf("the daemons did not start: %d", sleepers(m))
+			defer testkit.KillMarked(m)
+			ts := fx.start(t, testkit.NewProject(t), fx.env(), "--session", "jobs")
+			id := ts.StartJob(map[string]any{"command": daemons(m), "env": fx.vars(ts)})
+			ts.StartJob(map[string]any{"command": daemons(m), "env": fx.vars(ts), "tty": true})
+			ts.ReadUntil(id, "started", 20*time.Second)
+			if !testkit.WaitFor(10*time.Second, func() bool { return testkit.Sleepers(m) >= 10 }) {
+				t.Fatalf("the daemons did not start: %d", testkit.Sleepers(m))
 			}
-			ts.end(end)
-			if !waitFor(5*time.Second, func() bool { return len(processesWith(m)) == 0 }) {
-				fx.escape(t, "job processes left after the session's %s: %v", end, processesWith(m))
+			ts.End(end)
+			if !testkit.WaitFor(5*time.Second, func() bool { return len(testkit.ProcessesWith(m)) == 0 }) {
+				fx.escape(t, "job processes left after the session's %s: %v", end, testkit.ProcessesWith(m))
 			}
 		})
 	}
@@ -44,30 +46,30 @@ func (fx *escapeFixture) jobs(t *testing.T) {
 	// time (--max-job-time), each ending it whole.
 	fx.vector(t, "job-bounds", func(t *testing.T) {
 		m := fmt.Sprintf("31.%d98", os.Getpid())
-		defer killMarked(m)
+		defer testkit.KillMarked(m)
 		// One bound a server: a fork bomb's processes also add up to
 		// more memory than a small bound, which the watchdog counts too.
-		project := newProject(t)
+		project := testkit.NewProject(t)
 		pts := fx.start(t, project, fx.env(), "--session", "procs", "--max-procs", "100", "--max-job-time", "3s", "--auth", "none")
 		mts := fx.start(t, project, fx.env(), "--session", "memory", "--max-memory", "64MiB", "--auth", "none")
-		procs := pts.startJob(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
-		long := pts.startJob(map[string]any{"command": "sleep 30"})
-		memory := mts.startJob(map[string]any{"command": `"$PY" -c 'import time
+		procs := pts.StartJob(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
+		long := pts.StartJob(map[string]any{"command": "sleep 30"})
+		memory := mts.StartJob(map[string]any{"command": `"$PY" -c 'import time
 chunks = [b"m" * (1 << 20) for _ in range(512)]
 time.sleep(30)'`, "env": map[string]any{"PY": fx.py}})
 		// A job of the same session that stays within its bounds: not
 		// killed for another's.
-		calm := mts.startJob(map[string]any{"command": "sleep 2; echo calm"})
+		calm := mts.StartJob(map[string]any{"command": "sleep 2; echo calm"})
 		for _, c := range []struct {
-			ts       *testServer
+			ts       *testkit.Server
 			id, want string
 		}{{pts, procs, "procs"}, {pts, long, "timeout"}, {mts, memory, "memory"}, {mts, calm, ""}} {
-			_, end := c.ts.readUntil(c.id, "never printed", 30*time.Second)
+			_, end := c.ts.ReadUntil(c.id, "never printed", 30*time.Second)
 			if end.Running || end.Limit != c.want {
 				fx.escape(t, "a job past its %q bound: %+v", c.want, end)
 			}
 		}
-		if pids := processesWith(m); len(pids) > 0 {
+		if pids := testkit.ProcessesWith(m); len(pids) > 0 {
 			fx.escape(t, "left running: %d processes", len(pids))
 		}
 	})
@@ -76,23 +78,23 @@ time.sleep(30)'`, "env": map[string]any{"PY": fx.py}})
 	// the server that opens that session then fails, saying why, and never
 	// hangs on the lock.
 	fx.vector(t, "jail-lock", func(t *testing.T) {
-		project := newProject(t)
+		project := testkit.NewProject(t)
 		first := fx.start(t, project, fx.env(), "--session", "lockme")
-		first.c.Close()
-		first.cmd.Wait()
+		first.Client.Close()
+		first.Cmd.Wait()
 		attacker := fx.start(t, project, fx.env(), "--session", "attacker")
-		id := attacker.startJob(map[string]any{"env": fx.vars(attacker), "command": `"$PY" -c '
+		id := attacker.StartJob(map[string]any{"env": fx.vars(attacker), "command": `"$PY" -c '
 import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDONLY)
 fcntl.flock(fd, fcntl.LOCK_EX)
 print("locked", flush=True)
 time.sleep(60)' "` + filepath.Join(project, ".agent-home", "lockme") + `"`})
-		if got, _ := attacker.readUntil(id, "locked", 20*time.Second); !strings.Contains(got, "locked") {
+		if got, _ := attacker.ReadUntil(id, "locked", 20*time.Second); !strings.Contains(got, "locked") {
 			t.Fatalf("the attacker did not lock: %q", got)
 		}
 		start := time.Now()
-		cmd := exec.Command(os.Args[0], append([]string{"serve", "--project", project, "--session", "lockme"}, fx.backend.args...)...)
-		cmd.Env = append(fx.env(), fx.backend.env...)
+		cmd := exec.Command(os.Args[0], append([]string{"serve", "--project", project, "--session", "lockme"}, fx.backend.Args...)...)
+		cmd.Env = append(fx.env(), fx.backend.Env...)
 		cmd.Stdin = strings.NewReader("")
 		out, err := cmd.CombinedOutput()
 		if time.Since(start) > 30*time.Second {
@@ -101,32 +103,32 @@ time.sleep(60)' "` + filepath.Join(project, ".agent-home", "lockme") + `"`})
 		if err == nil || !strings.Contains(string(out), "lock") {
 			t.Errorf("server of a locked jail: %v\n%s", err, out)
 		}
-		attacker.job(map[string]any{"job_id": id, "signal": "KILL"})
+		attacker.Job(map[string]any{"job_id": id, "signal": "KILL"})
 	})
 
 	// A job's signals reach its own processes only: not another job of
 	// the session, not its agent, not the server.
 	fx.vector(t, "job-signal-scope", func(t *testing.T) {
-		ts := fx.start(t, newProject(t), fx.env(), "--session", "signals")
-		victim := ts.startJob(map[string]any{"command": "trap 'echo victim-signalled' TERM INT HUP QUIT; echo ready; while :; do sleep 0.1; done"})
-		ts.readUntil(victim, "ready", 20*time.Second)
-		attacker := ts.startJob(map[string]any{"command": "trap '' TERM INT HUP QUIT; echo ready; while :; do sleep 0.1; done"})
-		ts.readUntil(attacker, "ready", 20*time.Second)
+		ts := fx.start(t, testkit.NewProject(t), fx.env(), "--session", "signals")
+		victim := ts.StartJob(map[string]any{"command": "trap 'echo victim-signalled' TERM INT HUP QUIT; echo ready; while :; do sleep 0.1; done"})
+		ts.ReadUntil(victim, "ready", 20*time.Second)
+		attacker := ts.StartJob(map[string]any{"command": "trap '' TERM INT HUP QUIT; echo ready; while :; do sleep 0.1; done"})
+		ts.ReadUntil(attacker, "ready", 20*time.Second)
 		for _, sig := range []string{"TERM", "INT", "HUP", "QUIT"} {
-			if _, res := ts.job(map[string]any{"job_id": attacker, "signal": sig}); res.IsError {
-				t.Fatalf("%s: %s", sig, text(res))
+			if _, res := ts.Job(map[string]any{"job_id": attacker, "signal": sig}); res.IsError {
+				t.Fatalf("%s: %s", sig, testkit.ResultText(res))
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
-		got, res := ts.job(map[string]any{"job_id": victim})
+		got, res := ts.Job(map[string]any{"job_id": victim})
 		if !got.Running || strings.Contains(got.Stdout, "victim-signalled") {
-			fx.escape(t, "a signal for one job reached another: %+v %s", got, text(res))
+			fx.escape(t, "a signal for one job reached another: %+v %s", got, testkit.ResultText(res))
 		}
-		if ts.cmd.ProcessState != nil || ts.status().Agents[0].Restarts != 0 {
+		if ts.Cmd.ProcessState != nil || ts.Status().Agents[0].Restarts != 0 {
 			fx.escape(t, "a job's signal reached the server or its agent")
 		}
-		if out, res := ts.exec(map[string]any{"command": "echo alive"}); out.Stdout != "alive\n" {
-			fx.escape(t, "the session does not run calls after a job's signals: %s", text(res))
+		if out, res := ts.Exec(map[string]any{"command": "echo alive"}); out.Stdout != "alive\n" {
+			fx.escape(t, "the session does not run calls after a job's signals: %s", testkit.ResultText(res))
 		}
 	})
 
@@ -135,26 +137,26 @@ time.sleep(60)' "` + filepath.Join(project, ".agent-home", "lockme") + `"`})
 	// host file, or plants links where outputs go, writes nothing there.
 	fx.vector(t, "job-output", func(t *testing.T) {
 		jail := fx.jails["d"]
-		id := fx.d.startJob(map[string]any{"command": `echo first; sleep 0.5
+		id := fx.d.StartJob(map[string]any{"command": `echo first; sleep 0.5
 for f in "$HOME"/.jail-mcp/output/*/stdout; do rm -f "$f"; ln -s "$VFILE" "$f"; done
 for f in "$HOME"/.jail-mcp/output/*/stderr; do rm -f "$f"; ln -s "$VFILE" "$f"; done
 head -c 200000 /dev/zero | tr '\0' o; echo; echo err >&2; echo done`, "env": fx.vars(fx.d)})
-		got, end := fx.d.readUntil(id, "never printed", 30*time.Second)
+		got, end := fx.d.ReadUntil(id, "never printed", 30*time.Second)
 		if end.Running || !strings.Contains(got, "done") {
 			t.Fatalf("the job did not end: %+v", end)
 		}
 		real, err := filepath.EvalSymlinks(end.OutputPath)
-		if !within(end.OutputPath, jail) || err == nil && !within(real, jail) {
+		if !testkit.Within(end.OutputPath, jail) || err == nil && !testkit.Within(real, jail) {
 			fx.escape(t, "job output kept outside the jail: %s (%s)", end.OutputPath, real)
 		}
 		// Where outputs go planted as a link to the victim: the next job's
 		// output stays in the jail, or the job is refused.
 		fx.attack(t, fx.d, `mv -T "$HOME/.jail-mcp" "$HOME/.old-jobs-$$" 2>/dev/null || rm -rf "$HOME/.jail-mcp"
 mkdir -p "$HOME/.jail-mcp"; ln -sfn "$VICTIM" "$HOME/.jail-mcp/output"`, nil)
-		out, res := fx.d.exec(map[string]any{"command": "echo planted", "background": true})
+		out, res := fx.d.Exec(map[string]any{"command": "echo planted", "background": true})
 		if out.OutputPath != "" {
 			real, err := filepath.EvalSymlinks(out.OutputPath)
-			if !within(out.OutputPath, jail) || err == nil && !within(real, jail) {
+			if !testkit.Within(out.OutputPath, jail) || err == nil && !testkit.Within(real, jail) {
 				fx.escape(t, "job output kept outside the jail: %s (%s)", out.OutputPath, real)
 			}
 		} else if !res.IsError {
@@ -167,7 +169,7 @@ mkdir -p "$HOME/.jail-mcp"; ln -sfn "$VICTIM" "$HOME/.jail-mcp/output"`, nil)
 	// is that one, and nothing reaches the server's own (a's, which has
 	// one) or another terminal of the host.
 	fx.vector(t, "tty-terminal", func(t *testing.T) {
-		id := fx.a.startJob(map[string]any{"tty": true, "env": fx.vars(fx.a), "command": `"$PY" - <<'EOF'
+		id := fx.a.StartJob(map[string]any{"tty": true, "env": fx.vars(fx.a), "command": `"$PY" - <<'EOF'
 import fcntl, glob, os, termios
 fds = [0, 1, 2]
 for p in ["/dev/tty", "/dev/console", "/dev/tty0"] + glob.glob("/dev/pts/[0-9]*") + glob.glob("/dev/tty[0-9]*"):
@@ -192,7 +194,7 @@ for fd in fds[3:]:
         pass
 print("tty-attack-finished")
 EOF`})
-		got, end := fx.a.readUntil(id, "tty-attack-finished", 30*time.Second)
+		got, end := fx.a.ReadUntil(id, "tty-attack-finished", 30*time.Second)
 		if !strings.Contains(got, "tty-attack-finished") {
 			t.Fatalf("the attack did not run: %q %+v", got, end)
 		}
@@ -202,6 +204,6 @@ EOF`})
 		if n, err := unix.IoctlGetInt(int(fx.tty.Fd()), unix.TIOCINQ); err != nil || n != 0 {
 			fx.escape(t, "the server's terminal has %d bytes of pending input (%v)", n, err)
 		}
-		fx.a.job(map[string]any{"job_id": id, "signal": "KILL"})
+		fx.a.Job(map[string]any{"job_id": id, "signal": "KILL"})
 	})
 }

@@ -4,14 +4,10 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"net"
 	"os"
@@ -30,6 +26,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/sys/unix"
 
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
@@ -49,7 +46,7 @@ import (
 // The attacks assume nothing about the uid they run as: the same suite runs
 // as root (CI) and as a normal user.
 func TestEscape(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		fx := newEscapeFixture(t, b)
 		t.Run("1", fx.noHostWrite)
 		t.Run("2", fx.noChannel)
@@ -103,17 +100,17 @@ func gapNotRoot() bool { return os.Geteuid() != 0 }
 
 // escapeFixture is the host the suite attacks.
 type escapeFixture struct {
-	top     *testing.T  // TestEscape/<backend>
-	backend testBackend // every server of the suite runs on it
-	marker  string      // in the name of every host object an attack aims at
-	project string      // holds the jails of sessions a, b and d
-	home    string      // the servers' HOME, with fake credentials, --auth all
-	victim  string      // a directory outside the project
+	top     *testing.T      // TestEscape/<backend>
+	backend testkit.Backend // every server of the suite runs on it
+	marker  string          // in the name of every host object an attack aims at
+	project string          // holds the jails of sessions a, b and d
+	home    string          // the servers' HOME, with fake credentials, --auth all
+	victim  string          // a directory outside the project
 	py      string
-	a       *testServer // the attacker, with a controlling terminal
-	b       *testServer // another session of the same project
-	d       *testServer // the one tricked into acting as a deputy
-	tty     *os.File    // a's controlling terminal, slave side
+	a       *testkit.Server // the attacker, with a controlling terminal
+	b       *testkit.Server // another session of the same project
+	d       *testkit.Server // the one tricked into acting as a deputy
+	tty     *os.File        // a's controlling terminal, slave side
 	jails   map[string]string
 	fifos   []hostFIFO // host FIFOs, each the target of a vector
 
@@ -122,22 +119,22 @@ type escapeFixture struct {
 	roots  []string        // trees snapshotted whole
 	opaque map[string]bool // jails whose contents change by design
 	globs  []string        // host paths named with the marker
-	before map[string]nodeState
+	before map[string]testkit.Node
 
 	gap        string   // the running vector's knownGaps key, if it is one of this backend
 	escapes    []string // what got out in a known gap
 	unexpected int      // escapes reported as failures, by every vector so far
 }
 
-func newEscapeFixture(t *testing.T, b testBackend) *escapeFixture {
+func newEscapeFixture(t *testing.T, b testkit.Backend) *escapeFixture {
 	fx := &escapeFixture{
 		top:     t,
 		backend: b,
 		marker:  fmt.Sprintf("jail-mcp-escape-%d", os.Getpid()),
-		project: newProject(t),
-		home:    hostDir(t),
-		victim:  hostDir(t),
-		py:      python3(t),
+		project: testkit.NewProject(t),
+		home:    testkit.HostDir(t),
+		victim:  testkit.HostDir(t),
+		py:      testkit.Python3(t),
 	}
 	writeFiles(t, fx.home, map[string]string{
 		".gitconfig":           "[user]\n\tname = host-user\n",
@@ -164,18 +161,18 @@ func newEscapeFixture(t *testing.T, b testBackend) *escapeFixture {
 	for _, s := range []string{"a", "b", "d"} {
 		fx.jails[s] = filepath.Join(fx.project, ".agent-home", s)
 	}
-	for ts, script := range map[*testServer]string{
+	for ts, script := range map[*testkit.Server]string{
 		fx.a: `echo a-secret > "$HOME/a-secret"`,
 		fx.b: `echo b-secret > "$HOME/b-secret"`,
 		fx.d: `true`,
 	} {
-		if res, raw := ts.exec(map[string]any{"command": script}); res.ExitCode != 0 || !res.Confined {
-			t.Fatalf("set-up call: %+v %q", res, text(raw))
+		if res, raw := ts.Exec(map[string]any{"command": script}); res.ExitCode != 0 || !res.Confined {
+			t.Fatalf("set-up call: %+v %q", res, testkit.ResultText(raw))
 		}
 	}
 
 	// Host daemons, bound after the servers started: masking is per call.
-	fx.hostSock = listenUnix(t, "unix", filepath.Join(hostDir(t), "agent.sock"))
+	fx.hostSock = listenUnix(t, "unix", filepath.Join(testkit.HostDir(t), "agent.sock"))
 	fx.projSock = listenUnix(t, "unix", filepath.Join(fx.project, "daemon.sock"))
 	fx.abstract = listenUnix(t, "unix", fmt.Sprintf("@jail-mcp-test-%d", os.Getpid()))
 	posix := filepath.Join("/dev/shm", fx.marker+"-posix")
@@ -202,18 +199,18 @@ func newEscapeFixture(t *testing.T, b testBackend) *escapeFixture {
 }
 
 // start starts a server of the suite on its backend.
-func (fx *escapeFixture) start(t *testing.T, project string, env []string, args ...string) *testServer {
+func (fx *escapeFixture) start(t *testing.T, project string, env []string, args ...string) *testkit.Server {
 	t.Helper()
-	return fx.backend.start(t, project, env, args...)
+	return fx.backend.Start(t, project, env, args...)
 }
 
 // startWithTTY is start with a controlling terminal (startServerWithTTY).
-func (fx *escapeFixture) startWithTTY(t *testing.T, project string, env []string, args ...string) (*testServer, *os.File) {
+func (fx *escapeFixture) startWithTTY(t *testing.T, project string, env []string, args ...string) (*testkit.Server, *os.File) {
 	t.Helper()
 	b := fx.backend
-	ts, tty := startServerWithTTY(t, project, append(slices.Clone(env), b.env...), append(slices.Clone(b.args), args...)...)
-	if got := ts.status().Backend; got != b.name {
-		t.Fatalf("server runs backend %q, want %q", got, b.name)
+	ts, tty := startServerWithTTY(t, project, append(slices.Clone(env), b.Env...), append(slices.Clone(b.Args), args...)...)
+	if got := ts.Status().Backend; got != b.Name {
+		t.Fatalf("server runs backend %q, want %q", got, b.Name)
 	}
 	return ts, tty
 }
@@ -222,11 +219,11 @@ func (fx *escapeFixture) startWithTTY(t *testing.T, project string, env []string
 // pid or IPC namespace, so what the host has is visible (reads are not a
 // promise) and only acts on it must fail; credentials are symlinks placed
 // in the calling session's jail for each call.
-func (fx *escapeFixture) landlock() bool { return fx.backend.name == "landlock" }
+func (fx *escapeFixture) landlock() bool { return fx.backend.Name == "landlock" }
 
 // env is the servers' environment: the test's, with HOME the fake one.
 func (fx *escapeFixture) env(extra ...string) []string {
-	env := slices.DeleteFunc(serverEnv(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
+	env := slices.DeleteFunc(testkit.ServerEnv(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
 	env = append(env, "HOME="+fx.home)
 	return append(env, extra...)
 }
@@ -239,7 +236,7 @@ func (fx *escapeFixture) env(extra ...string) []string {
 func (fx *escapeFixture) vector(t *testing.T, name string, attack func(t *testing.T)) {
 	t.Helper()
 	t.Run(name, func(t *testing.T) {
-		key := fx.backend.name + "/" + strings.TrimPrefix(t.Name(), fx.top.Name()+"/")
+		key := fx.backend.Name + "/" + strings.TrimPrefix(t.Name(), fx.top.Name()+"/")
 		fx.gap, fx.escapes = "", nil
 		if when, ok := knownGaps[key]; ok && when() {
 			fx.gap = key
@@ -285,7 +282,7 @@ func (fx *escapeFixture) escape(t *testing.T, format string, args ...any) {
 func (fx *escapeFixture) checkHost(t *testing.T) {
 	t.Helper()
 	after := fx.snapshot(t)
-	diff := diffSnapshots(fx.before, after)
+	diff := testkit.DiffSnapshots(fx.before, after)
 	for i, d := range diff {
 		if i == 20 && fx.gap == "" {
 			fx.escape(t, "host changed: %d more differences", len(diff)-i)
@@ -312,19 +309,19 @@ func (fx *escapeFixture) ownCalls(t *testing.T) {
 	fx.snapshot(t)
 	jail, now := fx.jails["b"], fx.snapshot(t)
 	for p := range fx.before {
-		if within(p, jail) {
+		if testkit.Within(p, jail) {
 			delete(fx.before, p)
 		}
 	}
 	for p, st := range now {
-		if within(p, jail) {
+		if testkit.Within(p, jail) {
 			fx.before[p] = st
 		}
 	}
 }
 
 // vars are the variables every attack gets: where the host targets are.
-func (fx *escapeFixture) vars(ts *testServer) map[string]any {
+func (fx *escapeFixture) vars(ts *testkit.Server) map[string]any {
 	other := fx.jails["b"]
 	if ts == fx.b {
 		other = fx.jails["a"]
@@ -347,6 +344,11 @@ func (fx *escapeFixture) vars(ts *testServer) map[string]any {
 const attackPrelude = `try() { if "$@" >/dev/null 2>&1 </dev/null; then echo "ESCAPED: $*"; fi; }
 targets() { printf '%s\n' "$VFILE" "$VICTIM" "$VICTIM/sub" "$KEEP" "$PROJECT" "$PROJECT/.agent-home" "$OTHER" "$HOSTHOME" "$HOSTHOME/.gitconfig"; }
 `
+
+// py embeds a Python attack in an attack script; it must run to its end.
+func py(code string) string {
+	return "\"$PY\" - <<'PYEOF'\n" + pyPrelude + code + "\nprint(\"" + pyDone + "\", flush=True)\nPYEOF\n"
+}
 
 // pyPrelude starts every Python attack: escaped prints the line the suite
 // fails on, attempt calls f and reports it when it does not raise OSError.
@@ -386,14 +388,9 @@ def reach_unix(addr, what):
 
 const pyDone = "python-attack-finished"
 
-// py embeds a Python attack in an attack script; it must run to its end.
-func py(code string) string {
-	return "\"$PY\" - <<'PYEOF'\n" + pyPrelude + code + "\nprint(\"" + pyDone + "\", flush=True)\nPYEOF\n"
-}
-
 // attack runs script in ts's jail and fails the test for every ESCAPED
 // line, and when the script did not run to its end.
-func (fx *escapeFixture) attack(t *testing.T, ts *testServer, script string, extra map[string]any) tools.ExecResult {
+func (fx *escapeFixture) attack(t *testing.T, ts *testkit.Server, script string, extra map[string]any) tools.ExecResult {
 	t.Helper()
 	env := fx.vars(ts)
 	args := map[string]any{"command": attackPrelude + script + "\necho attack-finished\n", "timeout_ms": 60000}
@@ -407,9 +404,9 @@ func (fx *escapeFixture) attack(t *testing.T, ts *testServer, script string, ext
 		args[k] = v
 	}
 	args["env"] = env
-	res, raw := ts.exec(args)
+	res, raw := ts.Exec(args)
 	if raw.StructuredContent == nil || !res.Confined {
-		t.Fatalf("attack did not run confined: %q", text(raw))
+		t.Fatalf("attack did not run confined: %q", testkit.ResultText(raw))
 	}
 	for _, line := range strings.Split(res.Stdout, "\n") {
 		if strings.HasPrefix(line, "ESCAPED") {
@@ -418,70 +415,29 @@ func (fx *escapeFixture) attack(t *testing.T, ts *testServer, script string, ext
 	}
 	if !strings.HasSuffix(res.Stdout, "attack-finished\n") || strings.Count(res.Stdout, pyDone) != strings.Count(script, pyDone) {
 		t.Errorf("attack did not run to its end (exit %d, signal %q, limit %q)\nstdout: %s\nstderr: %s",
-			res.ExitCode, res.Signal, res.Limit, tail(res.Stdout), tail(res.Stderr))
+			res.ExitCode, res.Signal, res.Limit, testkit.Tail(res.Stdout), testkit.Tail(res.Stderr))
 	}
 	return res
-}
-
-func tail(s string) string {
-	if len(s) > 3000 {
-		return "..." + s[len(s)-3000:]
-	}
-	return s
 }
 
 // startServerWithTTY is startServer with the server in a new session whose
 // controlling terminal is a pseudo-terminal, its stderr; it returns the
 // terminal's slave side.
-func startServerWithTTY(t *testing.T, project string, env []string, args ...string) (*testServer, *os.File) {
+func startServerWithTTY(t *testing.T, project string, env []string, args ...string) (*testkit.Server, *os.File) {
 	t.Helper()
-	master, slave := openPTY(t)
-	ts := startServerCmd(t, project, env, func(cmd *exec.Cmd) {
+	master, slave := testkit.OpenPTY(t)
+	ts := testkit.StartServerCmd(t, project, env, func(cmd *exec.Cmd) {
 		cmd.Stderr = slave
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 2}
 	}, args...)
-	go io.Copy(ts.stderr, master)
+	go io.Copy(ts.Stderr, master)
 	return ts, slave
 }
 
-func openPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	master, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.IoctlSetPointerInt(int(master.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(master.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slave, err = os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Non-canonical, so that TIOCINQ counts every injected byte, not only
-	// complete lines.
-	tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tio.Lflag &^= unix.ICANON | unix.ECHO
-	if err := unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, tio); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		slave.Close()
-		master.Close()
-	})
-	return master, slave
-}
-
 // callExec is ts.exec for goroutines: it reports instead of failing.
-func callExec(ctx context.Context, ts *testServer, args map[string]any) (tools.ExecResult, *mcp.CallToolResult, error) {
+func callExec(ctx context.Context, ts *testkit.Server, args map[string]any) (tools.ExecResult, *mcp.CallToolResult, error) {
 	var out tools.ExecResult
-	res, err := ts.call(ctx, "jailed_exec", args)
+	res, err := ts.Call(ctx, "jailed_exec", args)
 	if err != nil {
 		return out, nil, err
 	}
@@ -571,7 +527,7 @@ while True:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr testkit.SyncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start a daemon in a network namespace: %v", err)
@@ -617,7 +573,7 @@ func (l *hostListener) mustAccept(t *testing.T) {
 		c.Write([]byte("host"))
 	}
 	c.Close()
-	if !waitFor(2*time.Second, func() bool { return l.hits.Load() > 0 }) {
+	if !testkit.WaitFor(2*time.Second, func() bool { return l.hits.Load() > 0 }) {
 		t.Fatalf("the host socket %s did not see the host", l.addr)
 	}
 	l.hits.Store(0)
@@ -625,7 +581,7 @@ func (l *hostListener) mustAccept(t *testing.T) {
 
 func (l *hostListener) mustBeUntouched(t *testing.T, escape escapeFunc) {
 	t.Helper()
-	waitFor(200*time.Millisecond, func() bool { return l.hits.Load() > 0 })
+	testkit.WaitFor(200*time.Millisecond, func() bool { return l.hits.Load() > 0 })
 	if n := l.hits.Load(); n > 0 {
 		escape(t, "the host socket %s was reached %d times from the jail", l.addr, n)
 	}
@@ -771,56 +727,8 @@ func (s hostSleep) mustLive(t *testing.T, escape escapeFunc) {
 		return
 	case <-time.After(100 * time.Millisecond):
 	}
-	if state := procStatField(t, s.pid, 0); state != "S" && state != "R" {
+	if state := testkit.ProcStatField(t, s.pid, 0); state != "S" && state != "R" {
 		escape(t, "the host process %d is in state %s", s.pid, state)
-	}
-}
-
-// procStatField is field i after the command name in /proc/pid/stat:
-// 0 is the state, 4 the controlling terminal.
-func procStatField(t *testing.T, pid, i int) string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	return f[i]
-}
-
-func statusField(t testing.TB, pid int, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
-// sleepers counts the processes that are exactly "sleep marker".
-func sleepers(marker string) int {
-	n := 0
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		if b, err := os.ReadFile(filepath.Join(d, "cmdline")); err == nil && string(b) == "sleep\x00"+marker+"\x00" {
-			n++
-		}
-	}
-	return n
-}
-
-// killMarked kills what an attack left running, by pid, so that a failed
-// vector does not leave its processes behind.
-func killMarked(marker string) {
-	for _, pid := range processesWith(marker) {
-		if p, err := strconv.Atoi(pid); err == nil {
-			syscall.Kill(p, syscall.SIGKILL)
-		}
 	}
 }
 
@@ -840,91 +748,9 @@ func mountPoints(t *testing.T) []string {
 	return out
 }
 
-// nodeState is what the suite compares of one host path.
-type nodeState struct {
-	Mode                fs.FileMode
-	UID, GID            uint32
-	Size                int64
-	Ino, Nlink          uint64
-	Atime, Mtime, Ctime int64
-	Target              string // of a symlink
-	Sum                 string // of a regular file's content
-	Xattrs              string
-}
-
-func stateOf(t *testing.T, path string) nodeState {
+func (fx *escapeFixture) snapshot(t *testing.T) map[string]testkit.Node {
 	t.Helper()
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
-		return nodeState{}
-	}
-	n := nodeState{
-		Mode: fs.FileMode(st.Mode), UID: st.Uid, GID: st.Gid, Size: st.Size, Ino: st.Ino, Nlink: st.Nlink,
-		Atime: st.Atim.Nano(), Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(),
-	}
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFLNK:
-		n.Target, _ = os.Readlink(path)
-	case unix.S_IFREG:
-		if b, err := os.ReadFile(path); err == nil {
-			sum := sha256.Sum256(b)
-			n.Sum = hex.EncodeToString(sum[:8])
-		}
-	}
-	buf := make([]byte, 4096)
-	if sz, err := unix.Llistxattr(path, buf); err == nil && sz > 0 {
-		for _, name := range strings.Split(strings.TrimRight(string(buf[:sz]), "\x00"), "\x00") {
-			val := make([]byte, 256)
-			vn, _ := unix.Lgetxattr(path, name, val)
-			n.Xattrs += fmt.Sprintf("%s=%x;", name, val[:max(vn, 0)])
-		}
-	}
-	return n
-}
-
-func (fx *escapeFixture) snapshot(t *testing.T) map[string]nodeState {
-	t.Helper()
-	snap := map[string]nodeState{}
-	for _, root := range fx.roots {
-		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return nil
-			}
-			if fx.opaque[p] {
-				snap[p] = nodeState{Mode: d.Type()}
-				return fs.SkipDir
-			}
-			snap[p] = stateOf(t, p)
-			return nil
-		})
-	}
-	for _, g := range fx.globs {
-		matches, _ := filepath.Glob(g)
-		for _, m := range matches {
-			snap[m] = stateOf(t, m)
-		}
-	}
-	return snap
-}
-
-func diffSnapshots(before, after map[string]nodeState) []string {
-	var out []string
-	for p, b := range before {
-		a, ok := after[p]
-		switch {
-		case !ok:
-			out = append(out, "removed "+p)
-		case a != b:
-			out = append(out, fmt.Sprintf("changed %s:\n  before %+v\n  after  %+v", p, b, a))
-		}
-	}
-	for p := range after {
-		if _, ok := before[p]; !ok {
-			out = append(out, "added "+p)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return testkit.Snapshot(fx.roots, fx.opaque, fx.globs...)
 }
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -940,33 +766,15 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-// python3 is the interpreter the attacks use: the system one, so that no
-// shim (pyenv, say) writes into a home it expects to own.
-func python3(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		return "/usr/bin/python3"
-	}
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		t.Fatal("the escape suite needs python3")
-	}
-	return p
-}
-
-func within(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
-}
-
 // restore puts back the modes and owners states had, where a known gap of
 // the backend let an attack change them: the vectors after it then find
 // the host they expect. Parents come before their children; jails whose
 // contents are not snapshotted and paths that were missing are left.
-func (fx *escapeFixture) restore(states map[string]nodeState) {
+func (fx *escapeFixture) restore(states map[string]testkit.Node) {
 	paths := slices.Sorted(maps.Keys(states))
 	for _, p := range paths {
 		want := states[p]
-		if want == (nodeState{}) || fx.opaque[p] || uint32(want.Mode)&unix.S_IFMT == unix.S_IFLNK {
+		if want == (testkit.Node{}) || fx.opaque[p] || uint32(want.Mode)&unix.S_IFMT == unix.S_IFLNK {
 			continue
 		}
 		var st unix.Stat_t

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,13 +11,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,13 +23,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
-	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -41,351 +36,17 @@ import (
 // HTTP: with the mcp-go client where a client would, and with raw requests
 // where the transport's own checks are under test.
 
-// httpLegacyVersion is the protocol version raw requests state: the newest one
-// that has sessions.
-const httpLegacyVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-
 // httpModernVersion is the sessionless revision the server must refuse.
 const httpModernVersion = "2026-07-28"
-
-// httpTestServer is the real server, serving streamable HTTP.
-type httpTestServer struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	stderr  *syncBuffer
-	project string
-	url     string // http://127.0.0.1:PORT/mcp, whatever address it listens on
-	token   string
-
-	exited  chan struct{}
-	waitErr error // cmd.Wait's, once exited is closed
-}
-
-var httpListenRE = regexp.MustCompile(`listen=(http://\S+/mcp)`)
-
-// startHTTP starts the server on a free loopback port.
-func startHTTP(t *testing.T, project string, env []string, args ...string) *httpTestServer {
-	t.Helper()
-	return startHTTPOn(t, project, "127.0.0.1:0", env, args...)
-}
-
-// startHTTPOn starts the server listening on listen, and reads the address
-// it got from its starting line. The server is stopped (SIGTERM, then
-// SIGKILL) when the test ends.
-func startHTTPOn(t *testing.T, project, listen string, env []string, args ...string) *httpTestServer {
-	t.Helper()
-	hs := &httpTestServer{t: t, stderr: &syncBuffer{}, project: project, exited: make(chan struct{})}
-	if i := slices.Index(args, "--token"); i >= 0 && i+1 < len(args) {
-		hs.token = args[i+1]
-	}
-	hs.cmd = exec.Command(os.Args[0], append([]string{"serve", "--project", project, "--listen", listen}, args...)...)
-	hs.cmd.Env = env
-	hs.cmd.Dir = project
-	hs.cmd.Stderr = hs.stderr
-	if err := hs.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		hs.waitErr = hs.cmd.Wait()
-		close(hs.exited)
-	}()
-	t.Cleanup(hs.stop)
-	var addr string
-	waitFor(30*time.Second, func() bool {
-		if m := httpListenRE.FindStringSubmatch(hs.stderr.String()); m != nil {
-			addr = m[1]
-			return true
-		}
-		return hs.hasExited()
-	})
-	if addr == "" {
-		if hs.hasExited() {
-			t.Fatalf("server exited before listening: %v; stderr:\n%s", hs.waitErr, hs.stderr)
-		}
-		t.Fatalf("server did not say where it listens within 30 s; stderr:\n%s", hs.stderr)
-	}
-	u, err := url.Parse(addr)
-	if err != nil {
-		t.Fatalf("listen address %q: %v", addr, err)
-	}
-	_, port, err := net.SplitHostPort(u.Host)
-	if err != nil || port == "0" {
-		t.Fatalf("listen address %q: no port", addr)
-	}
-	// Whatever it listens on (0.0.0.0, [::]), it is reached over loopback.
-	hs.url = "http://" + net.JoinHostPort("127.0.0.1", port) + "/mcp"
-	return hs
-}
-
-func (hs *httpTestServer) hasExited() bool {
-	select {
-	case <-hs.exited:
-		return true
-	default:
-		return false
-	}
-}
-
-// waitExit waits up to d for the server to exit: whether it did, and
-// cmd.Wait's error.
-func (hs *httpTestServer) waitExit(d time.Duration) (bool, error) {
-	select {
-	case <-hs.exited:
-		return true, hs.waitErr
-	case <-time.After(d):
-		return false, nil
-	}
-}
-
-func (hs *httpTestServer) stop() {
-	if hs.hasExited() {
-		return
-	}
-	hs.cmd.Process.Signal(syscall.SIGTERM)
-	if ok, _ := hs.waitExit(10 * time.Second); !ok {
-		hs.cmd.Process.Kill()
-		<-hs.exited
-	}
-}
-
-// jail is where the jail of MCP session id lives.
-func (hs *httpTestServer) jail(id string) string {
-	return filepath.Join(hs.project, ".agent-home", id)
-}
-
-// dial opens an MCP session with the mcp-go client. version "" is the
-// client's default, which probes the sessionless 2026-07-28 first and falls
-// back to the handshake when the server refuses it. The token, when given,
-// travels as a bearer token.
-func (hs *httpTestServer) dial(ctx context.Context, version, token string) (*client.Client, *mcp.InitializeResult, error) {
-	// Quiet: closing a client after the server stopped is expected here.
-	opts := []transport.StreamableHTTPCOption{transport.WithHTTPLogger(slog.New(slog.DiscardHandler))}
-	if token != "" {
-		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
-	}
-	tr, err := transport.NewStreamableHTTP(hs.url, opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	c := client.NewClient(tr)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		return nil, nil, err
-	}
-	req := mcp.InitializeRequest{}
-	req.Params.ProtocolVersion = version
-	req.Params.ClientInfo = mcp.Implementation{Name: "jail-mcp-http-test", Version: "1"}
-	res, err := c.Initialize(ctx, req)
-	if err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	return c, res, nil
-}
-
-// httpTestSession is one MCP session of the server, driven by the mcp-go client.
-type httpTestSession struct {
-	t  *testing.T
-	hs *httpTestServer
-	c  *client.Client
-	id string
-}
-
-// connect opens an MCP session with the server's token, if it has one; the
-// client is closed (DELETE) when the test ends.
-func (hs *httpTestServer) connect(t *testing.T, version string) *httpTestSession {
-	t.Helper()
-	c, res, err := hs.dial(t.Context(), version, hs.token)
-	if err != nil {
-		t.Fatalf("initialize over HTTP: %v; server stderr:\n%s", err, hs.stderr)
-	}
-	t.Cleanup(func() { c.Close() })
-	s := &httpTestSession{t: t, hs: hs, c: c, id: c.GetSessionId()}
-	if mcp.IsModernProtocol(res.ProtocolVersion) {
-		t.Fatalf("negotiated %s, a version without sessions", res.ProtocolVersion)
-	}
-	if _, err := uuid.Parse(s.id); err != nil {
-		t.Fatalf("session id %q minted by the server is not a UUID: %v", s.id, err)
-	}
-	return s
-}
-
-func (s *httpTestSession) jail() string { return s.hs.jail(s.id) }
-
-func (s *httpTestSession) call(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
-	return callTool(ctx, s.c, tool, args)
-}
-
-// exec runs jailed_exec; a refusal comes back with a zero ExecResult.
-func (s *httpTestSession) exec(args map[string]any) (tools.ExecResult, *mcp.CallToolResult) {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(s.t.Context(), time.Minute)
-	defer cancel()
-	res, err := s.call(ctx, "jailed_exec", args)
-	if err != nil {
-		s.t.Fatalf("jailed_exec %v in session %s: %v; server stderr:\n%s", args, s.id, err, s.hs.stderr)
-	}
-	var out tools.ExecResult
-	decodeStructured(s.t, res, &out)
-	return out, res
-}
-
-func (s *httpTestSession) status() tools.StatusResult {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(s.t.Context(), time.Minute)
-	defer cancel()
-	res, err := s.call(ctx, "jail_status", nil)
-	if err != nil {
-		s.t.Fatalf("jail_status in session %s: %v", s.id, err)
-	}
-	var out tools.StatusResult
-	decodeStructured(s.t, res, &out)
-	return out
-}
-
-// httpRawResponse is what a raw HTTP request got back.
-type httpRawResponse struct {
-	code   int
-	header http.Header
-	body   string
-}
-
-// raw sends one HTTP request to /mcp: JSON content, the legacy protocol
-// version header, the server's token and the session id when not empty.
-// header overrides these; an empty value removes one.
-func (hs *httpTestServer) raw(ctx context.Context, method, session string, header map[string]string, body string) (httpRawResponse, error) {
-	req, err := http.NewRequestWithContext(ctx, method, hs.url, strings.NewReader(body))
-	if err != nil {
-		return httpRawResponse{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set(mcp.HeaderProtocolVersion, httpLegacyVersion)
-	if session != "" {
-		req.Header.Set("Mcp-Session-Id", session)
-	}
-	if hs.token != "" {
-		req.Header.Set("Authorization", "Bearer "+hs.token)
-	}
-	for k, v := range header {
-		if v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return httpRawResponse{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return httpRawResponse{code: resp.StatusCode, header: resp.Header, body: string(b)}, err
-}
-
-// mustRaw is raw with a bound, failing the test when no answer comes.
-func (hs *httpTestServer) mustRaw(t *testing.T, method, session string, header map[string]string, body string) httpRawResponse {
-	t.Helper()
-	// No test expects a GET to be served: one that is opens a stream that
-	// never ends, and the bound makes that a quick failure.
-	d := 20 * time.Second
-	if method == http.MethodGet {
-		d = 5 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
-	r, err := hs.raw(ctx, method, session, header, body)
-	if err != nil {
-		t.Fatalf("%s %s (session %q): %v", method, hs.url, session, err)
-	}
-	return r
-}
-
-// httpRPC is a JSON-RPC request body; meta, when not nil, is its
-// params._meta.
-func httpRPC(id int, method string, params map[string]any, meta map[string]any) string {
-	if params == nil {
-		params = map[string]any{}
-	}
-	if meta != nil {
-		params["_meta"] = meta
-	}
-	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
-
-// httpToolsCall is the body of a tools/call of jailed_exec running command.
-func httpToolsCall(id int, command string, meta map[string]any) string {
-	return httpRPC(id, "tools/call", map[string]any{"name": "jailed_exec", "arguments": map[string]any{"command": command}}, meta)
-}
-
-// httpRPCMessages are the JSON-RPC messages of a response body, whether plain
-// JSON or a stream of server-sent events.
-func httpRPCMessages(r httpRawResponse) []map[string]any {
-	var msgs []map[string]any
-	add := func(s string) {
-		var m map[string]any
-		if json.Unmarshal([]byte(s), &m) == nil {
-			msgs = append(msgs, m)
-		}
-	}
-	if strings.HasPrefix(r.header.Get("Content-Type"), "text/event-stream") {
-		sc := bufio.NewScanner(strings.NewReader(r.body))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok {
-				add(strings.TrimSpace(d))
-			}
-		}
-	} else {
-		add(r.body)
-	}
-	return msgs
-}
-
-// httpRPCResult is the result of the response to request id in r.
-func httpRPCResult(r httpRawResponse, id int) (map[string]any, bool) {
-	for _, m := range httpRPCMessages(r) {
-		if m["id"] == float64(id) {
-			res, ok := m["result"].(map[string]any)
-			return res, ok
-		}
-	}
-	return nil, false
-}
-
-// httpInitialize is the body of an initialize request.
-func httpInitialize(id int) string {
-	return httpRPC(id, "initialize", map[string]any{
-		"protocolVersion": httpLegacyVersion, "capabilities": map[string]any{},
-		"clientInfo": map[string]any{"name": "raw", "version": "1"},
-	}, nil)
-}
-
-// initialize opens an MCP session with a raw initialize request and
-// returns its id.
-func (hs *httpTestServer) initialize(t *testing.T) string {
-	t.Helper()
-	r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(1))
-	id := r.header.Get("Mcp-Session-Id")
-	if r.code != http.StatusOK || id == "" {
-		t.Fatalf("initialize: status %d, session %q: %s", r.code, id, r.body)
-	}
-	return id
-}
 
 // startHTTPInProcess serves the HTTP transport from this process, on a
 // free loopback port, with an MCP server that has no tools, until the test
 // ends: for the tests that lower the limits of the session table, or read
 // it. set, when not nil, adjusts the table before the server starts.
-func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*httpTestServer, *httpSessions) {
+func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*testkit.HTTPServer, *httpSessions) {
 	t.Helper()
-	hs := &httpTestServer{t: t, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	log := cli.NewLogger(hs.stderr, slog.LevelDebug)
+	stderr := &testkit.SyncBuffer{}
+	log := cli.NewLogger(stderr, slog.LevelDebug)
 	sessions := newHTTPSessions(nil, log, cli.DefaultMaxSessions)
 	if set != nil {
 		set(sessions)
@@ -394,66 +55,10 @@ func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*httpTestServer,
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs.url = "http://" + ln.Addr().String() + "/mcp"
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		hs.waitErr = serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, cli.Config{MaxTimeout: time.Minute}, log)
-		close(hs.exited)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-hs.exited
+	hs := testkit.InProcess(t, ln, stderr, func(ctx context.Context) error {
+		return serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, cli.Config{MaxTimeout: time.Minute}, log)
 	})
 	return hs, sessions
-}
-
-// httpWarnings are the lines of a server's stderr that warn msg.
-func httpWarnings(stderr, msg string) []string {
-	var lines []string
-	for _, l := range strings.Split(stderr, "\n") {
-		if strings.Contains(l, " WRN ") && strings.Contains(l, " "+msg+" ") {
-			lines = append(lines, l)
-		}
-	}
-	return lines
-}
-
-// httpAttr is key=value as the server's log writes it.
-func httpAttr(key, value string) string {
-	if value == "" || strings.ContainsAny(value, " =\"") {
-		value = strconv.Quote(value)
-	}
-	return key + "=" + value
-}
-
-// httpWarned waits a moment for a warning msg naming every one of attrs
-// ("key=value").
-func httpWarned(hs *httpTestServer, msg string, attrs ...string) bool {
-	return waitFor(2*time.Second, func() bool {
-		return slices.ContainsFunc(httpWarnings(hs.stderr.String(), msg), func(l string) bool {
-			return !slices.ContainsFunc(attrs, func(a string) bool { return !strings.Contains(l, " "+a) })
-		})
-	})
-}
-
-// httpJailNames lists the session directories under the project's jail base.
-func httpJailNames(t *testing.T, project string) []string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(project, ".agent-home"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		if e.IsDir() {
-			names = append(names, e.Name())
-		}
-	}
-	slices.Sort(names)
-	return names
 }
 
 // httpFoundUnder reports whether anything named name exists under root.
@@ -469,207 +74,103 @@ func httpFoundUnder(root, name string) bool {
 	return found
 }
 
-// httpTree lists every path under root with its size, for before/after checks.
+// httpTree maps every path under root to its size, -1 for a directory.
 func httpTree(t *testing.T, root string) map[string]int64 {
-	t.Helper()
-	out := map[string]int64{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	return testkit.Tree(t, root, func(_ string, fi fs.FileInfo) (int64, error) {
+		if fi.IsDir() {
+			return -1, nil
 		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		out[rel] = fi.Size()
-		if d.IsDir() {
-			out[rel] = -1
-		}
-		return nil
+		return fi.Size(), nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// zombies lists the server's children that have exited and were never
-// waited for, after giving it a moment to reap those just ended.
-func (hs *httpTestServer) zombies() []string {
-	var z []string
-	waitFor(2*time.Second, func() bool {
-		z = z[:0]
-		dirs, _ := filepath.Glob("/proc/[0-9]*")
-		for _, d := range dirs {
-			b, err := os.ReadFile(filepath.Join(d, "stat"))
-			if err != nil {
-				continue
-			}
-			// pid (comm) state ppid ...
-			i := strings.LastIndexByte(string(b), ')')
-			f := strings.Fields(string(b[i+1:]))
-			if len(f) > 1 && f[0] == "Z" && f[1] == fmt.Sprint(hs.cmd.Process.Pid) {
-				z = append(z, filepath.Base(d)+" "+string(b[:i+1]))
-			}
-		}
-		return len(z) == 0
-	})
-	return z
-}
-
-// keeps reports whether st says the backend keeps promise id of docs/security.md.
-func keeps(st tools.StatusResult, id int) bool {
-	return slices.ContainsFunc(st.Guarantees.Kept, func(p jail.Promise) bool { return p.ID == id })
-}
-
-// httpMarkers numbers the markers of this file.
-var httpMarkers atomic.Int64
-
-// httpMarker is a number unique to this test process and call, long
-// enough a sleep to outlive any test, and findable in /proc.
-func httpMarker() string {
-	return fmt.Sprintf("%d.%d3", 630000+httpMarkers.Add(1), os.Getpid())
-}
-
-// httpSleepers starts two sleeps carrying marker, one of them in a new session
-// (a daemon's escape from the shell's process group).
-func httpSleepers(marker string) string {
-	return fmt.Sprintf("setsid sleep %s & sleep %s", marker, marker)
-}
-
-// httpWaitSleepers waits for both sleeps of httpSleepers(marker) to run:
-// processes that are sleep itself, not the shell or a launcher whose
-// command line holds the marker too.
-func httpWaitSleepers(t *testing.T, marker string) {
-	t.Helper()
-	if !waitFor(15*time.Second, func() bool { return httpSleeping(marker) == 2 }) {
-		t.Fatalf("command did not start: %v", processesWith(marker))
-	}
-}
-
-// httpSleeping counts the processes running exactly "sleep marker".
-func httpSleeping(marker string) int {
-	n := 0
-	for _, pid := range processesWith(marker) {
-		b, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
-		if err == nil && string(b) == "sleep\x00"+marker+"\x00" {
-			n++
-		}
-	}
-	return n
-}
-
-func httpWaitGone(t *testing.T, marker, after string) {
-	t.Helper()
-	if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-		t.Errorf("left running after %s: %v", after, processesWith(marker))
-	}
-}
-
-// httpCallResult is what a call made in the background returned.
-type httpCallResult struct {
-	res *mcp.CallToolResult
-	err error
 }
 
 // httpIsCancelled reports whether r is a result saying the call was
 // cancelled.
-func httpIsCancelled(t *testing.T, r httpCallResult) bool {
+func httpIsCancelled(t *testing.T, r testkit.CallResult) bool {
 	t.Helper()
-	if r.err != nil || r.res == nil {
+	if r.Err != nil || r.Res == nil {
 		return false
 	}
 	var out tools.ExecResult
-	decodeStructured(t, r.res, &out)
-	return r.res.IsError && out.Cancelled && out.ExitCode == -1 && strings.Contains(text(r.res), "cancelled")
-}
-
-// background runs jailed_exec with command in s while the test goes on.
-func (s *httpTestSession) background(ctx context.Context, command string) <-chan httpCallResult {
-	done := make(chan httpCallResult, 1)
-	go func() {
-		res, err := s.call(ctx, "jailed_exec", map[string]any{"command": command})
-		done <- httpCallResult{res, err}
-	}()
-	return done
+	testkit.DecodeResult(t, r.Res, &out)
+	return r.Res.IsError && out.Cancelled && out.ExitCode == -1 && strings.Contains(testkit.ResultText(r.Res), "cancelled")
 }
 
 // 1. Each MCP session has its own jail, named by the id the server minted,
 // and no tool argument reaches another session's jail.
 func TestHTTPSessionsGetTheirOwnJails(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		hs := startHTTP(t, project, serverEnv(b.env...), b.args...)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		hs := testkit.StartHTTP(t, project, testkit.ServerEnv(b.Env...), b.Args...)
 		// One client with mcp-go's default (it probes 2026-07-28 first and
 		// falls back), one pinned to the newest version with sessions.
-		sa := hs.connect(t, "")
-		sb := hs.connect(t, httpLegacyVersion)
-		if sa.id == sb.id {
-			t.Fatalf("two sessions got the same id %s", sa.id)
+		sa := hs.Connect(t, "")
+		sb := hs.Connect(t, testkit.LegacyVersion)
+		if sa.ID == sb.ID {
+			t.Fatalf("two sessions got the same id %s", sa.ID)
 		}
 		for _, s := range []struct {
-			*httpTestSession
+			*testkit.HTTPSession
 			name string
 		}{{sa, "a"}, {sb, "b"}} {
-			res, raw := s.exec(map[string]any{"command": "echo " + s.name + " > $HOME/owner; echo $HOME"})
+			res, raw := s.Exec(map[string]any{"command": "echo " + s.name + " > $HOME/owner; echo $HOME"})
 			if res.ExitCode != 0 || raw.IsError {
-				t.Fatalf("session %s: %+v %s", s.name, res, text(raw))
+				t.Fatalf("session %s: %+v %s", s.name, res, testkit.ResultText(raw))
 			}
-			if got := strings.TrimSpace(res.Stdout); got != s.jail() {
-				t.Errorf("session %s: HOME = %q, want %q", s.name, got, s.jail())
+			if got := strings.TrimSpace(res.Stdout); got != s.Jail() {
+				t.Errorf("session %s: HOME = %q, want %q", s.name, got, s.Jail())
 			}
-			if res.Session != s.id || res.Jail != s.jail() || res.Backend != b.name || !res.Confined {
+			if res.Session != s.ID || res.Jail != s.Jail() || res.Backend != b.Name || !res.Confined {
 				t.Errorf("session %s: result session %q jail %q backend %q confined %t; want %q %q %q confined",
-					s.name, res.Session, res.Jail, res.Backend, res.Confined, s.id, s.jail(), b.name)
+					s.name, res.Session, res.Jail, res.Backend, res.Confined, s.ID, s.Jail(), b.Name)
 			}
-			if got := mustRead(t, filepath.Join(s.jail(), "owner")); got != s.name+"\n" {
-				t.Errorf("session %s: %s/owner = %q", s.name, s.jail(), got)
+			if got := testkit.MustRead(t, filepath.Join(s.Jail(), "owner")); got != s.name+"\n" {
+				t.Errorf("session %s: %s/owner = %q", s.name, s.Jail(), got)
 			}
-			st := s.status()
-			if st.Session != s.id || st.Jail != s.jail() || st.Backend != b.name || !st.Confined || st.Project != project {
+			st := s.Status()
+			if st.Session != s.ID || st.Jail != s.Jail() || st.Backend != b.Name || !st.Confined || st.Project != project {
 				t.Errorf("session %s: jail_status session %q jail %q backend %q confined %t project %q",
 					s.name, st.Session, st.Jail, st.Backend, st.Confined, st.Project)
 			}
 		}
-		if got, want := httpJailNames(t, project), slices.Sorted(slices.Values([]string{sa.id, sb.id})); !slices.Equal(got, want) {
+		if got, want := testkit.JailNames(t, project), slices.Sorted(slices.Values([]string{sa.ID, sb.ID})); !slices.Equal(got, want) {
 			t.Errorf("jails %v, want %v", got, want)
 		}
 
 		link := filepath.Join(project, "link-to-other")
-		for _, pair := range [][2]*httpTestSession{{sa, sb}, {sb, sa}} {
+		for _, pair := range [][2]*testkit.HTTPSession{{sa, sb}, {sb, sa}} {
 			self, other := pair[0], pair[1]
-			t.Run("into "+other.id[:8], func(t *testing.T) {
-				before := httpTree(t, other.jail())
-				ownerBefore := mustRead(t, filepath.Join(other.jail(), "owner"))
+			t.Run("into "+other.ID[:8], func(t *testing.T) {
+				before := httpTree(t, other.Jail())
+				ownerBefore := testkit.MustRead(t, filepath.Join(other.Jail(), "owner"))
 				os.Remove(link)
-				if err := os.Symlink(other.jail(), link); err != nil {
+				if err := os.Symlink(other.Jail(), link); err != nil {
 					t.Fatal(err)
 				}
 				// A cwd in the other jail is refused before anything runs.
-				rel, _ := filepath.Rel(project, other.jail())
+				rel, _ := filepath.Rel(project, other.Jail())
 				for i, args := range []map[string]any{
-					{"command": "touch crossed-0", "cwd": other.jail()},
+					{"command": "touch crossed-0", "cwd": other.Jail()},
 					{"command": "touch crossed-1", "cwd": rel},
-					{"command": "touch crossed-2", "cwd": filepath.Join(other.jail(), ".tmp")},
+					{"command": "touch crossed-2", "cwd": filepath.Join(other.Jail(), ".tmp")},
 					{"command": "touch crossed-3", "cwd": "link-to-other"},
 					{"command": "touch crossed-4", "cwd": link},
-					{"command": "touch crossed-5", "cwd": filepath.Join(self.jail(), "..", other.id)},
-					{"argv": []string{"touch", "crossed-6"}, "cwd": other.jail()},
-					{"command": "touch $HOME/crossed-7", "env": map[string]any{"HOME": other.jail()}},
-					{"command": "touch $TMPDIR/crossed-8", "env": map[string]any{"TMPDIR": other.jail()}},
-					{"command": "touch $XDG_CONFIG_HOME/crossed-9", "env": map[string]any{"XDG_CONFIG_HOME": other.jail()}},
+					{"command": "touch crossed-5", "cwd": filepath.Join(self.Jail(), "..", other.ID)},
+					{"argv": []string{"touch", "crossed-6"}, "cwd": other.Jail()},
+					{"command": "touch $HOME/crossed-7", "env": map[string]any{"HOME": other.Jail()}},
+					{"command": "touch $TMPDIR/crossed-8", "env": map[string]any{"TMPDIR": other.Jail()}},
+					{"command": "touch $XDG_CONFIG_HOME/crossed-9", "env": map[string]any{"XDG_CONFIG_HOME": other.Jail()}},
 				} {
-					res, raw := self.exec(args)
-					if !raw.IsError || res.Session != "" || !strings.HasPrefix(text(raw), "refused") {
-						t.Errorf("%v: not refused: %+v %q", args, res, text(raw))
+					res, raw := self.Exec(args)
+					if !raw.IsError || res.Session != "" || !strings.HasPrefix(testkit.ResultText(raw), "refused") {
+						t.Errorf("%v: not refused: %+v %q", args, res, testkit.ResultText(raw))
 					}
 					if httpFoundUnder(project, fmt.Sprintf("crossed-%d", i)) {
 						t.Errorf("%v: the command ran", args)
 					}
 				}
 				// A command running in its own jail cannot write into the other.
-				oj := other.jail()
+				oj := other.Jail()
 				attempts := []string{
 					"echo pwned > " + oj + "/owner",
 					"echo pwned >> " + oj + "/owner",
@@ -690,15 +191,15 @@ func TestHTTPSessionsGetTheirOwnJails(t *testing.T) {
 				// promise 1 whole: Landlock lists it as not kept (it cannot
 				// stop chmod and utime of the server's user's files).
 				metadata := []string{"chmod 777 " + oj + "/owner", "touch -d 2001-01-01 " + oj + "/owner"}
-				if keeps(self.status(), 1) {
+				if testkit.Keeps(self.Status(), 1) {
 					attempts = append(attempts, metadata...)
 				}
 				for _, cmd := range attempts {
-					if res, raw := self.exec(map[string]any{"command": cmd}); res.ExitCode == 0 || !raw.IsError {
+					if res, raw := self.Exec(map[string]any{"command": cmd}); res.ExitCode == 0 || !raw.IsError {
 						t.Errorf("%q succeeded: %+v", cmd, res)
 					}
 				}
-				if got := mustRead(t, filepath.Join(oj, "owner")); got != ownerBefore {
+				if got := testkit.MustRead(t, filepath.Join(oj, "owner")); got != ownerBefore {
 					t.Errorf("the other jail's owner file = %q, want %q", got, ownerBefore)
 				}
 				after := httpTree(t, oj)
@@ -712,30 +213,30 @@ func TestHTTPSessionsGetTheirOwnJails(t *testing.T) {
 						t.Errorf("the other jail lost %s", p)
 					}
 				}
-				if keeps(self.status(), 1) {
+				if testkit.Keeps(self.Status(), 1) {
 					fi, err := os.Stat(filepath.Join(oj, "owner"))
 					if err != nil || fi.Mode().Perm() == 0o777 || fi.ModTime().Year() == 2001 {
 						t.Errorf("the other jail's owner changed: %v %v", fi, err)
 					}
 				}
 				// Put back what mv $HOME/owner may have taken.
-				self.exec(map[string]any{"command": "test -e $HOME/owner || echo restored > $HOME/owner"})
+				self.Exec(map[string]any{"command": "test -e $HOME/owner || echo restored > $HOME/owner"})
 			})
 		}
 
 		// jail_reset empties the caller's jail only.
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		if res, err := sa.call(ctx, "jail_reset", nil); err != nil || res.IsError {
+		if res, err := sa.Call(ctx, "jail_reset", nil); err != nil || res.IsError {
 			t.Fatalf("jail_reset: %v %v", err, res)
 		}
-		if fileExists(filepath.Join(sa.jail(), "owner")) {
+		if testkit.FileExists(filepath.Join(sa.Jail(), "owner")) {
 			t.Error("jail_reset left the caller's file")
 		}
-		if got := mustRead(t, filepath.Join(sb.jail(), "owner")); got != "b\n" {
+		if got := testkit.MustRead(t, filepath.Join(sb.Jail(), "owner")); got != "b\n" {
 			t.Errorf("jail_reset of one session touched the other's jail: owner = %q", got)
 		}
-		if z := hs.zombies(); len(z) > 0 {
+		if z := testkit.Zombies(hs.Cmd.Process.Pid); len(z) > 0 {
 			t.Errorf("the server has %d unreaped children, e.g. %v", len(z), z[:min(len(z), 3)])
 		}
 	})
@@ -744,39 +245,39 @@ func TestHTTPSessionsGetTheirOwnJails(t *testing.T) {
 // 2. Only ids the server minted and has not ended are served; requests
 // without a session, or of the sessionless 2026-07-28 revision, run nothing.
 func TestHTTPRefusesUnknownSessions(t *testing.T) {
-	project := newProject(t)
-	hs := startHTTP(t, project, serverEnv())
-	live := hs.connect(t, "")
-	if res, raw := live.exec(map[string]any{"command": "echo live > $HOME/live"}); res.ExitCode != 0 {
-		t.Fatalf("%+v %s", res, text(raw))
+	project := testkit.NewProject(t)
+	hs := testkit.StartHTTP(t, project, testkit.ServerEnv())
+	live := hs.Connect(t, "")
+	if res, raw := live.Exec(map[string]any{"command": "echo live > $HOME/live"}); res.ExitCode != 0 {
+		t.Fatalf("%+v %s", res, testkit.ResultText(raw))
 	}
-	ended := hs.connect(t, httpLegacyVersion)
-	if res, raw := ended.exec(map[string]any{"command": "echo kept > $HOME/kept"}); res.ExitCode != 0 {
-		t.Fatalf("%+v %s", res, text(raw))
+	ended := hs.Connect(t, testkit.LegacyVersion)
+	if res, raw := ended.Exec(map[string]any{"command": "echo kept > $HOME/kept"}); res.ExitCode != 0 {
+		t.Fatalf("%+v %s", res, testkit.ResultText(raw))
 	}
-	if r := hs.mustRaw(t, http.MethodDelete, ended.id, nil, ""); r.code != http.StatusOK {
-		t.Fatalf("DELETE of a live session: %d %s", r.code, r.body)
+	if r := hs.MustRaw(t, http.MethodDelete, ended.ID, nil, ""); r.Code != http.StatusOK {
+		t.Fatalf("DELETE of a live session: %d %s", r.Code, r.Body)
 	}
-	if got := mustRead(t, filepath.Join(ended.jail(), "kept")); got != "kept\n" {
+	if got := testkit.MustRead(t, filepath.Join(ended.Jail(), "kept")); got != "kept\n" {
 		t.Errorf("ended session's file: %q", got)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	if res, err := ended.call(ctx, "jail_status", nil); err == nil {
+	if res, err := ended.Call(ctx, "jail_status", nil); err == nil {
 		t.Errorf("the ended session's client still gets answers: %+v", res)
 	}
-	wantJails := slices.Sorted(slices.Values([]string{live.id, ended.id}))
+	wantJails := slices.Sorted(slices.Values([]string{live.ID, ended.ID}))
 
 	n := 100
 	refusedCall := func(t *testing.T, session string, header map[string]string, meta map[string]any, want int) {
 		t.Helper()
 		n++
 		marker := fmt.Sprintf("ran-%d-%d", os.Getpid(), n)
-		r := hs.mustRaw(t, http.MethodPost, session, header, httpToolsCall(n, "touch $HOME/"+marker, meta))
-		if r.code != want {
-			t.Errorf("tools/call: status %d, want %d: %s", r.code, want, r.body)
+		r := hs.MustRaw(t, http.MethodPost, session, header, testkit.ToolsCallRPC(n, "touch $HOME/"+marker, meta))
+		if r.Code != want {
+			t.Errorf("tools/call: status %d, want %d: %s", r.Code, want, r.Body)
 		}
-		if res, ok := httpRPCResult(r, n); ok {
+		if res, ok := testkit.RPCResult(r, n); ok {
 			t.Errorf("tools/call answered with a result: %v", res)
 		}
 		// tools/call answers once the command is over: had it run, its
@@ -790,32 +291,32 @@ func TestHTTPRefusesUnknownSessions(t *testing.T) {
 		{"forged", uuid.NewString()},
 		{"garbage", "not-a-session-id"},
 		{"path", "../../etc"},
-		{"live id with a suffix", live.id + "0"},
-		{"live id in upper case", strings.ToUpper(live.id)},
-		{"terminated", ended.id},
+		{"live id with a suffix", live.ID + "0"},
+		{"live id in upper case", strings.ToUpper(live.ID)},
+		{"terminated", ended.ID},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			refusedCall(t, c.id, nil, nil, http.StatusNotFound)
-			r := hs.mustRaw(t, http.MethodPost, c.id, nil, httpRPC(1, "tools/list", nil, nil))
-			if r.code != http.StatusNotFound {
-				t.Errorf("tools/list: status %d, want 404", r.code)
+			r := hs.MustRaw(t, http.MethodPost, c.id, nil, testkit.RPC(1, "tools/list", nil, nil))
+			if r.Code != http.StatusNotFound {
+				t.Errorf("tools/list: status %d, want 404", r.Code)
 			}
 			for _, method := range []string{http.MethodGet, http.MethodDelete} {
-				if r := hs.mustRaw(t, method, c.id, nil, ""); r.code != http.StatusNotFound {
-					t.Errorf("%s: status %d, want 404: %s", method, r.code, r.body)
+				if r := hs.MustRaw(t, method, c.id, nil, ""); r.Code != http.StatusNotFound {
+					t.Errorf("%s: status %d, want 404: %s", method, r.Code, r.Body)
 				}
 			}
-			if c.id != ended.id && fileExists(hs.jail(c.id)) {
+			if c.id != ended.ID && testkit.FileExists(hs.Jail(c.id)) {
 				t.Errorf("a jail was made for %q", c.id)
 			}
 			// Each refusal is logged, with where it came from, the id and why.
 			reason := "unknown"
-			if c.id == ended.id {
+			if c.id == ended.ID {
 				reason = "ended"
 			}
 			for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-				if !httpWarned(hs, "MCP session id refused", "remote=127.0.0.1:", "method="+method, httpAttr("session", c.id), "reason="+reason) {
-					t.Errorf("no warning of the refused %s with reason %s; stderr:\n%s", method, reason, hs.stderr)
+				if !testkit.Warned(hs, "MCP session id refused", "remote=127.0.0.1:", "method="+method, testkit.LogAttr("session", c.id), "reason="+reason) {
+					t.Errorf("no warning of the refused %s with reason %s; stderr:\n%s", method, reason, hs.Stderr)
 				}
 			}
 		})
@@ -824,8 +325,8 @@ func TestHTTPRefusesUnknownSessions(t *testing.T) {
 	t.Run("no session id", func(t *testing.T) {
 		refusedCall(t, "", nil, nil, http.StatusBadRequest)
 		for _, method := range []string{http.MethodGet, http.MethodDelete} {
-			if r := hs.mustRaw(t, method, "", nil, ""); r.code != http.StatusBadRequest {
-				t.Errorf("%s: status %d, want 400: %s", method, r.code, r.body)
+			if r := hs.MustRaw(t, method, "", nil, ""); r.Code != http.StatusBadRequest {
+				t.Errorf("%s: status %d, want 400: %s", method, r.Code, r.Body)
 			}
 		}
 	})
@@ -841,52 +342,52 @@ func TestHTTPRefusesUnknownSessions(t *testing.T) {
 			header  map[string]string
 			meta    map[string]any
 		}{
-			{"header, live session", live.id, modern, nil},
+			{"header, live session", live.ID, modern, nil},
 			{"header, no session", "", modern, nil},
 			{"header and _meta, no session", "", modern, meta},
-			{"header and _meta, live session", live.id, modern, meta},
-			{"_meta, legacy header, live session", live.id, nil, meta},
-			{"_meta, no header, live session", live.id, noHeader, meta},
+			{"header and _meta, live session", live.ID, modern, meta},
+			{"_meta, legacy header, live session", live.ID, nil, meta},
+			{"_meta, no header, live session", live.ID, noHeader, meta},
 			{"_meta, no header, no session", "", noHeader, meta},
-			{"later version, live session", live.id, later, map[string]any{mcp.MetaKeyProtocolVersion: "2027-01-01"}},
+			{"later version, live session", live.ID, later, map[string]any{mcp.MetaKeyProtocolVersion: "2027-01-01"}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				refusedCall(t, c.session, c.header, c.meta, http.StatusBadRequest)
 			})
 		}
 		t.Run("server/discover", func(t *testing.T) {
-			r := hs.mustRaw(t, http.MethodPost, "", modern, httpRPC(1, "server/discover", nil, meta))
-			if r.code != http.StatusBadRequest || r.header.Get("Mcp-Session-Id") != "" {
-				t.Errorf("status %d, session %q: %s", r.code, r.header.Get("Mcp-Session-Id"), r.body)
+			r := hs.MustRaw(t, http.MethodPost, "", modern, testkit.RPC(1, "server/discover", nil, meta))
+			if r.Code != http.StatusBadRequest || r.Header.Get("Mcp-Session-Id") != "" {
+				t.Errorf("status %d, session %q: %s", r.Code, r.Header.Get("Mcp-Session-Id"), r.Body)
 			}
-			if _, ok := httpRPCResult(r, 1); ok {
-				t.Errorf("discover answered: %s", r.body)
+			if _, ok := testkit.RPCResult(r, 1); ok {
+				t.Errorf("discover answered: %s", r.Body)
 			}
 		})
 		t.Run("initialize", func(t *testing.T) {
-			body := httpRPC(1, "initialize", map[string]any{
+			body := testkit.RPC(1, "initialize", map[string]any{
 				"protocolVersion": httpModernVersion, "capabilities": map[string]any{},
 				"clientInfo": map[string]any{"name": "raw", "version": "1"},
 			}, meta)
-			r := hs.mustRaw(t, http.MethodPost, "", modern, body)
-			if r.code != http.StatusBadRequest || r.header.Get("Mcp-Session-Id") != "" {
-				t.Errorf("status %d, session %q: %s", r.code, r.header.Get("Mcp-Session-Id"), r.body)
+			r := hs.MustRaw(t, http.MethodPost, "", modern, body)
+			if r.Code != http.StatusBadRequest || r.Header.Get("Mcp-Session-Id") != "" {
+				t.Errorf("status %d, session %q: %s", r.Code, r.Header.Get("Mcp-Session-Id"), r.Body)
 			}
 		})
 		for _, method := range []string{http.MethodGet, http.MethodDelete} {
 			t.Run(method, func(t *testing.T) {
-				if r := hs.mustRaw(t, method, live.id, modern, ""); r.code != http.StatusBadRequest {
-					t.Errorf("status %d, want 400: %s", r.code, r.body)
+				if r := hs.MustRaw(t, method, live.ID, modern, ""); r.Code != http.StatusBadRequest {
+					t.Errorf("status %d, want 400: %s", r.Code, r.Body)
 				}
 			})
 		}
 	})
 
 	// None of it touched the live session, nor made a jail.
-	if res, raw := live.exec(map[string]any{"command": "cat $HOME/live"}); res.Stdout != "live\n" {
-		t.Errorf("live session after the refusals: %+v %s", res, text(raw))
+	if res, raw := live.Exec(map[string]any{"command": "cat $HOME/live"}); res.Stdout != "live\n" {
+		t.Errorf("live session after the refusals: %+v %s", res, testkit.ResultText(raw))
 	}
-	if got := httpJailNames(t, project); !slices.Equal(got, wantJails) {
+	if got := testkit.JailNames(t, project); !slices.Equal(got, wantJails) {
 		t.Errorf("jails %v, want %v", got, wantJails)
 	}
 }
@@ -897,8 +398,8 @@ func TestHTTPToken(t *testing.T) {
 	token := "jail-mcp-test-" + uuid.NewString()
 
 	t.Run("loopback with token", func(t *testing.T) {
-		project := newProject(t)
-		hs := startHTTP(t, project, serverEnv(), "--token", token)
+		project := testkit.NewProject(t)
+		hs := testkit.StartHTTP(t, project, testkit.ServerEnv(), "--token", token)
 		wrong := "wrong-token-" + uuid.NewString()
 		for _, c := range []struct{ auth, reason string }{
 			{"", "missing"},
@@ -910,75 +411,75 @@ func TestHTTPToken(t *testing.T) {
 			{"Basic " + token, "not a bearer token"},
 			{"Bearer  " + token, "wrong"},
 		} {
-			before := len(httpWarnings(hs.stderr.String(), "bearer token refused"))
-			r := hs.mustRaw(t, http.MethodPost, "", map[string]string{"Authorization": c.auth}, httpInitialize(1))
-			if r.code != http.StatusUnauthorized {
-				t.Errorf("Authorization %q: status %d, want 401", c.auth, r.code)
+			before := len(testkit.Warnings(hs.Stderr.String(), "bearer token refused"))
+			r := hs.MustRaw(t, http.MethodPost, "", map[string]string{"Authorization": c.auth}, testkit.InitializeRPC(1))
+			if r.Code != http.StatusUnauthorized {
+				t.Errorf("Authorization %q: status %d, want 401", c.auth, r.Code)
 			}
 			// The body says what is wrong and what to send.
-			if !strings.HasPrefix(r.body, c.reason) && !strings.Contains(r.body, c.reason) || !strings.Contains(r.body, "--token") {
-				t.Errorf("Authorization %q: body %q does not say %q and what to send", c.auth, r.body, c.reason)
+			if !strings.HasPrefix(r.Body, c.reason) && !strings.Contains(r.Body, c.reason) || !strings.Contains(r.Body, "--token") {
+				t.Errorf("Authorization %q: body %q does not say %q and what to send", c.auth, r.Body, c.reason)
 			}
-			if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
-				t.Errorf("Authorization %q: WWW-Authenticate %q", c.auth, r.header.Get("WWW-Authenticate"))
+			if !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("Authorization %q: WWW-Authenticate %q", c.auth, r.Header.Get("WWW-Authenticate"))
 			}
-			if r.header.Get("Mcp-Session-Id") != "" {
+			if r.Header.Get("Mcp-Session-Id") != "" {
 				t.Errorf("Authorization %q: a session was minted", c.auth)
 			}
 			// Each refusal is logged once, with where it came from and why.
 			var lines []string
-			waitFor(2*time.Second, func() bool {
-				lines = httpWarnings(hs.stderr.String(), "bearer token refused")[before:]
+			testkit.WaitFor(2*time.Second, func() bool {
+				lines = testkit.Warnings(hs.Stderr.String(), "bearer token refused")[before:]
 				return len(lines) > 0
 			})
-			if len(lines) != 1 || !strings.Contains(lines[0], " remote=127.0.0.1:") || !strings.Contains(lines[0], " "+httpAttr("reason", c.reason)) {
+			if len(lines) != 1 || !strings.Contains(lines[0], " remote=127.0.0.1:") || !strings.Contains(lines[0], " "+testkit.LogAttr("reason", c.reason)) {
 				t.Errorf("Authorization %q: logged %q, want one warning with the remote address and reason %q", c.auth, lines, c.reason)
 			}
 		}
 		// No token, right or wrong, nor any piece of one, is ever logged.
 		for _, secret := range []string{token, wrong} {
 			for i := 0; i+8 <= len(secret); i++ {
-				if piece := secret[i : i+8]; strings.Contains(hs.stderr.String(), piece) {
-					t.Fatalf("stderr holds %q of the token %q:\n%s", piece, secret, hs.stderr)
+				if piece := secret[i : i+8]; strings.Contains(hs.Stderr.String(), piece) {
+					t.Fatalf("stderr holds %q of the token %q:\n%s", piece, secret, hs.Stderr)
 				}
 			}
 		}
-		if c, _, err := hs.dial(t.Context(), "", ""); err == nil {
+		if c, _, err := hs.Dial(t.Context(), "", ""); err == nil {
 			c.Close()
 			t.Error("the mcp-go client without the token got a session")
 		} else if !errors.Is(err, transport.ErrAuthorizationRequired) {
 			t.Errorf("without the token: %v, want authorization required", err)
 		}
-		if c, _, err := hs.dial(t.Context(), "", "wrong-token-0123456789"); err == nil {
+		if c, _, err := hs.Dial(t.Context(), "", "wrong-token-0123456789"); err == nil {
 			c.Close()
 			t.Error("the mcp-go client with a wrong token got a session")
 		}
 
-		s := hs.connect(t, "")
-		if res, raw := s.exec(map[string]any{"command": "echo ok > $HOME/ok; echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
-			t.Fatalf("with the token: %+v %s", res, text(raw))
+		s := hs.Connect(t, "")
+		if res, raw := s.Exec(map[string]any{"command": "echo ok > $HOME/ok; echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.Jail() {
+			t.Fatalf("with the token: %+v %s", res, testkit.ResultText(raw))
 		}
 		// A live session id is no substitute for the token.
 		noAuth := map[string]string{"Authorization": ""}
 		marker := fmt.Sprintf("ran-token-%d", os.Getpid())
-		if r := hs.mustRaw(t, http.MethodPost, s.id, noAuth, httpToolsCall(2, "touch $HOME/"+marker, nil)); r.code != http.StatusUnauthorized {
-			t.Errorf("tools/call with a live session, no token: %d", r.code)
+		if r := hs.MustRaw(t, http.MethodPost, s.ID, noAuth, testkit.ToolsCallRPC(2, "touch $HOME/"+marker, nil)); r.Code != http.StatusUnauthorized {
+			t.Errorf("tools/call with a live session, no token: %d", r.Code)
 		}
 		if httpFoundUnder(project, marker) {
 			t.Error("tools/call without the token ran")
 		}
 		for _, method := range []string{http.MethodGet, http.MethodDelete} {
-			if r := hs.mustRaw(t, method, s.id, noAuth, ""); r.code != http.StatusUnauthorized {
-				t.Errorf("%s with a live session, no token: %d", method, r.code)
+			if r := hs.MustRaw(t, method, s.ID, noAuth, ""); r.Code != http.StatusUnauthorized {
+				t.Errorf("%s with a live session, no token: %d", method, r.Code)
 			}
 		}
-		if res, raw := s.exec(map[string]any{"command": "cat $HOME/ok"}); res.Stdout != "ok\n" {
-			t.Errorf("session after unauthenticated DELETE: %+v %s", res, text(raw))
+		if res, raw := s.Exec(map[string]any{"command": "cat $HOME/ok"}); res.Stdout != "ok\n" {
+			t.Errorf("session after unauthenticated DELETE: %+v %s", res, testkit.ResultText(raw))
 		}
 	})
 
 	t.Run("non-loopback without token", func(t *testing.T) {
-		project := newProject(t)
+		project := testkit.NewProject(t)
 		// Hold the port on every interface: had the server tried to listen
 		// before refusing, it would fail with "address already in use".
 		held, err := net.Listen("tcp", ":0")
@@ -1001,9 +502,9 @@ func TestHTTPToken(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 				defer cancel()
 				cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"serve", "--project", project}, c.args...)...)
-				cmd.Env = serverEnv(c.env...)
+				cmd.Env = testkit.ServerEnv(c.env...)
 				cmd.Dir = project
-				var stdout, stderr syncBuffer
+				var stdout, stderr testkit.SyncBuffer
 				cmd.Stdout, cmd.Stderr = &stdout, &stderr
 				err := cmd.Run()
 				var ee *exec.ExitError
@@ -1027,159 +528,159 @@ func TestHTTPToken(t *testing.T) {
 	})
 
 	t.Run("non-loopback with token", func(t *testing.T) {
-		project := newProject(t)
-		hs := startHTTPOn(t, project, "0.0.0.0:0", serverEnv(), "--token", token)
-		if !strings.Contains(hs.stderr.String(), "token=true") {
-			t.Errorf("starting line does not say a token is set: %s", hs.stderr)
+		project := testkit.NewProject(t)
+		hs := testkit.StartHTTPOn(t, project, "0.0.0.0:0", testkit.ServerEnv(), "--token", token)
+		if !strings.Contains(hs.Stderr.String(), "token=true") {
+			t.Errorf("starting line does not say a token is set: %s", hs.Stderr)
 		}
-		s := hs.connect(t, "")
-		if res, raw := s.exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
-			t.Errorf("%+v %s", res, text(raw))
+		s := hs.Connect(t, "")
+		if res, raw := s.Exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.Jail() {
+			t.Errorf("%+v %s", res, testkit.ResultText(raw))
 		}
-		if r := hs.mustRaw(t, http.MethodPost, s.id, map[string]string{"Authorization": ""}, httpToolsCall(2, "true", nil)); r.code != http.StatusUnauthorized {
-			t.Errorf("no token: %d", r.code)
+		if r := hs.MustRaw(t, http.MethodPost, s.ID, map[string]string{"Authorization": ""}, testkit.ToolsCallRPC(2, "true", nil)); r.Code != http.StatusUnauthorized {
+			t.Errorf("no token: %d", r.Code)
 		}
 	})
 }
 
 // 4. A client's cancellation kills the command and everything it started.
 func TestHTTPCancel(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		hs := startHTTP(t, project, serverEnv(b.env...), b.args...)
-		s := hs.connect(t, "")
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		hs := testkit.StartHTTP(t, project, testkit.ServerEnv(b.Env...), b.Args...)
+		s := hs.Connect(t, "")
 
 		t.Run("context", func(t *testing.T) {
 			// mcp-go over HTTP cancels by ending the request: the server
 			// sees the request's context end.
-			marker := httpMarker()
+			marker := testkit.Marker()
 			ctx, cancel := context.WithCancel(t.Context())
-			done := s.background(ctx, httpSleepers(marker))
-			httpWaitSleepers(t, marker)
+			done := s.Background(ctx, testkit.TwoSleeps(marker))
+			testkit.WaitTwoSleeps(t, marker)
 			cancel()
 			select {
 			case r := <-done:
-				if !errors.Is(r.err, context.Canceled) {
-					t.Errorf("cancelled call returned %v %v, want context.Canceled", r.res, r.err)
+				if !errors.Is(r.Err, context.Canceled) {
+					t.Errorf("cancelled call returned %v %v, want context.Canceled", r.Res, r.Err)
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatal("cancelled call did not return within 5 s")
 			}
-			httpWaitGone(t, marker, "cancel")
-			if !waitFor(5*time.Second, func() bool { return s.status().Running == 0 }) {
+			testkit.WaitGone(t, marker, "cancel")
+			if !testkit.WaitFor(5*time.Second, func() bool { return s.Status().Running == 0 }) {
 				t.Error("jail_status still counts the cancelled command")
 			}
 		})
 
 		t.Run("notifications/cancelled", func(t *testing.T) {
-			marker := httpMarker()
+			marker := testkit.Marker()
 			const id = 4242
-			done := make(chan httpRawResponse, 1)
+			done := make(chan testkit.RawResponse, 1)
 			go func() {
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
 				defer cancel()
-				r, err := hs.raw(ctx, http.MethodPost, s.id, nil, httpToolsCall(id, httpSleepers(marker), nil))
+				r, err := hs.Raw(ctx, http.MethodPost, s.ID, nil, testkit.ToolsCallRPC(id, testkit.TwoSleeps(marker), nil))
 				if err != nil {
-					r.body = err.Error()
+					r.Body = err.Error()
 				}
 				done <- r
 			}()
-			httpWaitSleepers(t, marker)
+			testkit.WaitTwoSleeps(t, marker)
 			cancelled := fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d,"reason":"test"}}`, id)
 			// Another session cancelling the same request id cancels
 			// nothing of this one.
-			other := hs.connect(t, "")
-			if r := hs.mustRaw(t, http.MethodPost, other.id, nil, cancelled); r.code != http.StatusAccepted {
-				t.Errorf("cancel from another session: %d %s", r.code, r.body)
+			other := hs.Connect(t, "")
+			if r := hs.MustRaw(t, http.MethodPost, other.ID, nil, cancelled); r.Code != http.StatusAccepted {
+				t.Errorf("cancel from another session: %d %s", r.Code, r.Body)
 			}
 			time.Sleep(300 * time.Millisecond)
-			if httpSleeping(marker) != 2 {
+			if testkit.Sleepers(marker) != 2 {
 				t.Fatalf("another session's notifications/cancelled stopped this session's command")
 			}
-			if r := hs.mustRaw(t, http.MethodPost, s.id, nil, cancelled); r.code != http.StatusAccepted {
-				t.Errorf("notifications/cancelled: %d %s", r.code, r.body)
+			if r := hs.MustRaw(t, http.MethodPost, s.ID, nil, cancelled); r.Code != http.StatusAccepted {
+				t.Errorf("notifications/cancelled: %d %s", r.Code, r.Body)
 			}
-			var r httpRawResponse
+			var r testkit.RawResponse
 			select {
 			case r = <-done:
 			case <-time.After(5 * time.Second):
 				t.Fatal("cancelled call did not return within 5 s")
 			}
-			res, ok := httpRPCResult(r, id)
+			res, ok := testkit.RPCResult(r, id)
 			if !ok {
-				t.Fatalf("no result for the cancelled call: %d %s", r.code, r.body)
+				t.Fatalf("no result for the cancelled call: %d %s", r.Code, r.Body)
 			}
 			sc, _ := res["structuredContent"].(map[string]any)
-			if res["isError"] != true || sc["cancelled"] != true || sc["session"] != s.id {
+			if res["isError"] != true || sc["cancelled"] != true || sc["session"] != s.ID {
 				t.Errorf("cancelled call's result: %v", res)
 			}
-			httpWaitGone(t, marker, "notifications/cancelled")
+			testkit.WaitGone(t, marker, "notifications/cancelled")
 		})
 
 		// The session keeps serving.
-		if res, raw := s.exec(map[string]any{"argv": []string{"true"}}); res.ExitCode != 0 || res.Backend != b.name {
-			t.Errorf("after cancel: %+v %s", res, text(raw))
+		if res, raw := s.Exec(map[string]any{"argv": []string{"true"}}); res.ExitCode != 0 || res.Backend != b.Name {
+			t.Errorf("after cancel: %+v %s", res, testkit.ResultText(raw))
 		}
 	})
 }
 
 // 5. DELETE ends the session: its commands are killed, its files kept.
 func TestHTTPDeleteKillsAndKeepsFiles(t *testing.T) {
-	project := newProject(t)
-	hs := startHTTP(t, project, serverEnv())
-	s := hs.connect(t, "")
-	other := hs.connect(t, "")
-	if res, raw := s.exec(map[string]any{"command": "echo kept > $HOME/kept; mkdir -p $HOME/d && echo deep > $HOME/d/f"}); res.ExitCode != 0 {
-		t.Fatalf("%+v %s", res, text(raw))
+	project := testkit.NewProject(t)
+	hs := testkit.StartHTTP(t, project, testkit.ServerEnv())
+	s := hs.Connect(t, "")
+	other := hs.Connect(t, "")
+	if res, raw := s.Exec(map[string]any{"command": "echo kept > $HOME/kept; mkdir -p $HOME/d && echo deep > $HOME/d/f"}); res.ExitCode != 0 {
+		t.Fatalf("%+v %s", res, testkit.ResultText(raw))
 	}
-	marker, otherMarker := httpMarker(), httpMarker()
-	done := s.background(context.WithoutCancel(t.Context()), httpSleepers(marker))
-	otherDone := other.background(t.Context(), httpSleepers(otherMarker))
-	httpWaitSleepers(t, marker)
-	httpWaitSleepers(t, otherMarker)
+	marker, otherMarker := testkit.Marker(), testkit.Marker()
+	done := s.Background(context.WithoutCancel(t.Context()), testkit.TwoSleeps(marker))
+	otherDone := other.Background(t.Context(), testkit.TwoSleeps(otherMarker))
+	testkit.WaitTwoSleeps(t, marker)
+	testkit.WaitTwoSleeps(t, otherMarker)
 
-	if r := hs.mustRaw(t, http.MethodDelete, s.id, nil, ""); r.code != http.StatusOK {
-		t.Fatalf("DELETE: %d %s", r.code, r.body)
+	if r := hs.MustRaw(t, http.MethodDelete, s.ID, nil, ""); r.Code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", r.Code, r.Body)
 	}
-	httpWaitGone(t, marker, "DELETE")
+	testkit.WaitGone(t, marker, "DELETE")
 	select {
 	case r := <-done:
 		// The connection is still up: the call answers that it was cancelled.
 		if !httpIsCancelled(t, r) {
-			t.Errorf("the call of the deleted session: %v %+v, want a cancelled result", r.err, r.res)
+			t.Errorf("the call of the deleted session: %v %+v, want a cancelled result", r.Err, r.Res)
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("the call of the deleted session did not return within 5 s")
 	}
-	if got := mustRead(t, filepath.Join(s.jail(), "kept")); got != "kept\n" {
+	if got := testkit.MustRead(t, filepath.Join(s.Jail(), "kept")); got != "kept\n" {
 		t.Errorf("kept = %q", got)
 	}
-	if got := mustRead(t, filepath.Join(s.jail(), "d", "f")); got != "deep\n" {
+	if got := testkit.MustRead(t, filepath.Join(s.Jail(), "d", "f")); got != "deep\n" {
 		t.Errorf("d/f = %q", got)
 	}
-	if r := hs.mustRaw(t, http.MethodPost, s.id, nil, httpToolsCall(1, "true", nil)); r.code != http.StatusNotFound {
-		t.Errorf("tools/call after DELETE: %d", r.code)
+	if r := hs.MustRaw(t, http.MethodPost, s.ID, nil, testkit.ToolsCallRPC(1, "true", nil)); r.Code != http.StatusNotFound {
+		t.Errorf("tools/call after DELETE: %d", r.Code)
 	}
 	// The other session's command was not touched.
-	if httpSleeping(otherMarker) != 2 {
+	if testkit.Sleepers(otherMarker) != 2 {
 		t.Errorf("DELETE of one session killed another's command")
 	}
 	select {
 	case r := <-otherDone:
-		t.Errorf("the other session's call returned: %+v %v", r.res, r.err)
+		t.Errorf("the other session's call returned: %+v %v", r.Res, r.Err)
 	default:
 	}
-	if st := other.status(); st.Running != 1 {
+	if st := other.Status(); st.Running != 1 {
 		t.Errorf("other session runs %d commands, want 1", st.Running)
 	}
-	if r := hs.mustRaw(t, http.MethodDelete, other.id, nil, ""); r.code != http.StatusOK {
-		t.Fatalf("DELETE: %d %s", r.code, r.body)
+	if r := hs.MustRaw(t, http.MethodDelete, other.ID, nil, ""); r.Code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", r.Code, r.Body)
 	}
-	httpWaitGone(t, otherMarker, "DELETE")
+	testkit.WaitGone(t, otherMarker, "DELETE")
 	// A new session still works, in a new jail.
-	n := hs.connect(t, "")
-	if res, raw := n.exec(map[string]any{"command": "test ! -e $HOME/kept && echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != n.jail() {
-		t.Errorf("new session: %+v %s", res, text(raw))
+	n := hs.Connect(t, "")
+	if res, raw := n.Exec(map[string]any{"command": "test ! -e $HOME/kept && echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != n.Jail() {
+		t.Errorf("new session: %+v %s", res, testkit.ResultText(raw))
 	}
 }
 
@@ -1189,22 +690,22 @@ func TestHTTPDeleteKillsAndKeepsFiles(t *testing.T) {
 func TestHTTPEndWhileACallStarts(t *testing.T) {
 	for _, how := range []string{"DELETE", "SIGTERM"} {
 		t.Run(how, func(t *testing.T) {
-			project := newProject(t)
-			hs := startHTTP(t, project, serverEnv())
-			s := hs.connect(t, "")
+			project := testkit.NewProject(t)
+			hs := testkit.StartHTTP(t, project, testkit.ServerEnv())
+			s := hs.Connect(t, "")
 			// Before it starts a command the server walks the jail to count
 			// its disk usage: enough entries (hard links, cheap to make)
 			// make that last tens of milliseconds, a window to end the
 			// session in.
 			timeTrue := func() time.Duration {
 				start := time.Now()
-				if res, raw := s.exec(map[string]any{"argv": []string{"true"}}); res.ExitCode != 0 {
-					t.Fatalf("%+v %s", res, text(raw))
+				if res, raw := s.Exec(map[string]any{"argv": []string{"true"}}); res.ExitCode != 0 {
+					t.Fatalf("%+v %s", res, testkit.ResultText(raw))
 				}
 				return time.Since(start)
 			}
 			base := timeTrue()
-			many := filepath.Join(s.jail(), "many")
+			many := filepath.Join(s.Jail(), "many")
 			if err := os.Mkdir(many, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -1224,14 +725,14 @@ func TestHTTPEndWhileACallStarts(t *testing.T) {
 			}
 			t.Logf("a call takes %v to start, %v of it counting %d entries", (base + walk).Round(time.Millisecond), walk.Round(time.Millisecond), links)
 
-			marker := httpMarker()
-			done := make(chan httpRawResponse, 1)
+			marker := testkit.Marker()
+			done := make(chan testkit.RawResponse, 1)
 			go func() {
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), time.Minute)
 				defer cancel()
-				body := httpRPC(7, "tools/call", map[string]any{"name": "jailed_exec",
+				body := testkit.RPC(7, "tools/call", map[string]any{"name": "jailed_exec",
 					"arguments": map[string]any{"command": "sleep " + marker, "timeout_ms": 10000}}, nil)
-				r, _ := hs.raw(ctx, http.MethodPost, s.id, nil, body)
+				r, _ := hs.Raw(ctx, http.MethodPost, s.ID, nil, body)
 				done <- r
 			}()
 			time.Sleep(walk / 3)
@@ -1240,17 +741,17 @@ func TestHTTPEndWhileACallStarts(t *testing.T) {
 			case "DELETE":
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 				defer cancel()
-				if r, err := hs.raw(ctx, http.MethodDelete, s.id, nil, ""); err != nil || r.code != http.StatusOK {
-					t.Errorf("DELETE while a call starts: %v %d, want 200 within 5 s", err, r.code)
+				if r, err := hs.Raw(ctx, http.MethodDelete, s.ID, nil, ""); err != nil || r.Code != http.StatusOK {
+					t.Errorf("DELETE while a call starts: %v %d, want 200 within 5 s", err, r.Code)
 				}
 			case "SIGTERM":
-				hs.cmd.Process.Signal(syscall.SIGTERM)
-				if ok, err := hs.waitExit(5 * time.Second); !ok || err != nil {
+				hs.Cmd.Process.Signal(syscall.SIGTERM)
+				if ok, err := hs.WaitExit(5 * time.Second); !ok || err != nil {
 					t.Errorf("SIGTERM while a call starts: exited %t (%v), want status 0 within 5 s", ok, err)
 				}
 			}
 			t.Logf("%s returned after %v", how, time.Since(ended).Round(time.Millisecond))
-			if !waitFor(3*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
+			if !testkit.WaitFor(3*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {
 				t.Errorf("the call being started when the session ended is still running %v after %s", time.Since(ended).Round(time.Millisecond), how)
 			}
 			select {
@@ -1258,7 +759,7 @@ func TestHTTPEndWhileACallStarts(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Errorf("the call did not return")
 			}
-			if !fileExists(filepath.Join(many, fmt.Sprint(links))) {
+			if !testkit.FileExists(filepath.Join(many, fmt.Sprint(links))) {
 				t.Errorf("the jail's files are gone")
 			}
 		})
@@ -1283,46 +784,46 @@ func TestHTTPIdleTimeout(t *testing.T) {
 		}
 	}
 	// The server runs with it and says so.
-	hs := startHTTP(t, newProject(t), serverEnv(), "--max-timeout", "20m")
-	if !strings.Contains(hs.stderr.String(), "idle_timeout=1h0m0s") {
-		t.Errorf("starting line does not give the idle timeout of 3x 20m: %s", hs.stderr)
+	hs := testkit.StartHTTP(t, testkit.NewProject(t), testkit.ServerEnv(), "--max-timeout", "20m")
+	if !strings.Contains(hs.Stderr.String(), "idle_timeout=1h0m0s") {
+		t.Errorf("starting line does not give the idle timeout of 3x 20m: %s", hs.Stderr)
 	}
 }
 
 // 6. SIGTERM stops the server at once, with calls in flight in two
 // sessions: nothing they started survives, their files stay.
 func TestHTTPSIGTERM(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
-		hs := startHTTP(t, project, serverEnv(b.env...), b.args...)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		hs := testkit.StartHTTP(t, project, testkit.ServerEnv(b.Env...), b.Args...)
 		var markers []string
-		var calls []<-chan httpCallResult
-		var sessions []*httpTestSession
+		var calls []<-chan testkit.CallResult
+		var sessions []*testkit.HTTPSession
 		for i := range 2 {
-			s := hs.connect(t, "")
-			if res, raw := s.exec(map[string]any{"command": fmt.Sprintf("echo %d > $HOME/kept", i)}); res.ExitCode != 0 {
-				t.Fatalf("%+v %s", res, text(raw))
+			s := hs.Connect(t, "")
+			if res, raw := s.Exec(map[string]any{"command": fmt.Sprintf("echo %d > $HOME/kept", i)}); res.ExitCode != 0 {
+				t.Fatalf("%+v %s", res, testkit.ResultText(raw))
 			}
-			m := httpMarker()
-			calls = append(calls, s.background(context.WithoutCancel(t.Context()), httpSleepers(m)))
+			m := testkit.Marker()
+			calls = append(calls, s.Background(context.WithoutCancel(t.Context()), testkit.TwoSleeps(m)))
 			markers = append(markers, m)
 			sessions = append(sessions, s)
 		}
 		for _, m := range markers {
-			httpWaitSleepers(t, m)
+			testkit.WaitTwoSleeps(t, m)
 		}
 		start := time.Now()
-		hs.cmd.Process.Signal(syscall.SIGTERM)
-		ok, err := hs.waitExit(5 * time.Second)
+		hs.Cmd.Process.Signal(syscall.SIGTERM)
+		ok, err := hs.WaitExit(5 * time.Second)
 		if !ok {
-			t.Fatalf("server still running 5 s after SIGTERM; stderr:\n%s", hs.stderr)
+			t.Fatalf("server still running 5 s after SIGTERM; stderr:\n%s", hs.Stderr)
 		}
 		if err != nil {
-			t.Errorf("exit after SIGTERM: %v, want status 0; stderr:\n%s", err, hs.stderr)
+			t.Errorf("exit after SIGTERM: %v, want status 0; stderr:\n%s", err, hs.Stderr)
 		}
 		t.Logf("exited %v after SIGTERM", time.Since(start).Round(time.Millisecond))
 		for _, m := range markers {
-			httpWaitGone(t, m, "SIGTERM")
+			testkit.WaitGone(t, m, "SIGTERM")
 		}
 		for i, c := range calls {
 			select {
@@ -1330,20 +831,20 @@ func TestHTTPSIGTERM(t *testing.T) {
 				// Ending the sessions first lets the calls answer before
 				// the connections close.
 				if !httpIsCancelled(t, r) {
-					t.Errorf("call %d in flight: %v %+v, want a cancelled result", i, r.err, r.res)
+					t.Errorf("call %d in flight: %v %+v, want a cancelled result", i, r.Err, r.Res)
 				}
 			case <-time.After(5 * time.Second):
 				t.Errorf("call %d in flight did not return", i)
 			}
 		}
 		for i, s := range sessions {
-			if got := mustRead(t, filepath.Join(s.jail(), "kept")); got != fmt.Sprintf("%d\n", i) {
+			if got := testkit.MustRead(t, filepath.Join(s.Jail(), "kept")); got != fmt.Sprintf("%d\n", i) {
 				t.Errorf("session %d's file: %q", i, got)
 			}
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		if _, err := hs.raw(ctx, http.MethodPost, "", nil, "{}"); err == nil {
+		if _, err := hs.Raw(ctx, http.MethodPost, "", nil, "{}"); err == nil {
 			t.Error("still answering HTTP after exit")
 		}
 	})
@@ -1353,11 +854,11 @@ func TestHTTPSIGTERM(t *testing.T) {
 // stop too (SIGTERM is TestServerDeathKillsCommands's; EOF's exit status
 // with nothing running is TestStdoutIsOnlyJSONRPC's).
 func TestStdioEOFWithCallInFlight(t *testing.T) {
-	project := newProject(t)
+	project := testkit.NewProject(t)
 	cmd := exec.Command(os.Args[0], "serve", "--project", project, "--session", "eof")
-	cmd.Env = serverEnv()
+	cmd.Env = testkit.ServerEnv()
 	cmd.Dir = project
-	var stderr syncBuffer
+	var stderr testkit.SyncBuffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -1378,15 +879,15 @@ func TestStdioEOFWithCallInFlight(t *testing.T) {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 	})
-	marker := httpMarker()
+	marker := testkit.Marker()
 	for _, l := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		httpToolsCall(2, "echo kept > $HOME/kept; "+httpSleepers(marker), nil),
+		testkit.ToolsCallRPC(2, "echo kept > $HOME/kept; "+testkit.TwoSleeps(marker), nil),
 	} {
 		io.WriteString(stdin, l+"\n")
 	}
-	httpWaitSleepers(t, marker)
+	testkit.WaitTwoSleeps(t, marker)
 	stdin.Close()
 	select {
 	case err := <-exited:
@@ -1396,8 +897,8 @@ func TestStdioEOFWithCallInFlight(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("server still running 5 s after EOF; stderr:\n%s", stderr.String())
 	}
-	httpWaitGone(t, marker, "EOF")
-	if got := mustRead(t, filepath.Join(project, ".agent-home", "eof", "kept")); got != "kept\n" {
+	testkit.WaitGone(t, marker, "EOF")
+	if got := testkit.MustRead(t, filepath.Join(project, ".agent-home", "eof", "kept")); got != "kept\n" {
 		t.Errorf("kept = %q", got)
 	}
 }
@@ -1405,8 +906,8 @@ func TestStdioEOFWithCallInFlight(t *testing.T) {
 // 7. Many sessions with concurrent calls each see their own jail.
 func TestHTTPManySessions(t *testing.T) {
 	const sessions, calls = 32, 2
-	project := newProject(t)
-	hs := startHTTP(t, project, serverEnv())
+	project := testkit.NewProject(t)
+	hs := testkit.StartHTTP(t, project, testkit.ServerEnv())
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -1421,7 +922,7 @@ func TestHTTPManySessions(t *testing.T) {
 	start := time.Now()
 	for i := range sessions {
 		wg.Go(func() {
-			c, _, err := hs.dial(t.Context(), "", "")
+			c, _, err := hs.Dial(t.Context(), "", "")
 			if err != nil {
 				fail("session %d: initialize: %v", i, err)
 				return
@@ -1431,7 +932,7 @@ func TestHTTPManySessions(t *testing.T) {
 			mu.Lock()
 			ids = append(ids, id)
 			mu.Unlock()
-			jail := hs.jail(id)
+			jail := hs.Jail(id)
 			var cwg sync.WaitGroup
 			for j := range calls {
 				cwg.Go(func() {
@@ -1449,7 +950,7 @@ func TestHTTPManySessions(t *testing.T) {
 					b, _ := json.Marshal(res.StructuredContent)
 					json.Unmarshal(b, &out)
 					if res.IsError || out.ExitCode != 0 || strings.TrimSpace(out.Stdout) != jail || out.Session != id || out.Jail != jail {
-						fail("session %d call %d: %+v %s", i, j, out, text(res))
+						fail("session %d call %d: %+v %s", i, j, out, testkit.ResultText(res))
 					}
 				})
 			}
@@ -1470,12 +971,12 @@ func TestHTTPManySessions(t *testing.T) {
 	if len(slices.Compact(slices.Clone(ids))) != sessions {
 		t.Errorf("%d distinct session ids, want %d: %v", len(slices.Compact(slices.Clone(ids))), sessions, ids)
 	}
-	if got := httpJailNames(t, project); !slices.Equal(got, ids) {
+	if got := testkit.JailNames(t, project); !slices.Equal(got, ids) {
 		t.Errorf("%d jails %v, want the %d sessions' %v", len(got), got, len(ids), ids)
 	}
 	// A server that serves many calls must not keep one dead process
 	// per call.
-	if z := hs.zombies(); len(z) > 0 {
+	if z := testkit.Zombies(hs.Cmd.Process.Pid); len(z) > 0 {
 		t.Errorf("after %d calls the server has %d unreaped children, e.g. %v", sessions*calls, len(z), z[:min(len(z), 3)])
 	}
 }
@@ -1498,13 +999,13 @@ func TestHTTPForgetsEndedSessions(t *testing.T) {
 		for _, method := range []string{http.MethodGet, http.MethodDelete, http.MethodPost} {
 			body := ""
 			if method == http.MethodPost {
-				body = httpRPC(2, "tools/list", nil, nil)
+				body = testkit.RPC(2, "tools/list", nil, nil)
 			}
-			r := hs.mustRaw(t, method, id, nil, body)
-			if r.code != http.StatusNotFound {
-				t.Errorf("%s of %s: status %d, want 404: %s", method, id, r.code, r.body)
+			r := hs.MustRaw(t, method, id, nil, body)
+			if r.Code != http.StatusNotFound {
+				t.Errorf("%s of %s: status %d, want 404: %s", method, id, r.Code, r.Body)
 			}
-			out = append(out, fmt.Sprintf("%s %d %s", method, r.code, strings.TrimSpace(r.body)))
+			out = append(out, fmt.Sprintf("%s %d %s", method, r.Code, strings.TrimSpace(r.Body)))
 		}
 		return out
 	}
@@ -1517,9 +1018,9 @@ func TestHTTPForgetsEndedSessions(t *testing.T) {
 
 	var ids []string
 	for range sessions {
-		id := hs.initialize(t)
-		if r := hs.mustRaw(t, http.MethodDelete, id, nil, ""); r.code != http.StatusOK {
-			t.Fatalf("DELETE: %d %s", r.code, r.body)
+		id := hs.Initialize(t)
+		if r := hs.MustRaw(t, http.MethodDelete, id, nil, ""); r.Code != http.StatusOK {
+			t.Fatalf("DELETE: %d %s", r.Code, r.Body)
 		}
 		ids = append(ids, id)
 		if n, order, capacity := remembered(); n > maxEnded || order != n || capacity > 4*maxEnded {
@@ -1548,7 +1049,7 @@ func TestHTTPForgetsEndedSessions(t *testing.T) {
 		t.Errorf("%d ids remembered an hour after they ended", n)
 	}
 	// The server still serves.
-	if id := hs.initialize(t); hs.mustRaw(t, http.MethodDelete, id, nil, "").code != http.StatusOK {
+	if id := hs.Initialize(t); hs.MustRaw(t, http.MethodDelete, id, nil, "").Code != http.StatusOK {
 		t.Error("DELETE of a new session failed")
 	}
 }
@@ -1559,7 +1060,7 @@ func TestHTTPForgetsEndedSessions(t *testing.T) {
 func TestHTTPRefusalFloodKeepsNothing(t *testing.T) {
 	const requests = 300
 	hs, table := startHTTPInProcess(t, nil)
-	live := hs.initialize(t)
+	live := hs.Initialize(t)
 	long := strings.Repeat("x", 32<<10)
 	for i := range requests {
 		id := fmt.Sprintf("%s-%d", uuid.NewString(), i)
@@ -1569,13 +1070,13 @@ func TestHTTPRefusalFloodKeepsNothing(t *testing.T) {
 		method := []string{http.MethodPost, http.MethodGet, http.MethodDelete}[i%3]
 		body := ""
 		if method == http.MethodPost {
-			body = httpToolsCall(i, "true", nil)
+			body = testkit.ToolsCallRPC(i, "true", nil)
 		}
-		if r := hs.mustRaw(t, method, id, nil, body); r.code != http.StatusNotFound {
-			t.Fatalf("%s of an unknown id: status %d, want 404: %s", method, r.code, r.body)
+		if r := hs.MustRaw(t, method, id, nil, body); r.Code != http.StatusNotFound {
+			t.Fatalf("%s of an unknown id: status %d, want 404: %s", method, r.Code, r.Body)
 		}
 	}
-	warnings := httpWarnings(hs.stderr.String(), "MCP session id refused")
+	warnings := testkit.Warnings(hs.Stderr.String(), "MCP session id refused")
 	if len(warnings) != requests {
 		t.Errorf("%d warnings of refused ids, want %d", len(warnings), requests)
 	}
@@ -1590,8 +1091,8 @@ func TestHTTPRefusalFloodKeepsNothing(t *testing.T) {
 	if nLive != 1 || nEnded != 0 {
 		t.Errorf("after the flood the table holds %d live and %d ended ids, want 1 and 0", nLive, nEnded)
 	}
-	if r := hs.mustRaw(t, http.MethodDelete, live, nil, ""); r.code != http.StatusOK {
-		t.Errorf("DELETE of the live session after the flood: %d %s", r.code, r.body)
+	if r := hs.MustRaw(t, http.MethodDelete, live, nil, ""); r.Code != http.StatusOK {
+		t.Errorf("DELETE of the live session after the flood: %d %s", r.Code, r.Body)
 	}
 }
 
@@ -1599,23 +1100,23 @@ func TestHTTPRefusalFloodKeepsNothing(t *testing.T) {
 // refused with a JSON-RPC error saying what to do, and ending a session
 // makes room at once.
 func TestHTTPMaxSessions(t *testing.T) {
-	project := newProject(t)
-	hs := startHTTP(t, project, serverEnv(), "--max-sessions", "3")
-	if !strings.Contains(hs.stderr.String(), "max_sessions=3") {
-		t.Errorf("starting line does not give the bound: %s", hs.stderr)
+	project := testkit.NewProject(t)
+	hs := testkit.StartHTTP(t, project, testkit.ServerEnv(), "--max-sessions", "3")
+	if !strings.Contains(hs.Stderr.String(), "max_sessions=3") {
+		t.Errorf("starting line does not give the bound: %s", hs.Stderr)
 	}
-	var sessions []*httpTestSession
+	var sessions []*testkit.HTTPSession
 	for i := range 3 {
-		s := hs.connect(t, "")
-		if res, raw := s.exec(map[string]any{"command": fmt.Sprintf("echo %d > $HOME/n; echo $HOME", i)}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
-			t.Fatalf("session %d: %+v %s", i, res, text(raw))
+		s := hs.Connect(t, "")
+		if res, raw := s.Exec(map[string]any{"command": fmt.Sprintf("echo %d > $HOME/n; echo $HOME", i)}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.Jail() {
+			t.Fatalf("session %d: %+v %s", i, res, testkit.ResultText(raw))
 		}
 		sessions = append(sessions, s)
 	}
 
-	r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(7))
-	if r.code != http.StatusServiceUnavailable || r.header.Get("Mcp-Session-Id") != "" {
-		t.Errorf("4th initialize: status %d, session %q, want 503 and none: %s", r.code, r.header.Get("Mcp-Session-Id"), r.body)
+	r := hs.MustRaw(t, http.MethodPost, "", nil, testkit.InitializeRPC(7))
+	if r.Code != http.StatusServiceUnavailable || r.Header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("4th initialize: status %d, session %q, want 503 and none: %s", r.Code, r.Header.Get("Mcp-Session-Id"), r.Body)
 	}
 	var msg struct {
 		JSONRPC string `json:"jsonrpc"`
@@ -1625,8 +1126,8 @@ func TestHTTPMaxSessions(t *testing.T) {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(r.body), &msg); err != nil || r.header.Get("Content-Type") != "application/json" {
-		t.Fatalf("4th initialize: not a JSON-RPC answer (%v, %s): %s", err, r.header.Get("Content-Type"), r.body)
+	if err := json.Unmarshal([]byte(r.Body), &msg); err != nil || r.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("4th initialize: not a JSON-RPC answer (%v, %s): %s", err, r.Header.Get("Content-Type"), r.Body)
 	}
 	if msg.JSONRPC != "2.0" || msg.ID != 7 || msg.Error.Code != codeTooManySessions {
 		t.Errorf("4th initialize: %+v, want the error %d for id 7", msg, codeTooManySessions)
@@ -1634,11 +1135,11 @@ func TestHTTPMaxSessions(t *testing.T) {
 	if m := msg.Error.Message; strings.Contains(m, "\n") || !strings.Contains(m, "3 live MCP sessions") || !strings.Contains(m, "DELETE") || !strings.Contains(m, "raise --max-sessions") {
 		t.Errorf("4th initialize: message %q, want one line saying 3 sessions are live, to end one or to raise --max-sessions", m)
 	}
-	if !httpWarned(hs, "MCP session refused: too many", "remote=127.0.0.1:", "max_sessions=3") {
-		t.Errorf("the refusal is not logged: %s", hs.stderr)
+	if !testkit.Warned(hs, "MCP session refused: too many", "remote=127.0.0.1:", "max_sessions=3") {
+		t.Errorf("the refusal is not logged: %s", hs.Stderr)
 	}
 	// mcp-go's client reports the server's reason.
-	if c, _, err := hs.dial(t.Context(), "", ""); err == nil {
+	if c, _, err := hs.Dial(t.Context(), "", ""); err == nil {
 		c.Close()
 		t.Error("the mcp-go client got a 4th session")
 	} else if !strings.Contains(err.Error(), "raise --max-sessions") {
@@ -1646,27 +1147,27 @@ func TestHTTPMaxSessions(t *testing.T) {
 	}
 
 	// Ending a session makes room at once; the others keep serving.
-	if r := hs.mustRaw(t, http.MethodDelete, sessions[0].id, nil, ""); r.code != http.StatusOK {
-		t.Fatalf("DELETE: %d %s", r.code, r.body)
+	if r := hs.MustRaw(t, http.MethodDelete, sessions[0].ID, nil, ""); r.Code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", r.Code, r.Body)
 	}
-	s := hs.connect(t, "")
-	if res, raw := s.exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
-		t.Errorf("session after a DELETE: %+v %s", res, text(raw))
+	s := hs.Connect(t, "")
+	if res, raw := s.Exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.Jail() {
+		t.Errorf("session after a DELETE: %+v %s", res, testkit.ResultText(raw))
 	}
 	for i, s := range sessions[1:] {
-		if res, raw := s.exec(map[string]any{"command": "cat $HOME/n"}); res.ExitCode != 0 || res.Stdout != fmt.Sprintf("%d\n", i+1) {
-			t.Errorf("session %d: %+v %s", i+1, res, text(raw))
+		if res, raw := s.Exec(map[string]any{"command": "cat $HOME/n"}); res.ExitCode != 0 || res.Stdout != fmt.Sprintf("%d\n", i+1) {
+			t.Errorf("session %d: %+v %s", i+1, res, testkit.ResultText(raw))
 		}
 	}
-	if r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(8)); r.code != http.StatusServiceUnavailable {
-		t.Errorf("initialize with 3 sessions live again: status %d, want 503", r.code)
+	if r := hs.MustRaw(t, http.MethodPost, "", nil, testkit.InitializeRPC(8)); r.Code != http.StatusServiceUnavailable {
+		t.Errorf("initialize with 3 sessions live again: status %d, want 503", r.Code)
 	}
 
 	// The variable sets the bound as well.
-	hs = startHTTP(t, newProject(t), serverEnv("JAIL_MCP_MAX_SESSIONS=1"))
-	hs.initialize(t)
-	if r := hs.mustRaw(t, http.MethodPost, "", nil, httpInitialize(9)); r.code != http.StatusServiceUnavailable || !strings.Contains(r.body, "maximum of 1 live") {
-		t.Errorf("JAIL_MCP_MAX_SESSIONS=1: 2nd initialize: status %d, want 503: %s", r.code, r.body)
+	hs = testkit.StartHTTP(t, testkit.NewProject(t), testkit.ServerEnv("JAIL_MCP_MAX_SESSIONS=1"))
+	hs.Initialize(t)
+	if r := hs.MustRaw(t, http.MethodPost, "", nil, testkit.InitializeRPC(9)); r.Code != http.StatusServiceUnavailable || !strings.Contains(r.Body, "maximum of 1 live") {
+		t.Errorf("JAIL_MCP_MAX_SESSIONS=1: 2nd initialize: status %d, want 503: %s", r.Code, r.Body)
 	}
 }
 
@@ -1674,7 +1175,7 @@ func TestHTTPMaxSessions(t *testing.T) {
 // --max-sessions are minted, and refused ones leave no room taken.
 func TestHTTPMaxSessionsConcurrent(t *testing.T) {
 	const maxSessions, initializes, rounds = 4, 10, 3
-	hs := startHTTP(t, newProject(t), serverEnv(), "--max-sessions", fmt.Sprint(maxSessions))
+	hs := testkit.StartHTTP(t, testkit.NewProject(t), testkit.ServerEnv(), "--max-sessions", fmt.Sprint(maxSessions))
 	for round := range rounds {
 		var (
 			wg      sync.WaitGroup
@@ -1688,18 +1189,18 @@ func TestHTTPMaxSessionsConcurrent(t *testing.T) {
 				<-start
 				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 				defer cancel()
-				r, err := hs.raw(ctx, http.MethodPost, "", nil, httpInitialize(i))
+				r, err := hs.Raw(ctx, http.MethodPost, "", nil, testkit.InitializeRPC(i))
 				mu.Lock()
 				defer mu.Unlock()
-				switch id := r.header.Get("Mcp-Session-Id"); {
+				switch id := r.Header.Get("Mcp-Session-Id"); {
 				case err != nil:
 					t.Errorf("round %d initialize %d: %v", round, i, err)
-				case r.code == http.StatusOK && id != "":
+				case r.Code == http.StatusOK && id != "":
 					ids = append(ids, id)
-				case r.code == http.StatusServiceUnavailable && id == "":
+				case r.Code == http.StatusServiceUnavailable && id == "":
 					refused++
 				default:
-					t.Errorf("round %d initialize %d: status %d, session %q: %s", round, i, r.code, id, r.body)
+					t.Errorf("round %d initialize %d: status %d, session %q: %s", round, i, r.Code, id, r.Body)
 				}
 			})
 		}
@@ -1712,17 +1213,17 @@ func TestHTTPMaxSessionsConcurrent(t *testing.T) {
 		// The sessions minted work; ending them all makes room for the
 		// next round.
 		for _, id := range ids {
-			if r := hs.mustRaw(t, http.MethodPost, id, nil, httpRPC(2, "tools/list", nil, nil)); r.code != http.StatusOK {
-				t.Errorf("round %d: tools/list in session %s: %d %s", round, id, r.code, r.body)
+			if r := hs.MustRaw(t, http.MethodPost, id, nil, testkit.RPC(2, "tools/list", nil, nil)); r.Code != http.StatusOK {
+				t.Errorf("round %d: tools/list in session %s: %d %s", round, id, r.Code, r.Body)
 			}
-			if r := hs.mustRaw(t, http.MethodDelete, id, nil, ""); r.code != http.StatusOK {
-				t.Errorf("round %d: DELETE of session %s: %d %s", round, id, r.code, r.body)
+			if r := hs.MustRaw(t, http.MethodDelete, id, nil, ""); r.Code != http.StatusOK {
+				t.Errorf("round %d: DELETE of session %s: %d %s", round, id, r.Code, r.Body)
 			}
 		}
 	}
-	s := hs.connect(t, "")
-	if res, raw := s.exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.jail() {
-		t.Errorf("after the rounds: %+v %s", res, text(raw))
+	s := hs.Connect(t, "")
+	if res, raw := s.Exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != s.Jail() {
+		t.Errorf("after the rounds: %+v %s", res, testkit.ResultText(raw))
 	}
 }
 

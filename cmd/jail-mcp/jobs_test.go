@@ -3,119 +3,45 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/jail-mcp/jail-mcp/tools"
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
-
-// job calls jail_job and decodes its result; a refusal comes back with a
-// zero JobResult and its text.
-func (ts *testServer) job(args map[string]any) (tools.JobResult, *mcp.CallToolResult) {
-	ts.t.Helper()
-	ctx, cancel := context.WithTimeout(ts.t.Context(), 2*time.Minute)
-	defer cancel()
-	res, err := ts.call(ctx, "jail_job", args)
-	if err != nil {
-		ts.t.Fatalf("jail_job %v: %v; server stderr:\n%s", args, err, ts.stderr.String())
-	}
-	var out tools.JobResult
-	decodeStructured(ts.t, res, &out)
-	return out, res
-}
-
-// startJob runs jailed_exec with args in the background and returns the
-// job's id.
-func (ts *testServer) startJob(args map[string]any) string {
-	ts.t.Helper()
-	args["background"] = true
-	out, res := ts.exec(args)
-	if res.IsError || out.JobID == "" || !out.Running {
-		ts.t.Fatalf("background %v: %+v %s", args, out, text(res))
-	}
-	firstRead.Store(out.JobID, out.Stdout)
-	return out.JobID
-}
-
-// firstRead holds what the call that started a job read of it, for the
-// first readUntil of that job.
-var firstRead sync.Map
-
-// readUntil reads job id, waiting, until its output holds want or it
-// ended; it returns everything read.
-func (ts *testServer) readUntil(id, want string, d time.Duration) (string, tools.JobResult) {
-	ts.t.Helper()
-	var all strings.Builder
-	if first, ok := firstRead.LoadAndDelete(id); ok {
-		all.WriteString(first.(string))
-	}
-	deadline := time.Now().Add(d)
-	for {
-		wait := 2000
-		if strings.Contains(all.String(), want) {
-			wait = 0 // the state, and whatever came since
-		}
-		out, res := ts.job(map[string]any{"job_id": id, "wait_ms": wait})
-		if res.IsError {
-			ts.t.Fatalf("jail_job %s: %s", id, text(res))
-		}
-		all.WriteString(out.Stdout)
-		if strings.Contains(all.String(), want) || !out.Running || time.Now().After(deadline) {
-			return all.String(), out
-		}
-	}
-}
-
-// feed sends input to job id and reads, waiting, until its output holds
-// want (every jail_job call reads, the one that sends too).
-func (ts *testServer) feed(id, input, want string) string {
-	ts.t.Helper()
-	out, res := ts.job(map[string]any{"job_id": id, "input": input, "wait_ms": 2000})
-	if res.IsError {
-		ts.t.Fatalf("input to %s: %s", id, text(res))
-	}
-	if strings.Contains(out.Stdout, want) {
-		return out.Stdout
-	}
-	got, _ := ts.readUntil(id, want, 20*time.Second)
-	return out.Stdout + got
-}
 
 // TestJobDevServer: a loopback web server started as a job answers a later
 // call, and killing the job leaves nothing of it.
 func TestJobDevServer(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
 		os.WriteFile(project+"/index.html", []byte("hello from the job\n"), 0o644)
-		ts := b.start(t, project, serverEnv())
-		port := 20000 + (os.Getpid()*7+len(b.name)*131)%20000
-		id := ts.startJob(map[string]any{"command": fmt.Sprintf("exec python3 -u -m http.server %d --bind 127.0.0.1", port)})
-		if got, out := ts.readUntil(id, "Serving HTTP", 20*time.Second); !strings.Contains(got, "Serving HTTP") {
+		ts := b.Start(t, project, testkit.ServerEnv())
+		port := 20000 + (os.Getpid()*7+len(b.Name)*131)%20000
+		id := ts.StartJob(map[string]any{"command": fmt.Sprintf("exec python3 -u -m http.server %d --bind 127.0.0.1", port)})
+		if got, out := ts.ReadUntil(id, "Serving HTTP", 20*time.Second); !strings.Contains(got, "Serving HTTP") {
 			t.Fatalf("the server did not start: %q %+v", got, out)
 		}
-		out, res := ts.exec(map[string]any{"command": fmt.Sprintf("python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:%d/index.html\").read().decode())'", port)})
+		out, res := ts.Exec(map[string]any{"command": fmt.Sprintf("python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:%d/index.html\").read().decode())'", port)})
 		if res.IsError || !strings.Contains(out.Stdout, "hello from the job") {
-			t.Fatalf("a later call did not reach the job: %+v %s", out, text(res))
+			t.Fatalf("a later call did not reach the job: %+v %s", out, testkit.ResultText(res))
 		}
 		marker := fmt.Sprintf("http.server %d", port)
-		if len(processesWith(marker)) == 0 {
+		if len(testkit.ProcessesWith(marker)) == 0 {
 			t.Fatalf("no process of the job found by %q", marker)
 		}
-		end, res := ts.job(map[string]any{"job_id": id, "signal": "KILL"})
+		end, res := ts.Job(map[string]any{"job_id": id, "signal": "KILL"})
 		if res.IsError || end.Running || end.Killed == "" {
-			t.Fatalf("KILL: %+v %s", end, text(res))
+			t.Fatalf("KILL: %+v %s", end, testkit.ResultText(res))
 		}
-		if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-			t.Errorf("left running after KILL: %v", processesWith(marker))
+		if !testkit.WaitFor(5*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {
+			t.Errorf("left running after KILL: %v", testkit.ProcessesWith(marker))
 		}
-		st := ts.status()
+		st := ts.Status()
 		if len(st.Jobs) != 1 || st.Jobs[0].ID != id || st.Jobs[0].Running {
 			t.Errorf("jail_status jobs: %+v", st.Jobs)
 		}
@@ -125,15 +51,15 @@ func TestJobDevServer(t *testing.T) {
 // TestJobReadInPieces: a job's output read back while it runs comes whole,
 // nothing lost or repeated, and its last read says how it ended.
 func TestJobReadInPieces(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		ts := b.start(t, newProject(t), serverEnv())
-		id := ts.startJob(map[string]any{"command": "for i in $(seq 1 80); do echo line-$i; echo err-$i >&2; sleep 0.03; done; exit 7"})
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv())
+		id := ts.StartJob(map[string]any{"command": "for i in $(seq 1 80); do echo line-$i; echo err-$i >&2; sleep 0.03; done; exit 7"})
 		var stdout, stderr strings.Builder
 		reads := 0
 		for {
-			out, res := ts.job(map[string]any{"job_id": id, "wait_ms": 500})
+			out, res := ts.Job(map[string]any{"job_id": id, "wait_ms": 500})
 			if res.IsError {
-				t.Fatalf("jail_job: %s", text(res))
+				t.Fatalf("jail_job: %s", testkit.ResultText(res))
 			}
 			reads++
 			stdout.WriteString(out.Stdout)
@@ -157,7 +83,7 @@ func TestJobReadInPieces(t *testing.T) {
 			t.Errorf("read in %d pieces only: the test did not read while it ran", reads)
 		}
 		// Read once more: nothing new.
-		out, _ := ts.job(map[string]any{"job_id": id})
+		out, _ := ts.Job(map[string]any{"job_id": id})
 		if out.Stdout != "" || out.Running || out.StdoutBytes != int64(want.Len()) {
 			t.Errorf("read after the end: %+v", out)
 		}
@@ -167,16 +93,16 @@ func TestJobReadInPieces(t *testing.T) {
 // TestJobWaitReturnsOnOutput: a wait returns as soon as output comes, not
 // at wait_ms; and on the end.
 func TestJobWaitReturnsOnOutput(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		ts := b.start(t, newProject(t), serverEnv())
-		id := ts.startJob(map[string]any{"command": "sleep 1; echo ready; sleep 1; exit 3"})
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv())
+		id := ts.StartJob(map[string]any{"command": "sleep 1; echo ready; sleep 1; exit 3"})
 		start := time.Now()
-		out, _ := ts.job(map[string]any{"job_id": id, "wait_ms": 30000})
+		out, _ := ts.Job(map[string]any{"job_id": id, "wait_ms": 30000})
 		if d := time.Since(start); d > 10*time.Second || !strings.Contains(out.Stdout, "ready") {
 			t.Fatalf("wait returned after %v with %+v", d, out)
 		}
 		start = time.Now()
-		out, _ = ts.job(map[string]any{"job_id": id, "wait_ms": 30000})
+		out, _ = ts.Job(map[string]any{"job_id": id, "wait_ms": 30000})
 		if d := time.Since(start); d > 10*time.Second || out.Running || out.ExitCode != 3 {
 			t.Fatalf("wait for the end returned after %v with %+v", d, out)
 		}
@@ -186,30 +112,30 @@ func TestJobWaitReturnsOnOutput(t *testing.T) {
 // TestJobTTY: a REPL on a terminal answers input sent through jail_job; a
 // call on a terminal sees one on its streams.
 func TestJobTTY(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		ts := b.start(t, newProject(t), serverEnv())
-		out, res := ts.exec(map[string]any{"command": "test -t 0 && test -t 1 && test -t 2 && echo on-a-tty; echo to-stderr >&2", "tty": true})
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv())
+		out, res := ts.Exec(map[string]any{"command": "test -t 0 && test -t 1 && test -t 2 && echo on-a-tty; echo to-stderr >&2", "tty": true})
 		if res.IsError || !strings.Contains(out.Stdout, "on-a-tty") || !strings.Contains(out.Stdout, "to-stderr") {
-			t.Fatalf("tty call: %+v %s", out, text(res))
+			t.Fatalf("tty call: %+v %s", out, testkit.ResultText(res))
 		}
-		id := ts.startJob(map[string]any{"argv": []string{"python3", "-i", "-q"}, "tty": true})
-		if got, _ := ts.readUntil(id, ">>> ", 20*time.Second); !strings.Contains(got, ">>> ") {
+		id := ts.StartJob(map[string]any{"argv": []string{"python3", "-i", "-q"}, "tty": true})
+		if got, _ := ts.ReadUntil(id, ">>> ", 20*time.Second); !strings.Contains(got, ">>> ") {
 			t.Fatalf("no prompt: %q", got)
 		}
-		if got := ts.feed(id, "print(6*7, 'answered')\n", "42 answered"); !strings.Contains(got, "42 answered") {
+		if got := ts.Feed(id, "print(6*7, 'answered')\n", "42 answered"); !strings.Contains(got, "42 answered") {
 			t.Fatalf("the REPL did not answer: %q", got)
 		}
 		// Its controlling terminal is the job's: it is in the terminal's
 		// foreground process group.
-		if got := ts.feed(id, "import os; print('pgrp', os.getpgrp() == os.tcgetpgrp(0))\n", "pgrp "); !strings.Contains(got, "pgrp True") {
+		if got := ts.Feed(id, "import os; print('pgrp', os.getpgrp() == os.tcgetpgrp(0))\n", "pgrp "); !strings.Contains(got, "pgrp True") {
 			t.Errorf("not the terminal's foreground process group: %q", got)
 		}
-		out2, res := ts.job(map[string]any{"job_id": id, "close_stdin": true, "wait_ms": 10000})
+		out2, res := ts.Job(map[string]any{"job_id": id, "close_stdin": true, "wait_ms": 10000})
 		if res.IsError {
-			t.Fatalf("close_stdin: %s", text(res))
+			t.Fatalf("close_stdin: %s", testkit.ResultText(res))
 		}
 		if out2.Running {
-			out2, _ = ts.job(map[string]any{"job_id": id, "wait_ms": 10000})
+			out2, _ = ts.Job(map[string]any{"job_id": id, "wait_ms": 10000})
 		}
 		if out2.Running || out2.ExitCode != 0 {
 			t.Errorf("end of input on the terminal did not end the REPL: %+v", out2)
@@ -219,27 +145,27 @@ func TestJobTTY(t *testing.T) {
 
 // TestJobSignal: TERM reaches every process of the job, which can handle it.
 func TestJobSignal(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		ts := b.start(t, newProject(t), serverEnv())
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv())
 		marker := fmt.Sprintf("7331.%d%s", os.Getpid(), e2eMarkerDigits(b))
-		id := ts.startJob(map[string]any{"command": fmt.Sprintf(
+		id := ts.StartJob(map[string]any{"command": fmt.Sprintf(
 			"(trap 'echo child-got-term; exit 0' TERM; while :; do sleep 0.1; done) & child=$!; trap 'wait $child; echo got-term; exit 3' TERM; echo started; while :; do sleep %s; done", marker)})
-		ts.readUntil(id, "started", 20*time.Second)
+		ts.ReadUntil(id, "started", 20*time.Second)
 		// Every jail_job call reads: what came with the signal's counts.
-		sent, res := ts.job(map[string]any{"job_id": id, "signal": "TERM"})
+		sent, res := ts.Job(map[string]any{"job_id": id, "signal": "TERM"})
 		if res.IsError {
-			t.Fatalf("TERM: %s", text(res))
+			t.Fatalf("TERM: %s", testkit.ResultText(res))
 		}
-		got, out := ts.readUntil(id, "no such output", 20*time.Second)
+		got, out := ts.ReadUntil(id, "no such output", 20*time.Second)
 		got = sent.Stdout + got
 		if out.Running || out.ExitCode != 3 || !strings.Contains(got, "got-term") || !strings.Contains(got, "child-got-term") {
 			t.Errorf("after TERM: %q %+v", got, out)
 		}
-		if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-			t.Errorf("left running: %v", processesWith(marker))
+		if !testkit.WaitFor(5*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {
+			t.Errorf("left running: %v", testkit.ProcessesWith(marker))
 		}
-		if _, res := ts.job(map[string]any{"job_id": id, "signal": "TERM"}); !res.IsError || !strings.Contains(text(res), "already ended") {
-			t.Errorf("signal to an ended job: %s", text(res))
+		if _, res := ts.Job(map[string]any{"job_id": id, "signal": "TERM"}); !res.IsError || !strings.Contains(testkit.ResultText(res), "already ended") {
+			t.Errorf("signal to an ended job: %s", testkit.ResultText(res))
 		}
 	})
 }
@@ -247,25 +173,25 @@ func TestJobSignal(t *testing.T) {
 // TestJobsDieWithTheirSession: jail_reset, the end of the session and the
 // server's SIGKILL each leave no process of any job.
 func TestJobsDieWithTheirSession(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		for _, how := range []string{"reset", "EOF", "SIGTERM", "SIGKILL"} {
 			t.Run(how, func(t *testing.T) {
-				ts := b.start(t, newProject(t), serverEnv())
+				ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv())
 				marker := fmt.Sprintf("8642.%d%d%s", os.Getpid(), len(how), e2eMarkerDigits(b))
 				for range 2 {
-					ts.startJob(map[string]any{"command": fmt.Sprintf("setsid sleep %s & (sleep %s &); sleep %s", marker, marker, marker)})
+					ts.StartJob(map[string]any{"command": fmt.Sprintf("setsid sleep %s & (sleep %s &); sleep %s", marker, marker, marker)})
 				}
-				if !waitFor(10*time.Second, func() bool { return len(processesWith("sleep "+marker)) >= 6 }) {
-					t.Fatalf("jobs did not start: %v", processesWith(marker))
+				if !testkit.WaitFor(10*time.Second, func() bool { return len(testkit.ProcessesWith("sleep "+marker)) >= 6 }) {
+					t.Fatalf("jobs did not start: %v", testkit.ProcessesWith(marker))
 				}
-				ts.end(how)
+				ts.End(how)
 				if how == "reset" {
-					if st := ts.status(); len(st.Jobs) != 0 {
+					if st := ts.Status(); len(st.Jobs) != 0 {
 						t.Errorf("jobs after reset: %+v", st.Jobs)
 					}
 				}
-				if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-					t.Errorf("left running after %s: %v", how, processesWith(marker))
+				if !testkit.WaitFor(5*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {
+					t.Errorf("left running after %s: %v", how, testkit.ProcessesWith(marker))
 				}
 			})
 		}
@@ -275,24 +201,24 @@ func TestJobsDieWithTheirSession(t *testing.T) {
 // TestJobLimits: --max-jobs, --max-job-time, and bad requests, each a
 // clear refusal that changes nothing.
 func TestJobLimits(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		ts := b.start(t, newProject(t), serverEnv(), "--max-jobs", "2", "--max-job-time", "2s")
-		a := ts.startJob(map[string]any{"command": "sleep 30"})
-		b2 := ts.startJob(map[string]any{"command": "sleep 30"})
-		out, res := ts.exec(map[string]any{"command": "sleep 30", "background": true})
-		if !res.IsError || !strings.Contains(text(res), "--max-jobs") || out.JobID != "" {
-			t.Errorf("a third job: %+v %s", out, text(res))
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv(), "--max-jobs", "2", "--max-job-time", "2s")
+		a := ts.StartJob(map[string]any{"command": "sleep 30"})
+		b2 := ts.StartJob(map[string]any{"command": "sleep 30"})
+		out, res := ts.Exec(map[string]any{"command": "sleep 30", "background": true})
+		if !res.IsError || !strings.Contains(testkit.ResultText(res), "--max-jobs") || out.JobID != "" {
+			t.Errorf("a third job: %+v %s", out, testkit.ResultText(res))
 		}
 		// The job time bounds them: both end, timed out.
 		for _, id := range []string{a, b2} {
-			if _, end := ts.readUntil(id, "never printed", 20*time.Second); end.Running || !end.TimedOut {
+			if _, end := ts.ReadUntil(id, "never printed", 20*time.Second); end.Running || !end.TimedOut {
 				t.Errorf("past --max-job-time: %+v", end)
 			}
 		}
 		// A slot is free again (the job may have ended by the time its call
 		// returns: it is a job all the same).
-		if out, res := ts.exec(map[string]any{"command": "true", "background": true}); res.IsError || out.JobID == "" {
-			t.Errorf("a job once the others ended: %+v %s", out, text(res))
+		if out, res := ts.Exec(map[string]any{"command": "true", "background": true}); res.IsError || out.JobID == "" {
+			t.Errorf("a job once the others ended: %+v %s", out, testkit.ResultText(res))
 		}
 
 		for _, c := range []struct {
@@ -306,9 +232,9 @@ func TestJobLimits(t *testing.T) {
 			{map[string]any{"job_id": a, "input": "x"}, "input"},
 			{map[string]any{"job_id": a, "bogus": 1}, "unknown argument"},
 		} {
-			_, res := ts.job(c.args)
-			if !res.IsError || !strings.Contains(text(res), c.want) || strings.Contains(strings.TrimSpace(text(res)), "\n") {
-				t.Errorf("jail_job %v: %s (want one line with %q)", c.args, text(res), c.want)
+			_, res := ts.Job(c.args)
+			if !res.IsError || !strings.Contains(testkit.ResultText(res), c.want) || strings.Contains(strings.TrimSpace(testkit.ResultText(res)), "\n") {
+				t.Errorf("jail_job %v: %s (want one line with %q)", c.args, testkit.ResultText(res), c.want)
 			}
 		}
 		for _, c := range []struct {
@@ -318,18 +244,18 @@ func TestJobLimits(t *testing.T) {
 			{map[string]any{"command": "true", "background": true, "yield_ms": 10}, "one of background and yield_ms"},
 			{map[string]any{"command": "true", "yield_ms": 0}, "yield_ms"},
 		} {
-			_, res := ts.exec(c.args)
-			if !res.IsError || !strings.Contains(text(res), c.want) {
-				t.Errorf("jailed_exec %v: %s", c.args, text(res))
+			_, res := ts.Exec(c.args)
+			if !res.IsError || !strings.Contains(testkit.ResultText(res), c.want) {
+				t.Errorf("jailed_exec %v: %s", c.args, testkit.ResultText(res))
 			}
 		}
 		// A yield call's input ends with its stdin, as a call's does.
-		out, res = ts.exec(map[string]any{"command": "cat; echo cat-done; sleep 30", "stdin": "fed\n", "yield_ms": 500})
+		out, res = ts.Exec(map[string]any{"command": "cat; echo cat-done; sleep 30", "stdin": "fed\n", "yield_ms": 500})
 		if res.IsError || !out.Running || !strings.Contains(out.Stdout, "fed\ncat-done") {
-			t.Errorf("yield with stdin: %+v %s", out, text(res))
+			t.Errorf("yield with stdin: %+v %s", out, testkit.ResultText(res))
 		}
-		if _, res := ts.job(map[string]any{"job_id": out.JobID, "input": "more"}); !res.IsError || !strings.Contains(text(res), "input") {
-			t.Errorf("input to a closed stdin: %s", text(res))
+		if _, res := ts.Job(map[string]any{"job_id": out.JobID, "input": "more"}); !res.IsError || !strings.Contains(testkit.ResultText(res), "input") {
+			t.Errorf("input to a closed stdin: %s", testkit.ResultText(res))
 		}
 	})
 }
@@ -337,17 +263,17 @@ func TestJobLimits(t *testing.T) {
 // TestJobYield: a call that ends within yield_ms is a plain call; one that
 // does not is a job, read on with jail_job.
 func TestJobYield(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		ts := b.start(t, newProject(t), serverEnv())
-		out, res := ts.exec(map[string]any{"command": "echo quick; exit 4", "yield_ms": 10000})
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv())
+		out, res := ts.Exec(map[string]any{"command": "echo quick; exit 4", "yield_ms": 10000})
 		if !res.IsError || out.Running || out.JobID != "" || out.ExitCode != 4 || out.Stdout != "quick\n" {
 			t.Errorf("quick yield: %+v", out)
 		}
-		out, res = ts.exec(map[string]any{"command": "echo first; sleep 1; echo second", "yield_ms": 300})
+		out, res = ts.Exec(map[string]any{"command": "echo first; sleep 1; echo second", "yield_ms": 300})
 		if res.IsError || !out.Running || out.JobID == "" || out.Stdout != "first\n" {
-			t.Fatalf("slow yield: %+v %s", out, text(res))
+			t.Fatalf("slow yield: %+v %s", out, testkit.ResultText(res))
 		}
-		got, end := ts.readUntil(out.JobID, "no such output", 20*time.Second)
+		got, end := ts.ReadUntil(out.JobID, "no such output", 20*time.Second)
 		if got != "second\n" || end.Running || end.ExitCode != 0 {
 			t.Errorf("read on: %q %+v", got, end)
 		}
@@ -357,33 +283,33 @@ func TestJobYield(t *testing.T) {
 // TestJobsBelongToTheirHTTPSession: over HTTP, a job_id of another MCP
 // session is refused.
 func TestJobsBelongToTheirHTTPSession(t *testing.T) {
-	hs := startHTTP(t, newProject(t), serverEnv())
-	a := hs.connect(t, mcp.LATEST_PROTOCOL_VERSION)
-	b := hs.connect(t, mcp.LATEST_PROTOCOL_VERSION)
-	out, res := a.exec(map[string]any{"command": "echo mine; sleep 30", "background": true})
+	hs := testkit.StartHTTP(t, testkit.NewProject(t), testkit.ServerEnv())
+	a := hs.Connect(t, mcp.LATEST_PROTOCOL_VERSION)
+	b := hs.Connect(t, mcp.LATEST_PROTOCOL_VERSION)
+	out, res := a.Exec(map[string]any{"command": "echo mine; sleep 30", "background": true})
 	if res.IsError || out.JobID == "" {
-		t.Fatalf("background over HTTP: %+v %s", out, text(res))
+		t.Fatalf("background over HTTP: %+v %s", out, testkit.ResultText(res))
 	}
-	res, err := b.call(t.Context(), "jail_job", map[string]any{"job_id": out.JobID})
-	if err != nil || !res.IsError || !strings.Contains(text(res), "no such job in this session") {
-		t.Errorf("another session's job: %v %s", err, text(res))
+	res, err := b.Call(t.Context(), "jail_job", map[string]any{"job_id": out.JobID})
+	if err != nil || !res.IsError || !strings.Contains(testkit.ResultText(res), "no such job in this session") {
+		t.Errorf("another session's job: %v %s", err, testkit.ResultText(res))
 	}
-	res, err = a.call(t.Context(), "jail_job", map[string]any{"job_id": out.JobID, "signal": "KILL"})
+	res, err = a.Call(t.Context(), "jail_job", map[string]any{"job_id": out.JobID, "signal": "KILL"})
 	if err != nil || res.IsError {
-		t.Errorf("its own session's job: %v %s", err, text(res))
+		t.Errorf("its own session's job: %v %s", err, testkit.ResultText(res))
 	}
 }
 
 // TestJobProgress: a call waiting for its command with yield_ms sends
 // progress notifications as a plain call does, none after its result.
 func TestJobProgress(t *testing.T) {
-	ts := startServer(t, newProject(t), serverEnv(), "--session", "job-progress")
+	ts := testkit.StartServer(t, testkit.NewProject(t), testkit.ServerEnv(), "--session", "job-progress")
 	call := func(tool, token string, args map[string]any) time.Time {
 		req := mcp.CallToolRequest{}
 		req.Params.Name = tool
 		req.Params.Arguments = args
 		req.Params.Meta = &mcp.Meta{ProgressToken: token}
-		res, err := ts.c.CallTool(t.Context(), req)
+		res, err := ts.Client.CallTool(t.Context(), req)
 		if err != nil || res.IsError {
 			t.Fatalf("%s: %v %+v", tool, err, res)
 		}
@@ -392,19 +318,17 @@ func TestJobProgress(t *testing.T) {
 	check := func(token string, returned time.Time) {
 		t.Helper()
 		time.Sleep(1500 * time.Millisecond)
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
 		n := 0
-		for _, note := range ts.notifications {
-			f := note.n.Params.AdditionalFields
-			if note.n.Method != "notifications/progress" || f["progressToken"] != token {
+		for _, note := range ts.Notifications() {
+			f := note.N.Params.AdditionalFields
+			if note.N.Method != "notifications/progress" || f["progressToken"] != token {
 				continue
 			}
 			n++
 			if msg, _ := f["message"].(string); !strings.HasPrefix(msg, "line-") {
 				t.Errorf("%s: message %q", token, msg)
 			}
-			if note.at.After(returned) {
+			if note.At.After(returned) {
 				t.Errorf("%s: a notification after the result", token)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
@@ -17,13 +18,13 @@ import (
 // --remove only, the old ones no running server holds; it never follows a
 // symlink out of the jail base, and empties jails a command locked up.
 func TestPrune(t *testing.T) {
-	project := newProject(t)
-	held := startServer(t, project, serverEnv(), "--session", "held")
-	if res, _ := held.exec(map[string]any{"command": "echo x > \"$HOME/f\""}); res.ExitCode != 0 {
+	project := testkit.NewProject(t)
+	held := testkit.StartServer(t, project, testkit.ServerEnv(), "--session", "held")
+	if res, _ := held.Exec(map[string]any{"command": "echo x > \"$HOME/f\""}); res.ExitCode != 0 {
 		t.Fatalf("exec: %+v", res)
 	}
 	base := filepath.Join(project, ".agent-home")
-	victim := hostDir(t)
+	victim := testkit.HostDir(t)
 	os.WriteFile(filepath.Join(victim, "precious"), []byte("keep"), 0o644)
 	old := time.Now().Add(-40 * 24 * time.Hour)
 	for _, name := range []string{"old-named", "0f8fad5b-d9cb-469f-a165-70867728950e", "young"} {
@@ -73,26 +74,26 @@ func TestPrune(t *testing.T) {
 		t.Errorf("young: %+v", e)
 	}
 	for _, name := range []string{"old-named", "0f8fad5b-d9cb-469f-a165-70867728950e", "young", "held"} {
-		if !fileExists(filepath.Join(base, name)) {
+		if !testkit.FileExists(filepath.Join(base, name)) {
 			t.Errorf("listing removed %s", name)
 		}
 	}
 
 	got = list("--remove")
 	for name, want := range map[string]bool{"old-named": true, "0f8fad5b-d9cb-469f-a165-70867728950e": true, "young": false, "held": false} {
-		if got[name].Removed != want || fileExists(filepath.Join(base, name)) == want {
+		if got[name].Removed != want || testkit.FileExists(filepath.Join(base, name)) == want {
 			t.Errorf("%s: removed %v, want %v (%+v)", name, got[name].Removed, want, got[name])
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(victim, "precious")); err != nil || string(b) != "keep" || !fileExists(filepath.Join(base, "evil")) {
+	if b, err := os.ReadFile(filepath.Join(victim, "precious")); err != nil || string(b) != "keep" || !testkit.FileExists(filepath.Join(base, "evil")) {
 		t.Errorf("the symlink's target or the link itself was touched: %v %q", err, b)
 	}
 	// The held session still works; its end stamps its last use.
-	if res, _ := held.exec(map[string]any{"command": "cat \"$HOME/f\""}); res.Stdout != "x\n" {
+	if res, _ := held.Exec(map[string]any{"command": "cat \"$HOME/f\""}); res.Stdout != "x\n" {
 		t.Errorf("held session after prune: %+v", res)
 	}
-	held.c.Close()
-	held.cmd.Wait()
+	held.Client.Close()
+	held.Cmd.Wait()
 	if e := list()["held"]; time.Since(e.LastUsed) > time.Minute || e.InUse {
 		t.Errorf("held after its server ended: %+v", e)
 	}

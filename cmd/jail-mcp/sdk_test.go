@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
 // The official TypeScript SDK, installed from the npm registry at an
@@ -39,9 +41,9 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	t.Parallel()
 	modules := installSDK(t)
 
-	project := newProject(t)
+	project := testkit.NewProject(t)
 	url := sdkServe(t, project)
-	tokenProject := newProject(t)
+	tokenProject := testkit.NewProject(t)
 	token := "sdk-test-" + sdkRandomHex(t, 16)
 	tokenURL := sdkServe(t, tokenProject, "--token", token)
 
@@ -65,7 +67,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for sampling.Err() == nil {
-			if n := int64(len(sdkSleeps(marker))); n > sleepers.Load() {
+			if n := int64(len(testkit.Running("sleep", "300", marker))); n > sleepers.Load() {
 				sleepers.Store(n)
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -196,10 +198,10 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	if n := sleepers.Load(); n < 3 {
 		t.Errorf("saw %d of the 3 sleeps of the cancelled command at most: the check below proves nothing", n)
 	}
-	if !waitFor(5*time.Second, func() bool { return len(processesWith(marker)) == 0 }) {
-		t.Errorf("left running after the client cancelled: %v", processesWith(marker))
+	if !testkit.WaitFor(5*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {
+		t.Errorf("left running after the client cancelled: %v", testkit.ProcessesWith(marker))
 	}
-	if !fileExists(filepath.Join(c.Jail, "cancel-started")) || c.Jail != filepath.Join(home, c.Session) {
+	if !testkit.FileExists(filepath.Join(c.Jail, "cancel-started")) || c.Jail != filepath.Join(home, c.Session) {
 		t.Errorf("the cancelled command did not run in its session's jail %q", c.Jail)
 	}
 }
@@ -518,7 +520,7 @@ func sdkInstalled(modules string) bool {
 		return false
 	}
 	for _, f := range []string{"client/index.js", "client/streamableHttp.js", "types.js"} {
-		if !fileExists(filepath.Join(dir, "dist", "esm", f)) {
+		if !testkit.FileExists(filepath.Join(dir, "dist", "esm", f)) {
 			return false
 		}
 	}
@@ -529,30 +531,17 @@ func sdkInstalled(modules string) bool {
 // the test ends the server must stop within 10 s of SIGTERM.
 func sdkServe(t *testing.T, project string, args ...string) string {
 	t.Helper()
-	hs := startHTTP(t, project, serverEnv(), args...)
+	hs := testkit.StartHTTP(t, project, testkit.ServerEnv(), args...)
 	t.Cleanup(func() { // runs before startHTTP's own stop
-		hs.cmd.Process.Signal(syscall.SIGTERM)
-		if ok, _ := hs.waitExit(10 * time.Second); !ok {
+		hs.Cmd.Process.Signal(syscall.SIGTERM)
+		if ok, _ := hs.WaitExit(10 * time.Second); !ok {
 			t.Errorf("the server did not stop within 10 s of SIGTERM")
 		}
 		if t.Failed() {
-			t.Logf("server %v stderr:\n%s", args, hs.stderr.String())
+			t.Logf("server %v stderr:\n%s", args, hs.Stderr.String())
 		}
 	})
-	return hs.url
-}
-
-// sdkSleeps lists the pids running exactly "sleep 300 <marker>".
-func sdkSleeps(marker string) []string {
-	want := "sleep\x00300\x00" + marker + "\x00"
-	var pids []string
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		if b, err := os.ReadFile(filepath.Join(d, "cmdline")); err == nil && string(b) == want {
-			pids = append(pids, filepath.Base(d))
-		}
-	}
-	return pids
+	return hs.URL
 }
 
 // sdkDirNames lists the names in dir, sorted.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
 // runRestoresTerminal runs the real jail-mcp run on backend b in a session
@@ -21,8 +23,8 @@ import (
 // terminal and ends in every way a command ends. Afterwards the terminal
 // must be as it was before. It is the escape suite's run-terminal vector
 // (TestEscape/<backend>/2/run-terminal).
-func runRestoresTerminal(t *testing.T, b testBackend) {
-	py := python3(t)
+func runRestoresTerminal(t *testing.T, b testkit.Backend) {
+	py := testkit.Python3(t)
 	// pyTTY runs Python code with fcntl, os, struct and termios imported.
 	pyTTY := func(code string) string {
 		return py + ` -c 'import fcntl, os, struct, termios; ` + code + `'`
@@ -47,21 +49,21 @@ func runRestoresTerminal(t *testing.T, b testBackend) {
 		// jail-mcp copies this line to the stopped terminal, and blocks.
 		{name: "output stopped, then a line", script: pyTTY(`termios.tcflow(0, termios.TCOOFF); print("after the stop", flush=True)`), code: 0},
 	}
-	project := newProject(t)
+	project := testkit.NewProject(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tty := newTestTerminal(t)
 			before := tty.state(t)
-			args := append(append(append([]string{"run", "--project", project}, b.args...), tt.args...), "--", "/bin/sh", "-c", tt.script)
+			args := append(append(append([]string{"run", "--project", project}, b.Args...), tt.args...), "--", "/bin/sh", "-c", tt.script)
 			cmd := exec.Command(os.Args[0], args...)
-			cmd.Env, cmd.Dir = serverEnv(b.env...), project
+			cmd.Env, cmd.Dir = testkit.ServerEnv(b.Env...), project
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = tty.slave, tty.slave, tty.slave
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			if tt.signal != 0 {
-				if !waitFor(30*time.Second, func() bool { return tty.state(t).termios != before.termios }) {
+				if !testkit.WaitFor(30*time.Second, func() bool { return tty.state(t).termios != before.termios }) {
 					cmd.Process.Kill()
 					cmd.Wait()
 					t.Fatalf("the command did not change the terminal; output:\n%s", tty.out.String())
@@ -107,12 +109,12 @@ func runRestoresTerminal(t *testing.T, b testBackend) {
 // job control, its command leaving the terminal alone, touches nothing
 // that would stop it with SIGTTOU.
 func TestRunInBackground(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
 		tty := newTestTerminal(t)
-		args := append(append([]string{"-c", `set -m; "$0" "$@" & wait $!; echo "jail-mcp exited $?"`, os.Args[0], "run", "--project", project}, b.args...), "--", "/bin/true")
+		args := append(append([]string{"-c", `set -m; "$0" "$@" & wait $!; echo "jail-mcp exited $?"`, os.Args[0], "run", "--project", project}, b.Args...), "--", "/bin/true")
 		sh := exec.Command("/bin/sh", args...)
-		sh.Env, sh.Dir = serverEnv(b.env...), project
+		sh.Env, sh.Dir = testkit.ServerEnv(b.Env...), project
 		sh.Stdin, sh.Stdout, sh.Stderr = tty.slave, tty.slave, tty.slave
 		sh.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 		if err := sh.Run(); err != nil {
@@ -120,7 +122,7 @@ func TestRunInBackground(t *testing.T) {
 		}
 		// A job stopped by SIGTTOU is reported as 128+22.
 		const want = "jail-mcp exited 0"
-		if !waitFor(5*time.Second, func() bool { return strings.Contains(tty.out.String(), want) }) {
+		if !testkit.WaitFor(5*time.Second, func() bool { return strings.Contains(tty.out.String(), want) }) {
 			t.Errorf("want %q; output:\n%s", want, tty.out.String())
 		}
 	})
@@ -155,15 +157,15 @@ func TestRunStdinNotATerminal(t *testing.T) {
 			return f
 		}, want: ""},
 	}
-	forEachBackend(t, func(t *testing.T, b testBackend) {
-		project := newProject(t)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				args := append(append([]string{"run", "--project", project}, b.args...), "--", "/bin/sh", "-c", "cat; exit 3")
+				args := append(append([]string{"run", "--project", project}, b.Args...), "--", "/bin/sh", "-c", "cat; exit 3")
 				cmd := exec.Command(os.Args[0], args...)
-				cmd.Env, cmd.Dir = serverEnv(b.env...), project
+				cmd.Env, cmd.Dir = testkit.ServerEnv(b.Env...), project
 				cmd.Stdin = tt.stdin(t)
-				var stdout, stderr syncBuffer
+				var stdout, stderr testkit.SyncBuffer
 				cmd.Stdout, cmd.Stderr = &stdout, &stderr
 				cmd.Run()
 				if code := cmd.ProcessState.ExitCode(); code != 3 || stdout.String() != tt.want || stderr.String() != "" {
@@ -179,12 +181,12 @@ func TestRunStdinNotATerminal(t *testing.T) {
 type testTerminal struct {
 	slave *os.File
 	fd    int // slave's: slave.Fd() would clear O_NONBLOCK each call
-	out   *syncBuffer
+	out   *testkit.SyncBuffer
 }
 
 func newTestTerminal(t *testing.T) *testTerminal {
 	t.Helper()
-	master, slave := openPTY(t)
+	master, slave := testkit.OpenPTY(t)
 	fd := int(slave.Fd())
 	tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
 	if err != nil {
@@ -201,7 +203,7 @@ func newTestTerminal(t *testing.T) *testTerminal {
 	if err := unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80}); err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	go io.Copy(out, master)
 	return &testTerminal{slave: slave, fd: fd, out: out}
 }
@@ -241,7 +243,7 @@ func (tty *testTerminal) mustWrite(t *testing.T) {
 	t.Helper()
 	const marker = "terminal-still-writes"
 	go io.WriteString(tty.slave, marker+"\n")
-	if !waitFor(5*time.Second, func() bool { return strings.Contains(tty.out.String(), marker) }) {
+	if !testkit.WaitFor(5*time.Second, func() bool { return strings.Contains(tty.out.String(), marker) }) {
 		t.Error("a line written to the terminal after jail-mcp run never came out: output stays stopped")
 	}
 }
