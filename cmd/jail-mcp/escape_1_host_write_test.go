@@ -11,10 +11,10 @@ import (
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
-// Promise 1: no write to the host outside the session's jail.
-func (fx *escapeFixture) noHostWrite(t *testing.T) {
-	for _, v := range []struct{ name, script string }{
-		{"plain-write", `
+// hostWrites are the attacks that write to the host, each a script run in
+// the jail, by name.
+var hostWrites = []struct{ name, script string }{
+	{"plain-write", `
 for f in "$VFILE" "$VICTIM/new-$MARKER" "$KEEP" "$PROJECT/new-$MARKER" "$PROJECT/src/main.c" \
 	"/etc/$MARKER" "/$MARKER" "/usr/local/$MARKER" "$HOSTHOME/$MARKER" "$HOSTHOME/.bashrc" \
 	"$PROJECT/.agent-home/$MARKER" "$PROJECT/.agent-home/.gitignore"; do
@@ -37,7 +37,7 @@ for p in TARGETS + [E["VICTIM"] + "/new-" + E["MARKER"], E["PROJECT"] + "/new-" 
     attempt("open a directory for writing " + p, os.open, p, os.O_RDWR | os.O_DIRECTORY)
     attempt("O_TMPFILE in " + p, os.open, p, os.O_WRONLY | getattr(os, "O_TMPFILE", 0o20200000), 0o600)
 `)},
-		{"rename-out", `
+	{"rename-out", `
 echo evil > "$HOME/evil"; mkdir -p "$HOME/evildir"
 for dst in "$VFILE" "$KEEP" "$VICTIM/new-$MARKER" "$PROJECT/new-$MARKER" "$OTHER/b-secret" "$HOSTHOME/.gitconfig"; do
 	try mv -f "$HOME/evil" "$dst"
@@ -56,7 +56,7 @@ for dst in TARGETS + [E["VICTIM"] + "/new-" + E["MARKER"]]:
     if libc.renameat2(AT_FDCWD, src.encode(), AT_FDCWD, (dst + "-" + E["MARKER"]).encode(), RENAME_NOREPLACE) == 0:
         escaped("renameat2 next to " + dst)
 `)},
-		{"rename-in", `
+	{"rename-in", `
 for src in "$VFILE" "$KEEP" "$VICTIM/sub" "$OTHER/b-secret" "$HOSTHOME/.gitconfig" "$HOSTHOME/.config/gh"; do
 	try mv "$src" "$HOME/stolen"
 	rm -rf "$HOME/stolen"
@@ -65,7 +65,7 @@ done
 for src in TARGETS + [E["OTHER"] + "/b-secret", E["HOSTHOME"] + "/.config/gh"]:
     attempt("rename " + src + " into the jail", os.rename, src, HOME + "/stolen")
 `)},
-		{"hardlink", `
+	{"hardlink", `
 for src in "$VFILE" "$KEEP" "$VICTIM/big" "$OTHER/b-secret" "$HOSTHOME/.gitconfig"; do
 	try sh -c 'ln "$1" "$2" && echo x >> "$2"' sh "$src" "$HOME/hardlink"
 	try ln "$src" "$HOME/hardlink2"
@@ -86,7 +86,7 @@ for src in TARGETS + [E["VICTIM"] + "/big", E["OTHER"] + "/b-secret"]:
     except OSError:
         pass
 `)},
-		{"symlink", `
+	{"symlink", `
 ln -sfn "$VFILE" "$HOME/to-file"; ln -sfn "$VICTIM" "$HOME/to-dir"; ln -sfn "$KEEP" "$HOME/to-keep"
 ln -sfn / "$HOME/to-root"; ln -sfn "$OTHER" "$HOME/to-other"
 try sh -c 'echo x > "$HOME/to-file"'
@@ -101,7 +101,7 @@ try mv "$HOME/to-dir/file" "$HOME/stolen"
 ` + py(`
 attempt("open through a symlink", os.open, HOME + "/to-file", os.O_WRONLY)
 `)},
-		{"truncate", `
+	{"truncate", `
 targets | while read -r f; do
 	try truncate -s 0 "$f"
 	try truncate -s 1M "$f"
@@ -118,7 +118,7 @@ for p in TARGETS + [E["VICTIM"] + "/big"]:
     attempt("ftruncate a read-only descriptor of " + p, os.ftruncate, fd, 0)
     os.close(fd)
 `)},
-		{"chmod", metadataThrough(`
+	{"chmod", metadataThrough(`
 try chmod 777 "$HOME/to-file"
 try chmod 777 "$HOME/to-dir"
 `, `
@@ -144,7 +144,7 @@ for p in TARGETS:
     attempt("chmod " + p, os.chmod, p, mode)
 attempt("fchmod a read-only descriptor", os.fchmod, 7, 0o777)
 `) + "exec 7<&-\n"},
-		{"chown", metadataThrough("", "", "", "") + `
+	{"chown", metadataThrough("", "", "", "") + `
 targets | while read -r f; do
 	try chown "$(id -u):$(id -g)" "$f"
 	try chown 65534:65534 "$f"
@@ -161,7 +161,7 @@ for p in TARGETS:
     attempt("lchown " + p, os.lchown, p, -1, -1)
 attempt("fchown a read-only descriptor", os.fchown, 7, -1, -1)
 `) + "exec 7<&-\n"},
-		{"utime", metadataThrough(`
+	{"utime", metadataThrough(`
 try touch -d 2000-01-01 "$HOME/to-file"
 `, `
 	try touch -c -d 2000-01-01 "$p$VFILE"
@@ -183,13 +183,13 @@ for p in TARGETS:
 attempt("utime through a symlink", os.utime, HOME + "/to-file", (0, 0))
 attempt("futimes a read-only descriptor", os.utime, 7, (0, 0))
 `) + "exec 7<&-\n"},
-		{"xattr", py(`
+	{"xattr", py(`
 for p in TARGETS:
     for name in ("user.jail_mcp", "trusted.jail_mcp", "security.jail_mcp"):
         attempt("setxattr %s on %s" % (name, p), os.setxattr, p, name, b"1")
     attempt("removexattr on " + p, os.removexattr, p, "user.jail_mcp")
 `)},
-		{"proc-self-root", `
+	{"proc-self-root", `
 for p in /proc/self/root /proc/thread-self/root "/proc/$$/root"; do
 	try sh -c 'echo x > "$1$2"' sh "$p" "$VFILE"
 	try sh -c 'echo x > "$1$2/new-$MARKER"' sh "$p" "$PROJECT"
@@ -198,7 +198,7 @@ for p in /proc/self/root /proc/thread-self/root "/proc/$$/root"; do
 	try mkdir "$p$VICTIM/dir-$MARKER"
 done
 `},
-		{"proc-1-root", `
+	{"proc-1-root", `
 for p in /proc/[0-9]*; do
 	try sh -c 'echo x > "$1/root$2"' sh "$p" "$VFILE"
 	try sh -c 'echo x > "$1/root$2/new-$MARKER"' sh "$p" "$VICTIM"
@@ -206,7 +206,7 @@ for p in /proc/[0-9]*; do
 	try sh -c 'echo x > "$1/root/$2"' sh "$p" "$MARKER"
 done
 `},
-		{"proc-self-cwd", `
+	{"proc-self-cwd", `
 cd "$PROJECT"
 try sh -c 'echo x > /proc/self/cwd/keep.txt'
 try sh -c 'echo x > "/proc/self/cwd/new-$MARKER"'
@@ -219,7 +219,7 @@ cd "$HOSTHOME"
 try sh -c 'echo x > /proc/self/cwd/.gitconfig'
 cd "$HOME"
 `},
-		{"proc-self-fd", `
+	{"proc-self-fd", `
 exec 7<"$VFILE" 8<"$VICTIM" 9<"$KEEP"
 try sh -c 'echo x > /proc/self/fd/7'
 try sh -c 'echo x >> /proc/self/fd/9'
@@ -231,7 +231,7 @@ attempt("create through a directory descriptor", os.open, "new-" + E["MARKER"], 
 attempt("mkdir through a directory descriptor", os.mkdir, "dir-" + E["MARKER"], dir_fd=8)
 `) + `exec 7<&- 8<&- 9<&-
 `},
-		{"dev", `
+	{"dev", `
 try mknod "$HOME/null-$MARKER" c 1 3
 try mknod "$HOME/disk-$MARKER" b 8 0
 try mknod "/dev/$MARKER" c 1 3
@@ -243,7 +243,7 @@ for d in ("/dev/mem", "/dev/kmem", "/dev/port", "/dev/kmsg", "/dev/sda", "/dev/v
           "/dev/net/tun", "/dev/kvm", "/dev/vsock", "/dev/vhost-vsock", "/dev/cpu/0/msr"):
     attempt("open %s for writing" % d, os.open, d, os.O_WRONLY | os.O_NONBLOCK)
 `)},
-		{"tmp", `
+	{"tmp", `
 for d in /tmp /var/tmp /run /run/lock /var/lock /dev/mqueue "/run/user/$(id -u)"; do
 	try sh -c 'echo x > "$1/$2"' sh "$d" "$MARKER"
 	try mkdir "$d/$MARKER-dir"
@@ -259,7 +259,11 @@ try:
 except OSError:
     pass
 `)},
-	} {
+}
+
+// Promise 1: no write to the host outside the session's jail.
+func (fx *escapeFixture) noHostWrite(t *testing.T) {
+	for _, v := range hostWrites {
 		fx.vector(t, v.name, func(t *testing.T) {
 			if other := onOtherSession[v.name]; other != "" {
 				fx.bothWays(t, other)

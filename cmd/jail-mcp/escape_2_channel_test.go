@@ -45,7 +45,15 @@ func (fx *escapeFixture) noChannel(t *testing.T) {
 	fx.hostChannels(t)
 	fx.serverOutOfReach(t)
 	fx.agentKilledFromInside(t)
+	fx.unixSockets(t)
+	fx.hostIPC(t)
+	fx.hostProcesses(t)
+	fx.hostKernel(t)
+}
 
+// unixSockets: a host daemon's socket reached late, by another name, from
+// another network namespace, as a datagram, abstract, or made anew.
+func (fx *escapeFixture) unixSockets(t *testing.T) {
 	// The masking of listening sockets, by the paths the kernel lists when
 	// the call starts, must hold for every other way a host daemon's
 	// socket can be reached.
@@ -156,7 +164,10 @@ print("socketpair", b.recv(2).decode())
 			t.Errorf("socketpair does not work in the jail: %q %q", res.Stdout, res.Stderr)
 		}
 	})
+}
 
+// hostIPC: the host's System V and POSIX IPC objects.
+func (fx *escapeFixture) hostIPC(t *testing.T) {
 	fx.vector(t, "sysv-ipc", func(t *testing.T) {
 		ids := hostSysV(t)
 		// Landlock: no IPC namespace, so the jail sees the host's objects
@@ -274,7 +285,11 @@ except PermissionError:
 		}
 		mq.check(t, fx.escape)
 	})
+}
 
+// hostProcesses: host processes signalled, traced, or fed input through
+// their terminal.
+func (fx *escapeFixture) hostProcesses(t *testing.T) {
 	fx.vector(t, "signal", func(t *testing.T) {
 		victim := startHostSleep(t, "1235."+strconv.Itoa(os.Getpid()))
 		env := map[string]any{"HOSTPID": strconv.Itoa(victim.pid), "SERVERPID": strconv.Itoa(fx.a.Cmd.Process.Pid)}
@@ -397,7 +412,10 @@ for fd in fds:
 			fx.escape(t, "the server's terminal has %d bytes of pending input (%v)", n, err)
 		}
 	})
+}
 
+// hostKernel: descriptors left open, /proc and /sys, and privileges.
+func (fx *escapeFixture) hostKernel(t *testing.T) {
 	fx.vector(t, "fds", func(t *testing.T) {
 		res, _ := fx.a.Exec(map[string]any{"argv": []string{"ls", "/proc/self/fd"}})
 		// ls opens one descriptor itself, for the directory it lists.
