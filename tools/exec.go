@@ -12,52 +12,9 @@ import (
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
-const execInputSchema = `{
-  "type": "object",
-  "properties": {
-    "command": {"type": "string", "description": "Shell command line, run with /bin/sh -c. Give exactly one of command and argv."},
-    "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "Program and arguments, run without a shell."},
-    "cwd": {"type": "string", "description": "Working directory: relative to the project, inside the project or the session jail. Default: the project."},
-    "stdin": {"type": "string", "description": "Text given on standard input; otherwise standard input is empty."},
-    "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra environment variables; HOME, TMPDIR and XDG_* are reserved."},
-    "timeout_ms": {"type": "integer", "minimum": 1, "description": "Timeout in milliseconds; default and upper bound set by the operator."},
-    "network": {"type": "boolean", "description": "false cuts network for this call; true cannot turn on network the operator turned off."},
-    "auth": {"type": "array", "items": {"type": "string"}, "description": "Narrow which CLIs' credentials this call sees (subset of the operator's choice)."},
-    "background": {"type": "boolean", "description": "Start the command as a job and return at once with its job_id (a dev server, a watcher). Its standard input stays open for jail_job. Bounded by the operator's job time, not by timeout_ms unless given."},
-    "yield_ms": {"type": "integer", "minimum": 1, "description": "Wait up to this long; if the command still runs then, return running: true with its job_id and the output so far, and keep it running as a job (read it, wait for it, stop it with jail_job) instead of killing it."},
-    "tty": {"type": "boolean", "description": "Run the command on a terminal (REPLs, prompts, programs that want one); its stdout holds stderr too. With background or yield_ms, send it input with jail_job."}
-  },
-  "additionalProperties": false
-}`
+var execInputSchema = schema("exec.input")
 
-const execOutputSchema = `{
-  "type": "object",
-  "properties": {
-    "exit_code": {"type": "integer", "description": "-1 when killed by a signal"},
-    "signal": {"type": "string"},
-    "timed_out": {"type": "boolean"},
-    "limit": {"type": "string", "description": "the bound that stopped the command, or empty"},
-    "cancelled": {"type": "boolean"},
-    "stdout": {"type": "string"},
-    "stderr": {"type": "string"},
-    "stdout_bytes": {"type": "integer"},
-    "stderr_bytes": {"type": "integer"},
-    "stdout_truncated": {"type": "boolean"},
-    "stderr_truncated": {"type": "boolean"},
-    "output_path": {"type": "string", "description": "directory in the jail holding the whole output, when cut"},
-    "duration_ms": {"type": "integer"},
-    "session": {"type": "string"},
-    "jail": {"type": "string"},
-    "backend": {"type": "string"},
-    "confined": {"type": "boolean"},
-    "agent": {"type": "string", "description": "empty, or what happened to the session agent that runs this session's commands: it ended during this call, or this call started a new one because the one before ended (and why)"},
-    "job_id": {"type": "string", "description": "the job that runs the command on (background, or still running at yield_ms), for jail_job; empty otherwise"},
-    "running": {"type": "boolean", "description": "the command still runs, as job job_id; exit_code is then meaningless"}
-  },
-  "required": ["exit_code", "signal", "timed_out", "limit", "cancelled", "stdout", "stderr",
-    "stdout_bytes", "stderr_bytes", "stdout_truncated", "stderr_truncated", "output_path",
-    "duration_ms", "session", "jail", "backend", "confined", "agent", "job_id", "running"]
-}`
+var execOutputSchema = schema("exec.output")
 
 var execFields = fieldNames(execInputSchema)
 

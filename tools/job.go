@@ -12,49 +12,9 @@ import (
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
-const jobInputSchema = `{
-  "type": "object",
-  "properties": {
-    "job_id": {"type": "string", "description": "The job, as jailed_exec returned it (background, or yield_ms)."},
-    "wait_ms": {"type": "integer", "minimum": 0, "description": "Wait up to this long for new output or the job's end, returning as soon as either comes. Default 0: return at once."},
-    "input": {"type": "string", "description": "Text written to the job's standard input (its terminal, with tty) first; add \"\\n\" to end a line."},
-    "close_stdin": {"type": "boolean", "description": "End the job's input after input: end of file (on a terminal, Ctrl-D)."},
-    "signal": {"type": "string", "enum": ["TERM", "INT", "HUP", "QUIT", "KILL"], "description": "Send this signal to every process of the job. KILL ends it at once."}
-  },
-  "required": ["job_id"],
-  "additionalProperties": false
-}`
+var jobInputSchema = schema("job.input")
 
-const jobOutputSchema = `{
-  "type": "object",
-  "properties": {
-    "job_id": {"type": "string"},
-    "command": {"type": "string"},
-    "tty": {"type": "boolean", "description": "it runs on a terminal: stdout holds stderr too"},
-    "running": {"type": "boolean"},
-    "stdin_open": {"type": "boolean", "description": "input can still be sent"},
-    "exit_code": {"type": "integer", "description": "once it ended; -1 when killed by a signal"},
-    "signal": {"type": "string"},
-    "timed_out": {"type": "boolean", "description": "it ran past its time bound (timeout_ms, or the operator's job time) and was killed"},
-    "limit": {"type": "string", "description": "the bound that stopped it, or empty"},
-    "killed": {"type": "string", "description": "what killed it (jail_job, jail_reset, the session's end), or empty"},
-    "stdout": {"type": "string", "description": "what it printed since the last read of this job; head and tail when long"},
-    "stderr": {"type": "string", "description": "the same, for standard error"},
-    "stdout_bytes": {"type": "integer", "description": "total bytes it printed so far"},
-    "stderr_bytes": {"type": "integer"},
-    "stdout_truncated": {"type": "boolean", "description": "this read was cut; the bytes left out are in output_path"},
-    "stderr_truncated": {"type": "boolean"},
-    "output_path": {"type": "string", "description": "directory in the jail holding its whole output"},
-    "duration_ms": {"type": "integer", "description": "how long it has run, or ran"},
-    "session": {"type": "string"},
-    "jail": {"type": "string"},
-    "backend": {"type": "string"},
-    "confined": {"type": "boolean"}
-  },
-  "required": ["job_id", "command", "tty", "running", "stdin_open", "exit_code", "signal", "timed_out",
-    "limit", "killed", "stdout", "stderr", "stdout_bytes", "stderr_bytes", "stdout_truncated",
-    "stderr_truncated", "output_path", "duration_ms", "session", "jail", "backend", "confined"]
-}`
+var jobOutputSchema = schema("job.output")
 
 var jobFields = fieldNames(jobInputSchema)
 

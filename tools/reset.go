@@ -7,17 +7,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-const resetOutputSchema = `{
-  "type": "object",
-  "properties": {
-    "session": {"type": "string"},
-    "jail": {"type": "string"},
-    "removed_files": {"type": "integer"},
-    "removed_bytes": {"type": "integer"},
-    "killed": {"type": "integer"}
-  },
-  "required": ["session", "jail", "removed_files", "removed_bytes", "killed"]
-}`
+var resetOutputSchema = schema("reset.output")
 
 func resetTool() mcp.Tool {
 	return newTool("jail_reset",

@@ -12,70 +12,9 @@ import (
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
-const emptyInputSchema = `{"type": "object", "properties": {}, "additionalProperties": false}`
+var emptyInputSchema = schema("empty.input")
 
-const statusOutputSchema = `{
-  "type": "object",
-  "properties": {
-    "session": {"type": "string"},
-    "project": {"type": "string"},
-    "jail": {"type": "string"},
-    "backend": {"type": "string"},
-    "available": {"type": "boolean", "description": "commands can run (confined, or unconfined under --fallback warn)"},
-    "confined": {"type": "boolean"},
-    "reason": {"type": "string", "description": "why no backend can confine, when none can"},
-    "hint": {"type": "string", "description": "the command that fixes it"},
-    "network": {"type": "boolean"},
-    "auth": {"type": "array", "items": {"type": "object", "properties": {
-      "name": {"type": "string"},
-      "paths": {"type": "array", "items": {"type": "string"}},
-      "env": {"type": "array", "items": {"type": "string"}}
-    }, "required": ["name", "paths", "env"]}},
-    "usage": {"type": "object", "properties": {"files": {"type": "integer"}, "bytes": {"type": "integer"}}, "required": ["files", "bytes"]},
-    "running": {"type": "integer"},
-    "limits": {"type": "object", "properties": {
-      "timeout_ms": {"type": "integer"},
-      "max_timeout_ms": {"type": "integer"},
-      "max_output_bytes": {"type": "integer"},
-      "max_procs": {"type": "integer"},
-      "max_memory_bytes": {"type": "integer"},
-      "max_disk_bytes": {"type": "integer"},
-      "max_job_time_ms": {"type": "integer"},
-      "max_jobs": {"type": "integer"},
-      "enforced": {"type": "array", "items": {"type": "string"}},
-      "not_enforced": {"type": "array", "items": {"type": "string"}}
-    }, "required": ["timeout_ms", "max_timeout_ms", "max_output_bytes", "max_procs", "max_memory_bytes", "max_disk_bytes", "max_job_time_ms", "max_jobs", "enforced", "not_enforced"]},
-    "guarantees": {"type": "object", "properties": {
-      "kept": {"type": "array", "items": {"$ref": "#/$defs/promise"}},
-      "not_kept": {"type": "array", "items": {"$ref": "#/$defs/promise"}}
-    }, "required": ["kept", "not_kept"]},
-    "agents": {"type": "array", "description": "the session agents that run this session's commands, one per policy in use", "items": {"type": "object", "properties": {
-      "network": {"type": "boolean"},
-      "auth": {"type": "array", "items": {"type": "string"}},
-      "running": {"type": "integer"},
-      "started": {"type": "string"},
-      "restarts": {"type": "integer"},
-      "last_ended": {"type": "string", "description": "why the agent of this policy before this one ended, or empty"}
-    }, "required": ["network", "auth", "running", "started", "restarts", "last_ended"]}},
-    "jobs": {"type": "array", "description": "the session's jobs (jailed_exec background or yield_ms), running and recently ended; jail_job follows one", "items": {"type": "object", "properties": {
-      "job_id": {"type": "string"},
-      "command": {"type": "string"},
-      "tty": {"type": "boolean"},
-      "started": {"type": "string"},
-      "running": {"type": "boolean"},
-      "exit_code": {"type": "integer"},
-      "signal": {"type": "string"},
-      "stdout_bytes": {"type": "integer"},
-      "stderr_bytes": {"type": "integer"}
-    }, "required": ["job_id", "command", "tty", "started", "running", "exit_code", "signal", "stdout_bytes", "stderr_bytes"]}},
-    "version": {"type": "string"}
-  },
-  "required": ["session", "project", "jail", "backend", "available", "confined", "reason", "hint",
-    "network", "auth", "usage", "running", "limits", "guarantees", "agents", "jobs", "version"],
-  "$defs": {"promise": {"type": "object", "properties": {
-    "id": {"type": "integer"}, "name": {"type": "string"}, "note": {"type": "string"}
-  }, "required": ["id", "name"]}}
-}`
+var statusOutputSchema = schema("status.output")
 
 func statusTool() mcp.Tool {
 	return newTool("jail_status",

@@ -5,6 +5,7 @@ package tools
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +54,21 @@ func RegisterRefusing(srv *server.MCPServer, msg string) {
 	for _, t := range definitions(true) {
 		srv.AddTool(t, no)
 	}
+}
+
+// schemaFiles are the tools' schemas, one JSON file each, as written by
+// hand: every client accepts them, and they are pinned by golden files.
+//
+//go:embed schemas/*.json
+var schemaFiles embed.FS
+
+// schema is the text of schemas/name.json.
+func schema(name string) string {
+	b, err := schemaFiles.ReadFile("schemas/" + name + ".json")
+	if err != nil {
+		panic("tools: " + err.Error())
+	}
+	return string(b)
 }
 
 // newTool builds a tool from hand-written schemas: every client accepts
