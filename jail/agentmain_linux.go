@@ -163,7 +163,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		// writable, as they are without this layer: POSIX shared memory
 		// and message queues (Landlock's rules hold on inodes, so the
 		// queues' mount names the IPC namespace's own), and terminals.
-		fd, err := fsRuleset(m.ABI, jail, true, "/dev/shm", "/dev/mqueue", "/dev/pts")
+		fd, err := fsRuleset(m.ABI, jail, true, 0, "/dev/shm", "/dev/mqueue", "/dev/pts")
 		if err != nil {
 			return err
 		}

@@ -326,3 +326,9 @@ func userNamespaces() error {
 	}
 	return cmd.Run()
 }
+
+// Egress: a sandbox of its own network namespace, whose only way out would
+// be a forwarder of the session agent to the proxy, is not built yet.
+func (b *bwrap) Egress() error {
+	return fmt.Errorf("%w: bwrap does not yet (use --backend landlock for an allowlist, or --network on or off)", ErrNoEgress)
+}

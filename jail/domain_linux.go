@@ -28,18 +28,31 @@ func landlockPreset(abi int) landlock.Config {
 // fsRuleset makes the ruleset of a jail: the whole file system readable
 // and executable, the jail (given by a descriptor opened without following
 // links) writable with every right, a few devices writable; with network
-// off, no TCP bind or connect; abstract unix sockets and signals scoped to
-// the domain where the ABI has scopes. private lists directories of the
+// off, no TCP bind or connect; held to a proxy (proxyPort), TCP connects
+// to that port only; abstract unix sockets and signals scoped to the
+// domain where the ABI has scopes. private lists directories of the
 // sandbox's own (bubblewrap's /dev/shm, /dev/pts) writable too.
-func fsRuleset(abi int, jail *os.File, network bool, private ...string) (int, error) {
+func fsRuleset(abi int, jail *os.File, network bool, proxyPort int, private ...string) (int, error) {
 	cfg := landlockPreset(abi)
 	attr := ll.RulesetAttr{HandledAccessFS: uint64(cfg.HandledAccessFS), Scoped: uint64(cfg.Scoped)}
-	if !network {
+	switch {
+	case !network:
 		attr.HandledAccessNet = uint64(cfg.HandledAccessNet)
+	case proxyPort > 0:
+		attr.HandledAccessNet = uint64(cfg.HandledAccessNet) & ll.AccessNetConnectTCP
+		if attr.HandledAccessNet == 0 {
+			return -1, fmt.Errorf("landlock ABI %d cannot bound TCP connects (4 or later can)", abi)
+		}
 	}
 	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
 		return -1, fmt.Errorf("landlock ruleset: %w", err)
+	}
+	if network && proxyPort > 0 {
+		if err := ll.LandlockAddNetPortRule(fd, &ll.NetPortAttr{AllowedAccess: ll.AccessNetConnectTCP, Port: uint64(proxyPort)}, 0); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("landlock rule for the proxy's port %d: %w", proxyPort, err)
+		}
 	}
 	all := attr.HandledAccessFS
 	read := uint64(ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir)

@@ -4,8 +4,9 @@ package jail
 var SeccompFilter = seccompFilter
 
 // LandlockSeccomp exposes the landlock backend's filter to the golden test.
-func LandlockSeccomp(goarch string, network, root bool) ([]byte, error) {
-	return buildSeccomp(goarch, landlockPolicy(network, root))
+// network: on, off, or proxy (held to a proxy: TCP only).
+func LandlockSeccomp(goarch, network string, root bool) ([]byte, error) {
+	return buildSeccomp(goarch, landlockPolicy(network != "off", network == "proxy", root))
 }
 
 // SBPLString exposes the SBPL string quoting to its test.

@@ -37,7 +37,15 @@ type Backend interface {
 	// Guarantees lists the promises of docs/security.md this backend keeps and
 	// those it does not.
 	Guarantees() Guarantees
+	// Egress is nil when the backend can hold a sandbox's network to a
+	// proxy (Spec.Egress), else why it cannot: an allowlist is then
+	// refused, never run with the whole network.
+	Egress() error
 }
+
+// ErrNoEgress is wrapped by the Egress of a backend that cannot hold a
+// sandbox to a proxy.
+var ErrNoEgress = errors.New("this backend cannot hold a command's network to an allowlist")
 
 // CredentialMode is how a backend shows host credentials in the jail.
 type CredentialMode int
@@ -98,6 +106,9 @@ type Spec struct {
 	Env     []string // the complete environment, KEY=VALUE
 	Jail    string   // the only host directory the command may write, absolute
 	Network bool     // false cuts all network, loopback included
+	// Egress, when set (with Network), holds the network to a proxy the
+	// server runs: the sandbox reaches it and nothing else.
+	Egress *Egress
 	// JailFile is Jail opened with O_PATH|O_NOFOLLOW; bound by descriptor
 	// when set.
 	JailFile *os.File
@@ -184,3 +195,33 @@ const MinLandlockABI = 6
 
 // Names lists the backends of the contract in the order auto tries them.
 var Names = []string{"bwrap", "landlock", "sandbox-exec"}
+
+// Egress is a sandbox's way out to the proxy that holds its network to an
+// allowlist.
+type Egress struct {
+	// Port is the proxy's TCP port on the host's loopback (landlock), or
+	// the port the session agent forwards to it inside the sandbox's own
+	// network namespace (bwrap).
+	Port int
+}
+
+// port is e's port, 0 for none.
+func (e *Egress) port() int {
+	if e == nil {
+		return 0
+	}
+	return e.Port
+}
+
+// EgressGaps lists what b cannot exclude when it holds a sandbox to a
+// proxy (a backend says so with an EgressGaps method), or, when it cannot
+// hold one at all, why.
+func EgressGaps(b Backend) []string {
+	if err := b.Egress(); err != nil {
+		return []string{err.Error() + ": every call with an allowlist is refused"}
+	}
+	if g, ok := b.(interface{ EgressGaps() []string }); ok {
+		return g.EgressGaps()
+	}
+	return []string{}
+}

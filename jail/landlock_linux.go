@@ -50,7 +50,7 @@ func newLandlock(abi int) (*landlockJail, error) {
 		return nil, err
 	}
 	for _, network := range []bool{false, true} {
-		if _, err := buildSeccomp(runtime.GOARCH, landlockPolicy(network, os.Geteuid() == 0)); err != nil {
+		if _, err := buildSeccomp(runtime.GOARCH, landlockPolicy(network, false, os.Geteuid() == 0)); err != nil {
 			return nil, err
 		}
 	}
@@ -113,7 +113,7 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 			cmd.Process.Kill()
 		}
 	}
-	filter, err := buildSeccomp(runtime.GOARCH, landlockPolicy(spec.Network, l.root))
+	filter, err := buildSeccomp(runtime.GOARCH, landlockPolicy(spec.Network, spec.Egress != nil, l.root))
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 				return err
 			}
 		}
-		fd, err := fsRuleset(l.abi, jail, spec.Network)
+		fd, err := fsRuleset(l.abi, jail, spec.Network, spec.Egress.port())
 		if err != nil {
 			return err
 		}
@@ -176,3 +176,12 @@ func (l *landlockJail) Guarantees() Guarantees {
 
 // landlockABI reads the kernel's Landlock ABI version.
 func landlockABI() (int, error) { return ll.LandlockGetABIVersion() }
+
+// Egress: Landlock bounds TCP connects to the proxy's port (ABI 4 and
+// later; the backend needs 6) and seccomp denies every other socket.
+func (l *landlockJail) Egress() error { return nil }
+
+// EgressGaps: what an allowlist under Landlock cannot exclude.
+func (l *landlockJail) EgressGaps() []string {
+	return []string{"Landlock bounds TCP connects by port, not address: a command that ignores the proxy variables can still open TCP connections to any host on the port number of its session's proxy (a random loopback port); UDP and every other socket are denied"}
+}

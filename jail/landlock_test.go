@@ -25,9 +25,11 @@ import (
 // per architecture, network setting and server uid, as hex.
 func TestLandlockSeccompFilter(t *testing.T) {
 	for _, arch := range []string{"amd64", "arm64"} {
-		for _, network := range []bool{true, false} {
+		for _, network := range []string{"on", "off", "proxy"} {
 			for _, root := range []bool{false, true} {
-				name := fmt.Sprintf("landlock_seccomp_%s_net%t_root%t", arch, network, root)
+				// (on and off keep the names of their first golden files)
+				net := map[string]string{"on": "true", "off": "false", "proxy": "proxy"}[network]
+				name := fmt.Sprintf("landlock_seccomp_%s_net%s_root%t", arch, net, root)
 				t.Run(name, func(t *testing.T) {
 					got, err := jail.LandlockSeccomp(arch, network, root)
 					if err != nil {

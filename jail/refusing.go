@@ -37,3 +37,6 @@ var ErrAgentEnded = errors.New("the session agent ended")
 // down with the agent within moments of its exec; the call may run on a
 // new agent.
 var ErrAgentLost = errors.New("the session agent was lost")
+
+// Egress: no command runs.
+func (r Refusing) Egress() error { return r.Err }

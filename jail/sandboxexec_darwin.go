@@ -151,3 +151,8 @@ func (s *sandboxExec) Guarantees() Guarantees {
 	}
 	return guarantees(notKept, how)
 }
+
+// Egress: not on macOS yet.
+func (s *sandboxExec) Egress() error {
+	return fmt.Errorf("%w: sandbox-exec does not yet", ErrNoEgress)
+}

@@ -37,6 +37,9 @@ const (
 	eacces          = 13
 	afUnix          = 1
 	afNetlink       = 16
+	afInet          = 2
+	afInet6         = 10
+	ipprotoTCP      = 6
 	netlinkRoute    = 0
 	sockStream      = 1
 	// sockFlags are the flags socket(2) and socketpair(2) take in the
@@ -120,13 +123,17 @@ type seccompPolicy struct {
 	ipc    bool // no SysV IPC or POSIX message queues: they are the host's
 	ns     bool // no new namespaces: unshare, setns, clone with CLONE_NEW*, clone3
 	noNet  bool // no sockets but routing netlink (network off: UDP too, which Landlock lets through)
-	chmod  bool // no chmod or chown: a server running as root owns the host's files
-	xattr  bool // no extended attributes set or removed: Landlock does not cover them
+	// tcpOnly: of the internet families, TCP stream sockets only (network
+	// held to a proxy: Landlock bounds TCP connects by port, not UDP,
+	// SCTP or MPTCP); other families but routing netlink denied.
+	tcpOnly bool
+	chmod   bool // no chmod or chown: a server running as root owns the host's files
+	xattr   bool // no extended attributes set or removed: Landlock does not cover them
 }
 
 // landlockPolicy is the seccomp policy of the landlock backend.
-func landlockPolicy(network, root bool) seccompPolicy {
-	return seccompPolicy{native: true, ipc: true, ns: true, xattr: true, noNet: !network, chmod: root}
+func landlockPolicy(network, tcpOnly, root bool) seccompPolicy {
+	return seccompPolicy{native: true, ipc: true, ns: true, xattr: true, noNet: !network, tcpOnly: network && tcpOnly, chmod: root}
 }
 
 // cloneNewFlags are the CLONE_NEW* bits of clone(2) and unshare(2).
@@ -249,21 +256,38 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 		body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.socketpair, SkipTrue: uint8(len(pair))})
 		body = append(body, pair...)
 		// socket(family, type, protocol): no unix sockets; netlink only
-		// for routing; with network off nothing else either.
-		other := allow
-		if pol.noNet {
-			other = deny
+		// for routing; with network off nothing else either; held to a
+		// proxy, TCP only (protocol 0 or IPPROTO_TCP).
+		other := []bpf.Instruction{allow}
+		switch {
+		case pol.noNet:
+			other = []bpf.Instruction{deny}
+		case pol.tcpOnly:
+			other = []bpf.Instruction{
+				bpf.JumpIf{Cond: bpf.JumpEqual, Val: afInet, SkipTrue: 1},
+				bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: afInet6, SkipTrue: 6},
+				bpf.LoadAbsolute{Off: offArg1, Size: 4},
+				bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: ^uint32(sockFlags)},
+				bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: sockStream, SkipTrue: 3},
+				bpf.LoadAbsolute{Off: offArg2, Size: 4},
+				bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 2},
+				bpf.JumpIf{Cond: bpf.JumpEqual, Val: ipprotoTCP, SkipTrue: 1},
+				deny,
+				allow,
+			}
 		}
 		sock := []bpf.Instruction{
 			bpf.LoadAbsolute{Off: offArg0, Size: 4},
 			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: afUnix, SkipTrue: 1},
 			deny,
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: afNetlink, SkipTrue: 1},
-			other,
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: afNetlink, SkipTrue: uint8(len(other))},
+		}
+		sock = append(sock, other...)
+		sock = append(sock,
 			bpf.LoadAbsolute{Off: offArg2, Size: 4},
 			bpf.JumpIf{Cond: bpf.JumpEqual, Val: netlinkRoute, SkipTrue: 1},
 			deny,
-		}
+		)
 		body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.socket, SkipTrue: uint8(len(sock))})
 		body = append(body, sock...)
 		body = append(body, allow)

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"fmt"
 	"os/exec"
 	"syscall"
 )
@@ -51,3 +52,8 @@ func (Unconfined) Guarantees() Guarantees {
 }
 
 var _ = syscall.SIGKILL
+
+// Egress: nothing holds an unconfined command to anything.
+func (Unconfined) Egress() error {
+	return fmt.Errorf("%w: commands run unconfined (--fallback warn)", ErrNoEgress)
+}

@@ -9,12 +9,13 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/egress"
 )
 
 // A session's commands run in session agents (where the backend has them,
 // jail.Backend.Agents): one per policy that cannot change in a running
-// sandbox, network on or off and the set of CLIs whose credentials are
-// shown. An agent starts on the first call that needs it and stays until
+// sandbox, the network (on, off, or an allowlist) and the set of CLIs
+// whose credentials are shown. An agent starts on the first call that needs it and stays until
 // the session is reset or ends, it is idle for agentIdle, or more policies
 // are in use than maxAgents; one that ended (killed, crashed, or taken
 // down by the server for breaking the protocol) is started again by the
@@ -26,23 +27,31 @@ const (
 
 // agentKey is the policy of an agent.
 type agentKey struct {
-	network bool
+	network string // on, off, or allow:LIST
 	auth    string // the CLIs shown, sorted, comma-separated
 }
 
 func (k agentKey) String() string {
-	net := "off"
-	if k.network {
-		net = "on"
+	return fmt.Sprintf("network %s, credentials of [%s]", k.network, k.auth)
+}
+
+// networkMode is a call's network as --network writes it.
+func (p callPlan) networkMode() string {
+	switch {
+	case !p.network:
+		return "off"
+	case p.allow != nil:
+		return egress.Prefix + p.allow.String()
 	}
-	return fmt.Sprintf("network %s, credentials of [%s]", net, k.auth)
+	return "on"
 }
 
 // agentSlot is the agent of one policy of a session.
 type agentSlot struct {
 	key      agentKey
 	runner   jail.Runner
-	cc       *callCgroup // its cgroups, or nil
+	cc       *callCgroup  // its cgroups, or nil
+	egress   *agentEgress // the proxy of its allowlist, or nil
 	started  time.Time
 	lastUsed time.Time
 	running  int
@@ -52,7 +61,7 @@ type agentSlot struct {
 
 // AgentInfo describes one session agent for jail_status.
 type AgentInfo struct {
-	Network  bool     `json:"network"`
+	Network  string   `json:"network"` // on, off, or allow:LIST
 	Auth     []string `json:"auth"`
 	Running  int      `json:"running"`
 	Started  string   `json:"started"`
@@ -79,12 +88,12 @@ func (s *Session) Agents() []AgentInfo {
 	return out
 }
 
-// agent returns the running agent of the policy (network, the CLIs of
-// exps), starting one when there is none or the one before ended; it
-// counts a call on it, which done uncounts. restarted says why the agent
-// before ended, when this call started a new one.
-func (s *Session) agent(network bool, names []string, exps []auth.Exposure) (slot *agentSlot, restarted string, err error) {
-	key := agentKey{network: network, auth: strings.Join(slices.Sorted(slices.Values(names)), ",")}
+// agent returns the running agent of the call's policy (its network, the
+// CLIs of exps), starting one when there is none or the one before ended;
+// it counts a call on it, which done uncounts. restarted says why the
+// agent before ended, when this call started a new one.
+func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, restarted string, err error) {
+	key := agentKey{network: p.networkMode(), auth: strings.Join(slices.Sorted(slices.Values(p.auth)), ",")}
 	s.agentMu.Lock()
 	defer s.agentMu.Unlock()
 	now := time.Now()
@@ -103,8 +112,21 @@ func (s *Session) agent(network bool, names []string, exps []auth.Exposure) (slo
 		s.m.log.Warn("session agent ended: starting a new one", "session", s.Name, "policy", key.String(), "why", next.ended)
 		s.stopAgent(slot)
 	}
-	runner, cc, err := s.startAgent(network, exps)
+	var runner jail.Runner
+	var cc *callCgroup
+	if p.allow != nil {
+		next.egress, err = s.startEgress(*p.allow)
+		if err != nil {
+			err = fmt.Errorf("start the proxy of the allowlist: %w", err)
+		}
+	}
+	if err == nil {
+		runner, cc, err = s.startAgent(p.network, next.egress, exps)
+	}
 	if err != nil {
+		if next.egress != nil {
+			next.egress.close()
+		}
 		if slot != nil {
 			delete(s.agents, key)
 		}
@@ -128,8 +150,11 @@ func (s *Session) agentDone(slot *agentSlot) {
 // jail, by descriptor, and under bwrap the credentials of the policy
 // bound in it; from a launcher thread already in cgroups of its own where
 // the server makes cgroups.
-func (s *Session) startAgent(network bool, exps []auth.Exposure) (jail.Runner, *callCgroup, error) {
+func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (jail.Runner, *callCgroup, error) {
 	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project}}
+	if eg != nil {
+		spec.Egress = &jail.Egress{Port: eg.port}
+	}
 	opened, err := s.sandboxFiles(&spec, exps)
 	defer func() { closeAll(opened) }()
 	if err != nil {
@@ -194,6 +219,9 @@ func (s *Session) retireAgents(now time.Time, want agentKey) {
 // stopAgent ends an agent and, once its processes are gone, its cgroups.
 func (s *Session) stopAgent(a *agentSlot) {
 	a.runner.Close()
+	if a.egress != nil {
+		a.egress.close()
+	}
 	if a.cc != nil {
 		s.m.removeCgroups(a.cc)
 		a.cc = nil

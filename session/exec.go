@@ -18,6 +18,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/egress"
 )
 
 // Request is one command to run in a session's jail. Exactly one of Command
@@ -30,7 +31,11 @@ type Request struct {
 	Env     map[string]string // added to the allowlisted environment
 	Timeout time.Duration     // 0: the operator's default; clamped to MaxTimeout
 	Network *bool             // nil: the operator's setting
-	Auth    []string          // nil: every CLI the operator enabled
+	// Allow narrows the network to these destinations (HOST, *.DOMAIN,
+	// HOST:PORT), within the operator's network: an allowlist held by
+	// the server's proxy.
+	Allow []string
+	Auth  []string // nil: every CLI the operator enabled
 
 	// Stdout and Stderr, when set, receive the output directly instead of
 	// it being captured (jail-mcp run).
@@ -76,7 +81,10 @@ type Result struct {
 	AgentRestarted string
 	// AgentLost says why the session agent ended during the call, which
 	// took the command with it.
-	AgentLost  string
+	AgentLost string
+	// Refusals are the connections the proxy of an allowlist refused
+	// while the command ran (in its session agent, all of its calls').
+	Refusals   []egress.Refusal
 	Stdout     Stream
 	Stderr     Stream
 	OutputPath string // host path of the directory holding the whole output, when cut
@@ -172,7 +180,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if cfg.Backend.Agents() {
 		// The session agent of this call's policy: under bwrap its sandbox
 		// binds the policy's credentials.
-		if slot, restarted, err = s.agent(p.network, p.auth, exps); err != nil {
+		if slot, restarted, err = s.agent(p, exps); err != nil {
 			return nil, err
 		}
 		defer func() { s.agentDone(slot) }()
@@ -204,7 +212,7 @@ func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
 	if slot != nil && errors.Is(err, jail.ErrAgentLost) && ctx.Err() == nil {
 		// The agent was lost before it started the command (killed from
 		// the host, say): the call runs once on a new one, which says why.
-		next, why, aerr := s.agent(p.network, p.auth, exps)
+		next, why, aerr := s.agent(p, exps)
 		if aerr != nil {
 			return nil, aerr
 		}
@@ -225,7 +233,8 @@ type callPlan struct {
 	dir     string
 	timeout time.Duration
 	network bool
-	auth    []string // the CLIs whose credentials it sees
+	allow   *egress.Policy // with network: the allowlist it is held to
+	auth    []string       // the CLIs whose credentials it sees
 }
 
 // plan checks req against the configuration; every refusal is an
@@ -250,12 +259,8 @@ func (s *Session) plan(req Request) (callPlan, error) {
 	if req.Job {
 		p.timeout = min(cmp.Or(req.Timeout, cfg.MaxJobTime), cfg.MaxJobTime)
 	}
-	p.network = cfg.Network
-	if req.Network != nil {
-		if *req.Network && !cfg.Network {
-			return p, inputErrorf("network: the operator turned network off (--network off); a call can turn it off, never on")
-		}
-		p.network = *req.Network
+	if err := p.networkOf(cfg, req); err != nil {
+		return p, err
 	}
 	if p.auth, err = auth.Narrow(cfg.Auth, req.Auth); err != nil {
 		return p, &InputError{msg: "auth: " + err.Error()}
@@ -264,7 +269,47 @@ func (s *Session) plan(req Request) (callPlan, error) {
 		_, err := cfg.Backend.Runner(jail.Spec{}, nil)
 		return p, err
 	}
+	if p.allow != nil && (cfg.Backend.Egress() != nil || !cfg.Backend.Agents()) {
+		// Never the whole network for an allowlist (fail closed).
+		err := cmp.Or(cfg.Backend.Egress(), jail.ErrNoEgress)
+		return p, &InputError{msg: "network: " + err.Error()}
+	}
 	return p, nil
+}
+
+// networkOf sets the call's network: the operator's, turned off or
+// narrowed to an allowlist by the request, never widened.
+func (p *callPlan) networkOf(cfg Config, req Request) error {
+	p.network, p.allow = cfg.Network, cfg.Allow
+	if req.Network != nil {
+		if *req.Network && !cfg.Network {
+			return inputErrorf("network: the operator turned network off (--network off); a call can turn it off, never on")
+		}
+		p.network = *req.Network
+		if !p.network {
+			p.allow = nil
+		}
+	}
+	if req.Allow == nil {
+		return nil
+	}
+	switch {
+	case !p.network:
+		return inputErrorf("allow: network is off for this call; an allowlist narrows network that is on")
+	case len(req.Allow) == 0:
+		return inputErrorf("allow: an empty list; give network: false to cut network")
+	}
+	sub, err := egress.Parse(strings.Join(req.Allow, ","))
+	if err != nil {
+		return inputErrorf("allow: %v", err)
+	}
+	if p.allow != nil {
+		if sub, err = p.allow.Narrow(sub); err != nil {
+			return inputErrorf("allow: %v", err)
+		}
+	}
+	p.allow = &sub
+	return nil
 }
 
 // admit refuses a call in a closed session, or in a jail over its disk
@@ -396,6 +441,13 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		Session: s.Name, Jail: s.Path, Backend: cfg.Backend.Name(),
 		Confined: cfg.Backend.Confined(), Timeout: timeout,
 	}
+	var refusals egressMark
+	if slot != nil && slot.egress != nil {
+		// The agent's proxy: the variables every client reads, and what
+		// it refuses from now on.
+		call.Env = proxyEnv(call.Env, slot.egress.port)
+		refusals = slot.egress.mark()
+	}
 	out := s.newCallOutput()
 	sio, err := attachStreams(&call, req, out)
 	if err != nil {
@@ -466,6 +518,9 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	}
 	sio.drain()
 	res.settle(stopped, bound, kernel, exit, lost)
+	if slot != nil && slot.egress != nil {
+		res.Refusals = slot.egress.since(refusals)
+	}
 	s.finishOutput(res, out, req, sio.counted)
 	s.checkDiskAfter(res)
 	return res, nil

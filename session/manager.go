@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/egress"
 )
 
 // ErrNotFound reports a session name the manager does not know.
@@ -33,7 +34,10 @@ type Config struct {
 	// why (fail closed).
 	Backend jail.Backend
 
-	Network    bool
+	Network bool
+	// Allow, when set (with Network), is the allowlist every connection
+	// of a command is held to, through a proxy the server runs.
+	Allow      *egress.Policy
 	Auth       []string // canonical CLI names the operator enabled
 	Home       string   // the operator's home, where credentials live
 	Environ    []string // the server's environment, KEY=VALUE

@@ -3,6 +3,8 @@ package tools
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/jail-mcp/jail-mcp/session"
+	"github.com/jail-mcp/jail-mcp/session/egress"
 )
 
 var execInputSchema = schema("exec.input")
@@ -38,6 +41,7 @@ type execParams struct {
 	Env        map[string]string `json:"env"`
 	TimeoutMS  *int64            `json:"timeout_ms"`
 	Network    *bool             `json:"network"`
+	Allow      []string          `json:"allow"`
 	Auth       []string          `json:"auth"`
 	Background bool              `json:"background"`
 	YieldMS    *int64            `json:"yield_ms"`
@@ -84,8 +88,9 @@ func (o *Outcome) ended(res *session.Result) {
 // ExecResult is the structured result of jailed_exec.
 type ExecResult struct {
 	Outcome
-	Cancelled bool   `json:"cancelled"`
-	Agent     string `json:"agent"`
+	Cancelled bool             `json:"cancelled"`
+	Agent     string           `json:"agent"`
+	Refusals  []egress.Refusal `json:"network_refusals"`
 }
 
 // Exec is the jailed_exec tool.
@@ -96,7 +101,7 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	}
 	// An empty command or argv, given, is told apart from one not given
 	// here; session checks the rest of the request.
-	r := session.Request{Argv: p.Argv, Cwd: p.Cwd, Env: p.Env, Network: p.Network, Auth: p.Auth}
+	r := session.Request{Argv: p.Argv, Cwd: p.Cwd, Env: p.Env, Network: p.Network, Allow: p.Allow, Auth: p.Auth}
 	switch {
 	case p.Command != nil && p.Argv != nil:
 		return refuseRun(session.ErrCommandAndArgv), nil
@@ -142,7 +147,7 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	if warned := warnResult(ctx, res); warned || r.Progress != nil {
 		flushNotifications(ctx)
 	}
-	out := ExecResult{Outcome: newOutcome(res.Stdout, res.Stderr, res.Duration, res.Session, res.Jail, res.Backend, res.Confined)}
+	out := ExecResult{Outcome: newOutcome(res.Stdout, res.Stderr, res.Duration, res.Session, res.Jail, res.Backend, res.Confined), Refusals: []egress.Refusal{}}
 	out.OutputPath = res.OutputPath
 	fillEnd(&out, res)
 	return structured(out, renderExec(res), res.Failed()), nil
@@ -161,6 +166,9 @@ func resultWarnings(r *session.Result) []string {
 	}
 	if note := agentNote(r); note != "" {
 		w = append(w, "session "+r.Session+": "+note)
+	}
+	if n := len(r.Refusals); n > 0 {
+		w = append(w, fmt.Sprintf("session %s: the allowlist refused %d connection(s) of a command, the first to %s:%d (%s)", r.Session, n, r.Refusals[0].Host, r.Refusals[0].Port, r.Refusals[0].Reason))
 	}
 	return w
 }
@@ -200,8 +208,24 @@ func renderExec(r *session.Result) string {
 		b.WriteString(note + "\n")
 	}
 	b.WriteString(r.Status() + "\n")
+	writeRefusals(&b, r.Refusals)
 	writeStreams(&b, "--- %s (%d bytes) ---\n", r.Stdout, r.Stderr)
 	return b.String()
+}
+
+// maxRefusalLines bounds the refusals a result's text lists.
+const maxRefusalLines = 5
+
+// writeRefusals writes a line per connection the allowlist's proxy
+// refused, the first maxRefusalLines of them.
+func writeRefusals(b *strings.Builder, refusals []egress.Refusal) {
+	for i, r := range refusals {
+		if i == maxRefusalLines {
+			fmt.Fprintf(b, "network: %d more refused (network_refusals lists them)\n", len(refusals)-i)
+			break
+		}
+		fmt.Fprintf(b, "network: refused %s (%s): %s\n", net.JoinHostPort(r.Host, strconv.Itoa(r.Port)), r.Protocol, r.Reason)
+	}
 }
 
 // writeStreams writes each stream that has text under a header made of

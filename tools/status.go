@@ -58,6 +58,8 @@ type StatusResult struct {
 	Reason     string              `json:"reason"`
 	Hint       string              `json:"hint"`
 	Network    bool                `json:"network"`
+	Allow      []string            `json:"network_allow"`
+	Gaps       []string            `json:"network_gaps"`
 	Auth       []AuthEntry         `json:"auth"`
 	Usage      session.Usage       `json:"usage"`
 	Running    int                 `json:"running"`
@@ -91,7 +93,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	out := StatusResult{
 		Session: s.Name, Project: cfg.Project, Jail: s.Path,
 		Backend: cfg.Backend.Name(), Available: !jail.IsRefusing(cfg.Backend), Confined: cfg.Backend.Confined(),
-		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network,
+		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network, Allow: []string{}, Gaps: []string{},
 		Auth: authEntries(h.Manager, s), Usage: usage, Running: s.Running(),
 		Limits: Limits{
 			TimeoutMS: cfg.Timeout.Milliseconds(), MaxTimeoutMS: cfg.MaxTimeout.Milliseconds(),
@@ -102,6 +104,12 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		},
 		Guarantees: cfg.Backend.Guarantees(), Agents: s.Agents(), Jobs: s.Jobs(),
 		Version: h.Version,
+	}
+	if cfg.Allow != nil {
+		for _, r := range cfg.Allow.Rules {
+			out.Allow = append(out.Allow, r.String())
+		}
+		out.Gaps = jail.EgressGaps(cfg.Backend)
 	}
 	return structured(out, renderStatus(out), false), nil
 }
@@ -141,7 +149,14 @@ func renderStatus(s StatusResult) string {
 	fmt.Fprintf(&b, "session %s, jail %s\n", s.Session, s.Jail)
 	switch {
 	case s.Confined:
-		fmt.Fprintf(&b, "confined by %s; network %s\n", s.Backend, onOff(s.Network))
+		network := onOff(s.Network)
+		if len(s.Allow) > 0 {
+			network = "held to " + strings.Join(s.Allow, ",") + " (through the server's proxy)"
+		}
+		fmt.Fprintf(&b, "confined by %s; network %s\n", s.Backend, network)
+		for _, g := range s.Gaps {
+			fmt.Fprintf(&b, "network gap: %s\n", g)
+		}
 	case s.Available:
 		fmt.Fprintf(&b, "UNCONFINED (--fallback warn): %s\n", s.Reason)
 	default:

@@ -735,7 +735,7 @@ func TestStatus(t *testing.T) {
 				t.Errorf("bwrap's note on promise 2 does not name FIFOs: %q", note)
 			}
 		case b.Name == "landlock":
-			if len(st.Agents) != 1 || st.Agents[0].Network || st.Agents[0].Running != 0 || st.Agents[0].Restarts != 0 {
+			if len(st.Agents) != 1 || st.Agents[0].Network != "off" || st.Agents[0].Running != 0 || st.Agents[0].Restarts != 0 {
 				t.Errorf("landlock agents: %+v", st.Agents)
 			}
 			// Landlock does not cover chmod, chown and utime: promise 1 is

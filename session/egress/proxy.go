@@ -38,6 +38,10 @@ type Resolver interface {
 	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
 }
 
+// SystemResolver resolves names for a proxy whose Options name none: the
+// system's resolver (tests of the whole server put their own here).
+var SystemResolver Resolver = net.DefaultResolver
+
 // Options tune a Proxy.
 type Options struct {
 	// Resolver resolves the names commands ask for; nil: the system's.
@@ -65,7 +69,7 @@ type Proxy struct {
 // New is a proxy for policy.
 func New(policy Policy, opts Options) *Proxy {
 	if opts.Resolver == nil {
-		opts.Resolver = net.DefaultResolver
+		opts.Resolver = SystemResolver
 	}
 	if opts.DialTimeout == 0 {
 		opts.DialTimeout = 30 * time.Second

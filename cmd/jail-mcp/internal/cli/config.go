@@ -19,16 +19,20 @@ import (
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
+	"github.com/jail-mcp/jail-mcp/session/egress"
 )
 
 // Config is the operator's configuration, validated: every field of the
 // contract's configuration table.
 type Config struct {
-	Project     string
-	Root        string
-	Backend     string
-	Fallback    string
-	Network     bool
+	Project  string
+	Root     string
+	Backend  string
+	Fallback string
+	Network  bool
+	// Allow, when set, is the allowlist network is held to (--network
+	// allow:LIST): every connection goes through the server's proxy.
+	Allow       *egress.Policy
 	Auth        []string
 	Session     string
 	Listen      string
@@ -72,7 +76,7 @@ var options = []option{
 	// refuses every call saying why (fail closed), as doctor does.
 	{"backend", "JAIL_MCP_BACKEND", "auto", "`NAME`: " + strings.Join(backendNames, ", "), oneOf(func(c *Config) *string { return &c.Backend }, backendNames...)},
 	{"fallback", "JAIL_MCP_FALLBACK", "fail", "`MODE` when no backend can confine: fail, or warn (run unconfined)", oneOf(func(c *Config) *string { return &c.Fallback }, "fail", "warn")},
-	{"network", "JAIL_MCP_NETWORK", "on", "`MODE`: on or off", parseNetwork},
+	{"network", "JAIL_MCP_NETWORK", "on", "`MODE`: on, off, or allow:HOST,*.DOMAIN,HOST:PORT (only those, through the server's proxy)", parseNetwork},
 	{"auth", "JAIL_MCP_AUTH", "all", "`LIST` of CLIs whose credentials are visible read-only: all, none, or names", parseAuth},
 	{"session", "JAIL_MCP_SESSION", "", "session `NAME` (default: a new UUID); a fixed name keeps the jail across restarts", parseSession},
 	{"listen", "JAIL_MCP_LISTEN", "", "serve streamable HTTP at /mcp on `ADDR` (host:port), one jail per MCP session", func(c *Config, v string) error { c.Listen = v; return nil }},
@@ -217,10 +221,19 @@ func alternatives(values []string) string {
 }
 
 func parseNetwork(c *Config, v string) error {
-	if v != "on" && v != "off" {
-		return errors.New("want on or off")
+	switch {
+	case v == "on":
+		c.Network = true
+	case v == "off":
+	case strings.HasPrefix(v, egress.Prefix):
+		p, err := egress.Parse(strings.TrimPrefix(v, egress.Prefix))
+		if err != nil {
+			return err
+		}
+		c.Network, c.Allow = true, &p
+	default:
+		return errors.New("want on, off, or allow:HOST,*.DOMAIN,HOST:PORT")
 	}
-	c.Network = v == "on"
 	return nil
 }
 

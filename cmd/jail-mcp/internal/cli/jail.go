@@ -12,6 +12,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
+	"github.com/jail-mcp/jail-mcp/session/egress"
 )
 
 // BackendState is the outcome of choosing a backend at start-up.
@@ -36,7 +37,7 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		home, _ = os.UserHomeDir()
 	}
 	scfg := session.Config{
-		Project: cfg.Project, Root: cfg.Root, Network: cfg.Network, Auth: cfg.Auth, Home: home,
+		Project: cfg.Project, Root: cfg.Root, Network: cfg.Network, Allow: cfg.Allow, Auth: cfg.Auth, Home: home,
 		Environ: environ, PassEnv: cfg.PassEnv, Timeout: cfg.Timeout, MaxTimeout: cfg.MaxTimeout,
 		MaxOutput: int(cfg.MaxOutput), MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory,
 		MaxJobTime: cfg.MaxJobTime, MaxJobs: cfg.MaxJobs,
@@ -102,7 +103,7 @@ func LogStart(log *slog.Logger, cfg Config, st BackendState, m *session.Manager,
 		"backend", st.Name,
 		"confined", confined,
 		"fallback", cfg.Fallback,
-		"network", cfg.Network,
+		"network", networkMode(cfg),
 		"auth", strings.Join(cfg.Auth, ","),
 		"auth_exposed", exposedNames(m),
 		"pass_env", strings.Join(cfg.PassEnv, ","),
@@ -121,4 +122,15 @@ func LogStart(log *slog.Logger, cfg Config, st BackendState, m *session.Manager,
 // its session.
 func IdleTimeout(maxTimeout time.Duration) time.Duration {
 	return max(3*maxTimeout, 30*time.Minute)
+}
+
+// networkMode is --network as the operator gave it, canonical.
+func networkMode(cfg Config) string {
+	switch {
+	case cfg.Allow != nil:
+		return egress.Prefix + cfg.Allow.String()
+	case cfg.Network:
+		return "on"
+	}
+	return "off"
 }

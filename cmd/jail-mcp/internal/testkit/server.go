@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/egress"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -96,9 +98,12 @@ func (ts *Server) Feed(id, input, want string) string {
 // real server over real stdio and HTTP.
 func Main(m *testing.M) {
 	if os.Getenv(AsServer) == "1" {
+		if hosts := os.Getenv(TestHosts); hosts != "" {
+			egress.SystemResolver = hostsResolver(hosts)
+		}
 		environ := []string{}
 		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, AsServer+"=") {
+			if !strings.HasPrefix(kv, AsServer+"=") && !strings.HasPrefix(kv, TestHosts+"=") {
 				environ = append(environ, kv)
 			}
 		}
@@ -432,3 +437,26 @@ func OneLineText(t *testing.T, res *mcp.CallToolResult) string {
 // firstRead holds what the call that started a job read of it, for the
 // first readUntil of that job.
 var firstRead sync.Map
+
+// TestHosts, in the environment of a server under test, is the only
+// resolver of its allowlists' proxies: NAME=IP[|IP...] pairs separated by
+// commas. The tests reach loopback servers by names they make up.
+const TestHosts = "JAIL_MCP_TEST_HOSTS"
+
+// hostsResolver resolves the names of a TestHosts value, and no other.
+type hostsResolver string
+
+func (h hostsResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr, error) {
+	for _, pair := range strings.Split(string(h), ",") {
+		name, ips, _ := strings.Cut(pair, "=")
+		if !strings.EqualFold(name, host) {
+			continue
+		}
+		var out []net.IPAddr
+		for _, ip := range strings.Split(ips, "|") {
+			out = append(out, net.IPAddr{IP: net.ParseIP(ip)})
+		}
+		return out, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}

@@ -1,0 +1,175 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+	"github.com/jail-mcp/jail-mcp/tools"
+)
+
+// egressWeb is an HTTP server on the host's loopback that says which host
+// was asked for; the tests reach it by names only their resolver knows.
+func egressWeb(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello %s", r.Host)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+}
+
+const egressHosts = "allowed.test=127.0.0.1,other.test=127.0.0.1,loop.wild.test=127.0.0.1,meta.wild.test=169.254.169.254,private.wild.test=10.9.8.7"
+
+// TestEgressAllowlist: under landlock with --network allow:..., curl,
+// Python and Node reach an allowed host through the proxy over plain HTTP,
+// CONNECT and SOCKS5 and are refused elsewhere, each refusal in the
+// call's result; a name that resolves to loopback or cloud metadata is
+// refused; a program that ignores the proxy gets no connection, and no
+// UDP socket.
+func TestEgressAllowlist(t *testing.T) {
+	port := egressWeb(t)
+	b := testkit.Backends()[1]
+	if b.Name != "landlock" {
+		t.Fatalf("backends: %v", testkit.Backends())
+	}
+	ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv(testkit.TestHosts+"="+egressHosts),
+		"--network", "allow:allowed.test,*.wild.test", "--auth", "none")
+	st := ts.Status()
+	if !slices.Equal(st.Allow, []string{"allowed.test", "*.wild.test"}) || len(st.Gaps) == 0 || !st.Network {
+		t.Fatalf("status: allow %q gaps %q network %t", st.Allow, st.Gaps, st.Network)
+	}
+	ok, other := "allowed.test:"+port, "other.test:"+port
+	hello := "hello " + ok
+	for _, tc := range []struct {
+		name, command string
+		want          string // in stdout
+		refused       string // host:port/protocol the result must list, or ""
+	}{
+		{"curl http", "curl -sS http://" + ok + "/", hello, ""},
+		{"curl http refused", "curl -sS -o /dev/null -w '%{http_code}' http://" + other + "/", "403", other + "/http"},
+		{"curl connect", "curl -sS -p http://" + ok + "/", hello, ""},
+		{"curl connect refused", "curl -sS -p http://" + other + "/ 2>&1; true", "403", other + "/connect"},
+		{"curl socks5", `curl -sS --proxy "$ALL_PROXY" http://` + ok + "/", hello, ""},
+		{"curl socks5 refused", `curl -sS --proxy "$ALL_PROXY" http://` + other + "/ 2>&1; true", "", other + "/socks5"},
+		{"name to loopback", "curl -sS http://loop.wild.test:" + port + "/", "loopback", "loop.wild.test:" + port + "/http"},
+		{"name to cloud metadata", "curl -sS http://meta.wild.test/latest/meta-data/", "link-local", "meta.wild.test:80/http"},
+		{"name to a private address", "curl -sS -p http://private.wild.test:" + port + "/ 2>&1; true", "403", "private.wild.test:" + port + "/connect"},
+		{"python", `python3 -c 'import urllib.request; print(urllib.request.urlopen("http://` + ok + `/").read().decode())'`, hello, ""},
+		{"node", `node -e 'const u = new URL(process.env.HTTP_PROXY); require("http").get({host: u.hostname, port: u.port, path: "http://` + ok + `/", headers: {host: "` + ok + `"}}, r => r.on("data", d => process.stdout.write(d)))'`, hello, ""},
+		{"proxy variables", `echo "$HTTP_PROXY $HTTPS_PROXY $ALL_PROXY $http_proxy no_proxy=${NO_PROXY-unset}"`, "no_proxy=unset", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, raw := ts.Exec(map[string]any{"command": tc.command, "env": map[string]any{"NO_PROXY": "*"}})
+			if !strings.Contains(res.Stdout, tc.want) {
+				t.Errorf("stdout %q, want %q; stderr %q", res.Stdout, tc.want, res.Stderr)
+			}
+			got := refusals(res)
+			if tc.refused == "" && len(got) > 0 || tc.refused != "" && !slices.Contains(got, tc.refused) {
+				t.Errorf("refusals %q, want %q", got, tc.refused)
+			}
+			if tc.refused != "" && !strings.Contains(testkit.ResultText(raw), "network: refused "+strings.SplitN(tc.refused, "/", 2)[0]) {
+				t.Errorf("text does not name the refusal: %s", testkit.ResultText(raw))
+			}
+		})
+	}
+	// What ignores the proxy reaches nothing: TCP to the server itself,
+	// by address, and UDP at all.
+	for _, tc := range []struct{ name, command string }{
+		{"curl without the proxy", "curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:" + port + "/"},
+		{"python direct", `python3 -c 'import socket; socket.create_connection(("127.0.0.1", ` + port + `), 5)'`},
+		{"python udp", `python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 53))'`},
+		{"node direct", `node -e 'require("net").connect(` + port + `, "127.0.0.1").on("connect", () => process.exit(0)).on("error", e => { console.error(e.message); process.exit(1) })'`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, _ := ts.Exec(map[string]any{"command": tc.command})
+			if res.ExitCode == 0 {
+				t.Errorf("connected: %+v", res)
+			}
+		})
+	}
+}
+
+// refusals are a result's refusals as host:port/protocol.
+func refusals(res tools.ExecResult) []string {
+	var out []string
+	for _, r := range res.Refusals {
+		out = append(out, net.JoinHostPort(r.Host, fmt.Sprint(r.Port))+"/"+r.Protocol)
+	}
+	return out
+}
+
+// TestEgressNarrowing: a call narrows the operator's network to a subset
+// of it, or turns it off, never widens it.
+func TestEgressNarrowing(t *testing.T) {
+	port := egressWeb(t)
+	b := testkit.Backends()[1]
+	ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv(testkit.TestHosts+"="+egressHosts),
+		"--network", "allow:allowed.test,other.test:"+port, "--auth", "none")
+	curl := "curl -sS -o /dev/null -w '%{http_code}' http://"
+	for _, tc := range []struct {
+		name  string
+		args  map[string]any
+		want  string // in stdout, or in the refusal
+		error bool
+	}{
+		{"a subset", map[string]any{"command": curl + "other.test:" + port + "/", "allow": []string{"allowed.test"}}, "403", false},
+		{"the subset's host", map[string]any{"command": curl + "allowed.test:" + port + "/", "allow": []string{"allowed.test"}}, "200", false},
+		{"wider", map[string]any{"command": "true", "allow": []string{"example.com"}}, "not in the operator's allowlist", true},
+		{"another port", map[string]any{"command": "true", "allow": []string{"other.test:1"}}, "not in the operator's allowlist", true},
+		{"off", map[string]any{"command": curl + "allowed.test:" + port + "/ --max-time 5", "network": false}, "000", false},
+		{"off and a list", map[string]any{"command": "true", "network": false, "allow": []string{"allowed.test"}}, "network is off", true},
+		{"a bad rule", map[string]any{"command": "true", "allow": []string{"a b"}}, "want a host name", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, raw := ts.Exec(tc.args)
+			if tc.error {
+				if !raw.IsError || !strings.Contains(testkit.OneLineText(t, raw), tc.want) {
+					t.Errorf("want a refusal with %q: %s", tc.want, testkit.ResultText(raw))
+				}
+				return
+			}
+			if !strings.Contains(res.Stdout, tc.want) {
+				t.Errorf("stdout %q, want %q; stderr %q", res.Stdout, tc.want, res.Stderr)
+			}
+		})
+	}
+	// Network on narrows to a list too; network off does not widen.
+	on := b.Start(t, testkit.NewProject(t), testkit.ServerEnv(testkit.TestHosts+"="+egressHosts), "--auth", "none")
+	if res, _ := on.Exec(map[string]any{"command": curl + "other.test:" + port + "/", "allow": []string{"allowed.test"}}); res.Stdout != "403" {
+		t.Errorf("network on, narrowed: %q %q", res.Stdout, res.Stderr)
+	}
+	off := b.Start(t, testkit.NewProject(t), testkit.ServerEnv(), "--network", "off", "--auth", "none")
+	if _, raw := off.Exec(map[string]any{"command": "true", "allow": []string{"allowed.test"}}); !raw.IsError {
+		t.Errorf("network off widened by a list: %s", testkit.ResultText(raw))
+	}
+}
+
+// TestEgressFailsClosed: a backend that cannot hold an allowlist refuses
+// every call that has one, saying why; nothing runs with the whole
+// network.
+func TestEgressFailsClosed(t *testing.T) {
+	b := testkit.Backends()[0]
+	ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv(), "--network", "allow:allowed.test", "--auth", "none")
+	if st := ts.Status(); len(st.Gaps) == 0 || !strings.Contains(st.Gaps[0], "refused") {
+		t.Errorf("gaps %q", st.Gaps)
+	}
+	_, raw := ts.Exec(map[string]any{"command": "echo ran"})
+	if !raw.IsError || !strings.Contains(testkit.OneLineText(t, raw), "allowlist") {
+		t.Errorf("want a refusal: %s", testkit.ResultText(raw))
+	}
+	if _, raw := ts.Exec(map[string]any{"command": "echo ran", "network": false}); raw.IsError {
+		t.Errorf("network off still runs: %s", testkit.ResultText(raw))
+	}
+}
