@@ -38,7 +38,15 @@ type agentClient struct {
 	done   chan struct{} // closed once it ended
 
 	stderr *tailBuffer // the agent's stderr, for why it ended
+
+	// dial opens a connection to the proxy of the agent's allowlist, nil
+	// without one; dials bounds those in flight.
+	dial  func() (*os.File, error)
+	dials chan struct{}
 }
+
+// maxDials bounds the proxy connections an agent may ask for at once.
+const maxDials = 256
 
 // agentCall is one call of an agent, as the server sees it.
 type agentCall struct {
@@ -66,11 +74,12 @@ var (
 
 // agentStart is how startAgent starts an agent.
 type agentStart struct {
-	cmd    *exec.Cmd       // the agent, or the sandbox that runs it
-	ctl    *os.File        // the agent's end of the control socket, a descriptor of cmd
-	server *net.UnixConn   // the server's end
-	sent   []*os.File      // descriptors of cmd to close once it started
-	kill   func(*exec.Cmd) // ends it whole
+	cmd    *exec.Cmd                // the agent, or the sandbox that runs it
+	ctl    *os.File                 // the agent's end of the control socket, a descriptor of cmd
+	server *net.UnixConn            // the server's end
+	sent   []*os.File               // descriptors of cmd to close once it started
+	kill   func(*exec.Cmd)          // ends it whole
+	dial   func() (*os.File, error) // the proxy's connections, for an agent that forwards
 	// confine, when set, confines the launching thread before it forks
 	// cmd: the thread then dies at once, and cmd has no parent-death
 	// signal tied to it. Otherwise the thread waits for cmd and dies with
@@ -82,7 +91,8 @@ type agentStart struct {
 // files, and waits until it says it is ready.
 func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) (*agentClient, error) {
 	cmd, ctl, server, kill := st.cmd, st.ctl, st.server, st.kill
-	a := &agentClient{conn: server, calls: map[uint64]*agentCall{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096}}
+	a := &agentClient{conn: server, calls: map[uint64]*agentCall{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096},
+		dial: st.dial, dials: make(chan struct{}, maxDials)}
 	cmd.Stderr = a.stderr
 	if launch == nil {
 		launch = FreshThread
@@ -171,11 +181,36 @@ func (a *agentClient) read() {
 			a.end(fmt.Errorf("%w: %w%s", ErrAgentEnded, agentLost{err}, a.stderr.line()))
 			return
 		}
+		if m.T == msgDial && a.dial != nil {
+			a.serveDial(m.ID)
+			continue
+		}
 		if err := a.deliver(m); err != nil {
 			a.end(fmt.Errorf("%w: it broke the protocol (%v) and was killed", ErrAgentEnded, err))
 			return
 		}
 	}
+}
+
+// serveDial answers an agent's dial: a new connection to the proxy, or
+// why not (too many in flight).
+func (a *agentClient) serveDial(id uint64) {
+	select {
+	case a.dials <- struct{}{}:
+	default:
+		go a.send(agentMsg{T: msgDialed, ID: id, Err: "too many connections at once"})
+		return
+	}
+	go func() {
+		defer func() { <-a.dials }()
+		f, err := a.dial()
+		if err != nil {
+			a.send(agentMsg{T: msgDialed, ID: id, Err: err.Error()})
+			return
+		}
+		a.send(agentMsg{T: msgDialed, ID: id}, f)
+		f.Close()
+	}()
 }
 
 // deliver routes one message to its call, checking that it fits.

@@ -3,6 +3,7 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -72,6 +73,12 @@ type agent struct {
 	mu    sync.Mutex
 	calls map[uint64]*agentRun
 	wg    sync.WaitGroup
+
+	// The forwarder of an allowlist (bwrap): the connections to the
+	// proxy asked for, by id.
+	dialMu   sync.Mutex
+	dials    map[uint64]chan *os.File
+	nextDial uint64
 }
 
 // agentRun is one call in the agent: the eventfd that wakes its thread,
@@ -100,6 +107,12 @@ func (a *agent) serve() int {
 		return 1
 	}
 	closeFiles(files)
+	if m.Egress > 0 {
+		if err := a.startForwarder(m.Egress); err != nil {
+			a.send(agentMsg{T: msgError, Err: err.Error()})
+			return 1
+		}
+	}
 	if err := a.send(agentMsg{T: msgReady, Pid: os.Getpid()}); err != nil {
 		return 1
 	}
@@ -117,6 +130,8 @@ func (a *agent) serve() int {
 		case msgSignal:
 			a.signal(m.ID, unix.Signal(m.Signal))
 			closeFiles(files)
+		case msgDialed:
+			a.dialed(m, files)
 		case msgStop:
 			closeFiles(files)
 			a.stop()
@@ -360,4 +375,111 @@ func (a *agent) stop() {
 	case <-done:
 	case <-time.After(reapGrace + time.Second):
 	}
+}
+
+// startForwarder listens on port of the sandbox's loopback (its own
+// network namespace, where nothing else leads out) and forwards every
+// connection to the server's proxy, over a connection the server gives
+// for it.
+func (a *agent) startForwarder(port int) error {
+	a.dials = map[uint64]chan *os.File{}
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return fmt.Errorf("agent: forwarder to the proxy: %w", err)
+	}
+	go a.forward(ln)
+	return nil
+}
+
+func (a *agent) forward(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go a.forwardConn(c)
+	}
+}
+
+// forwardTimeout bounds the wait for the server's connection to the proxy.
+const forwardTimeout = 10 * time.Second
+
+func (a *agent) forwardConn(c net.Conn) {
+	defer c.Close()
+	ch := make(chan *os.File, 1)
+	a.dialMu.Lock()
+	a.nextDial++
+	id := a.nextDial
+	a.dials[id] = ch
+	a.dialMu.Unlock()
+	defer func() {
+		a.dialMu.Lock()
+		delete(a.dials, id)
+		a.dialMu.Unlock()
+		select { // one that came after the wait ended
+		case f := <-ch:
+			if f != nil {
+				f.Close()
+			}
+		default:
+		}
+	}()
+	if a.send(agentMsg{T: msgDial, ID: id}) != nil {
+		return
+	}
+	var f *os.File
+	select {
+	case f = <-ch:
+	case <-time.After(forwardTimeout):
+		return
+	}
+	if f == nil {
+		return
+	}
+	pc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return
+	}
+	defer pc.Close()
+	relay(c, pc)
+}
+
+// dialed hands the server's connection to the forwarded connection that
+// asked for it (none: the server could not make one).
+func (a *agent) dialed(m agentMsg, files []*os.File) {
+	a.dialMu.Lock()
+	ch := a.dials[m.ID]
+	a.dialMu.Unlock()
+	var f *os.File
+	if len(files) > 0 {
+		f = files[0]
+		closeFiles(files[1:])
+	}
+	if ch == nil {
+		if f != nil {
+			f.Close()
+		}
+		return
+	}
+	ch <- f
+}
+
+// relay copies both ways until both directions end, passing each end of
+// input on as a half close.
+func relay(a, b net.Conn) {
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+		done <- struct{}{}
+	}
+	go pipe(a, b)
+	go pipe(b, a)
+	<-done
+	<-done
 }

@@ -29,6 +29,9 @@ type agentMsg struct {
 	Network bool   `json:"network,omitempty"`
 	ABI     int    `json:"abi,omitempty"` // Landlock ABI; 0: none
 	Root    bool   `json:"root,omitempty"`
+	// Egress: the port the agent forwards to the server's proxy from
+	// inside the sandbox's network namespace (bwrap); 0: none.
+	Egress int `json:"egress,omitempty"`
 
 	// run (server to agent).
 	Argv []string `json:"argv,omitempty"`
@@ -59,6 +62,8 @@ const (
 	msgExited  = "exited"  // agent: it is over, and nothing of it is left
 	msgStop    = "stop"    // server: end every call and exit
 	msgError   = "error"   // agent: it cannot serve (it exits)
+	msgDial    = "dial"    // agent: a connection to the proxy, for forwarded connection ID
+	msgDialed  = "dialed"  // server: here it is (descriptor), or Err
 )
 
 // Frame bounds. The server's frames carry a command line and its

@@ -124,9 +124,17 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 		}
 	}
 	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Network: spec.Network, ABI: b.abi}
+	var dial func() (*os.File, error)
+	if spec.Egress != nil {
+		if spec.Egress.Dial == nil {
+			server.Close()
+			return nil, errors.New("bwrap: a proxy without a dial")
+		}
+		cfg.Egress, dial = spec.Egress.Port, spec.Egress.Dial
+	}
 	// Once bwrap has them: the filter and the info pipe's write end.
 	sent := cmd.ExtraFiles[len(bwrapFiles(spec)) : len(cmd.ExtraFiles)-2]
-	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill}, launch, cfg, []*os.File{spec.JailFile})
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill, dial: dial}, launch, cfg, []*os.File{spec.JailFile})
 	if err != nil {
 		return nil, err
 	}
@@ -327,8 +335,11 @@ func userNamespaces() error {
 	return cmd.Run()
 }
 
-// Egress: a sandbox of its own network namespace, whose only way out would
-// be a forwarder of the session agent to the proxy, is not built yet.
+// Egress: a sandbox of its own network namespace, whose only way out is
+// the session agent's forwarder to the proxy; it needs the agent.
 func (b *bwrap) Egress() error {
-	return fmt.Errorf("%w: bwrap does not yet (use --backend landlock for an allowlist, or --network on or off)", ErrNoEgress)
+	if !b.Agents() {
+		return fmt.Errorf("%w: bwrap holds one through the session agent, which needs Landlock ABI %d", ErrNoEgress, MinLandlockABI)
+	}
+	return nil
 }

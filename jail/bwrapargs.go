@@ -50,7 +50,9 @@ func BwrapArgs(spec Spec, shadow []string) []string {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
 	}
-	if !spec.Network {
+	if !spec.Network || spec.Egress != nil {
+		// Held to a proxy: the sandbox's own network, whose only way out
+		// is the session agent's forwarder.
 		args = append(args, "--unshare-net")
 	}
 	args = append(args,

@@ -203,6 +203,10 @@ type Egress struct {
 	// the port the session agent forwards to it inside the sandbox's own
 	// network namespace (bwrap).
 	Port int
+	// Dial, for a sandbox of its own network namespace (bwrap), is a new
+	// connection to the proxy: the session agent forwards each connection
+	// made to Port inside the sandbox over one.
+	Dial func() (*os.File, error)
 }
 
 // port is e's port, 0 for none.

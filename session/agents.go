@@ -153,7 +153,7 @@ func (s *Session) agentDone(slot *agentSlot) {
 func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (jail.Runner, *callCgroup, error) {
 	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project}}
 	if eg != nil {
-		spec.Egress = &jail.Egress{Port: eg.port}
+		spec.Egress = &jail.Egress{Port: eg.port, Dial: eg.dial}
 	}
 	opened, err := s.sandboxFiles(&spec, exps)
 	defer func() { closeAll(opened) }()

@@ -14,8 +14,9 @@ import (
 // allowlist: its listener, and the refusals it made, the last keptRefusals
 // of them.
 type agentEgress struct {
-	ln   net.Listener
-	port int
+	proxy *egress.Proxy
+	ln    net.Listener
+	port  int
 
 	mu    sync.Mutex
 	total int              // refusals made
@@ -37,8 +38,8 @@ func (s *Session) startEgress(allow egress.Policy) (*agentEgress, error) {
 		return nil, err
 	}
 	e := &agentEgress{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
-	p := egress.New(allow, egress.Options{Refused: e.add, Log: s.m.log.With("session", s.Name)})
-	go p.Serve(ln)
+	e.proxy = egress.New(allow, egress.Options{Refused: e.add, Log: s.m.log.With("session", s.Name)})
+	go e.proxy.Serve(ln)
 	return e, nil
 }
 
@@ -67,7 +68,10 @@ func (e *agentEgress) since(m egressMark) []egress.Refusal {
 	return slices.Clone(e.kept[len(e.kept)-n:])
 }
 
-func (e *agentEgress) close() { e.ln.Close() }
+func (e *agentEgress) close() {
+	e.ln.Close()
+	e.proxy.Close()
+}
 
 // proxyVars are the variables clients read for a proxy, lower and upper
 // case; NO_PROXY is dropped: nothing goes around the proxy.

@@ -64,6 +64,12 @@ type Proxy struct {
 	policy Policy
 	opts   Options
 	http   *goproxy.ProxyHttpServer
+
+	// HTTP connections, once told from SOCKS5 ones, go to srv through
+	// httpConns; srv runs from the first until Close.
+	srvOnce   sync.Once
+	srv       *http.Server
+	httpConns *chanListener
 }
 
 // New is a proxy for policy.
@@ -108,6 +114,8 @@ func New(policy Policy, opts Options) *Proxy {
 		return resp
 	})
 	p.http = gp
+	p.httpConns = newChanListener(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	p.srv = &http.Server{Handler: gp, ReadHeaderTimeout: 30 * time.Second}
 	return p
 }
 
@@ -123,13 +131,8 @@ func writeRefusal(w io.Writer, err error) {
 	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", code, text, len(msg), msg)
 }
 
-// Serve serves ln until it is closed.
+// Serve serves the connections of ln until it is closed.
 func (p *Proxy) Serve(ln net.Listener) error {
-	httpConns := newChanListener(ln.Addr())
-	srv := &http.Server{Handler: p.http, ReadHeaderTimeout: 30 * time.Second, ErrorLog: nil}
-	go srv.Serve(httpConns)
-	defer srv.Close()
-	defer httpConns.Close()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -138,8 +141,21 @@ func (p *Proxy) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		go p.route(c, httpConns)
+		go p.ServeConn(c)
 	}
+}
+
+// ServeConn serves one connection (a forwarded one: a session agent's).
+func (p *Proxy) ServeConn(c net.Conn) {
+	p.srvOnce.Do(func() { go p.srv.Serve(p.httpConns) })
+	p.route(c, p.httpConns)
+}
+
+// Close ends the proxy: the connections it serves, and any it is given.
+func (p *Proxy) Close() {
+	p.srvOnce.Do(func() {})
+	p.httpConns.Close()
+	p.srv.Close()
 }
 
 // route hands a connection to SOCKS5 or to HTTP by its first byte.
