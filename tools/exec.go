@@ -69,6 +69,9 @@ type Outcome struct {
 	Jail            string `json:"jail"`
 	Backend         string `json:"backend"`
 	Confined        bool   `json:"confined"`
+	// Refusals: the connections the allowlist's proxy refused while the
+	// command ran (so far, for a job that runs).
+	Refusals []egress.Refusal `json:"network_refusals"`
 }
 
 // newOutcome is an Outcome with a command's output and where it ran.
@@ -77,20 +80,23 @@ func newOutcome(stdout, stderr session.Stream, d time.Duration, sessionName, jai
 		Stdout: stdout.Text, Stderr: stderr.Text, StdoutBytes: stdout.Bytes, StderrBytes: stderr.Bytes,
 		StdoutTruncated: stdout.Truncated, StderrTruncated: stderr.Truncated, DurationMS: d.Milliseconds(),
 		Session: sessionName, Jail: jailPath, Backend: backend, Confined: confined,
+		Refusals: []egress.Refusal{},
 	}
 }
 
 // ended records how the command ended.
 func (o *Outcome) ended(res *session.Result) {
 	o.ExitCode, o.Signal, o.TimedOut, o.Limit = res.ExitCode, res.Signal, res.End == session.TimedOut, string(res.Limit)
+	if len(res.Refusals) > 0 {
+		o.Refusals = res.Refusals
+	}
 }
 
 // ExecResult is the structured result of jailed_exec.
 type ExecResult struct {
 	Outcome
-	Cancelled bool             `json:"cancelled"`
-	Agent     string           `json:"agent"`
-	Refusals  []egress.Refusal `json:"network_refusals"`
+	Cancelled bool   `json:"cancelled"`
+	Agent     string `json:"agent"`
 }
 
 // Exec is the jailed_exec tool.
@@ -147,7 +153,7 @@ func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	if warned := warnResult(ctx, res); warned || r.Progress != nil {
 		flushNotifications(ctx)
 	}
-	out := ExecResult{Outcome: newOutcome(res.Stdout, res.Stderr, res.Duration, res.Session, res.Jail, res.Backend, res.Confined), Refusals: []egress.Refusal{}}
+	out := ExecResult{Outcome: newOutcome(res.Stdout, res.Stderr, res.Duration, res.Session, res.Jail, res.Backend, res.Confined)}
 	out.OutputPath = res.OutputPath
 	fillEnd(&out, res)
 	return structured(out, renderExec(res), res.Failed()), nil

@@ -10,7 +10,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/jail-mcp/jail-mcp/session"
-	"github.com/jail-mcp/jail-mcp/session/egress"
 )
 
 var jobInputSchema = schema("job.input")
@@ -132,7 +131,7 @@ func (h *Handler) execJob(ctx context.Context, req mcp.CallToolRequest, s *sessi
 		return refuseRun(rd.Err), nil
 	}
 	cfg := h.Manager.Config()
-	out := ExecResult{Outcome: newOutcome(rd.Stdout, rd.Stderr, rd.Duration, s.Name, s.Path, cfg.Backend.Name(), cfg.Backend.Confined()), Refusals: []egress.Refusal{}}
+	out := ExecResult{Outcome: newOutcome(rd.Stdout, rd.Stderr, rd.Duration, s.Name, s.Path, cfg.Backend.Name(), cfg.Backend.Confined())}
 	if rd.Running || p.Background {
 		// A job from now on (a background job that already ended stays one
 		// too: its id was asked for).
@@ -158,9 +157,6 @@ func (h *Handler) execJob(ctx context.Context, req mcp.CallToolRequest, s *sessi
 func fillEnd(out *ExecResult, res *session.Result) {
 	out.ended(res)
 	out.Cancelled, out.Agent = res.End == session.Cancelled, agentNote(res)
-	if len(res.Refusals) > 0 {
-		out.Refusals = res.Refusals
-	}
 }
 
 // refuseRun is the result of a command that could not run.

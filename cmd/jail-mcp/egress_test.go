@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -180,5 +181,26 @@ func TestEgressFailsClosed(t *testing.T) {
 	}
 	if _, raw := ts.Exec(map[string]any{"command": "echo ran", "network": false}); raw.IsError {
 		t.Errorf("network off still runs: %s", testkit.ResultText(raw))
+	}
+}
+
+// TestEgressDoctor: doctor says how each backend holds an allowlist and
+// what it cannot exclude.
+func TestEgressDoctor(t *testing.T) {
+	for _, tc := range []struct{ backend, how, gap string }{
+		{"bwrap", "network namespace", ""},
+		{"landlock", "TCP connects to the proxy's port only", "any host on the port number"},
+	} {
+		res := runInProcess(t, []string{"doctor", "--json", "--backend", tc.backend}, cfgEnv())
+		var r struct {
+			Allowlist     string   `json:"allowlist"`
+			AllowlistGaps []string `json:"allowlist_gaps"`
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &r); err != nil {
+			t.Fatalf("doctor --json: %v\n%s", err, res.stdout)
+		}
+		if !strings.Contains(r.Allowlist, tc.how) || (tc.gap == "") != (len(r.AllowlistGaps) == 0) || tc.gap != "" && !strings.Contains(r.AllowlistGaps[0], tc.gap) {
+			t.Errorf("%s: allowlist %q gaps %q", tc.backend, r.Allowlist, r.AllowlistGaps)
+		}
 	}
 }

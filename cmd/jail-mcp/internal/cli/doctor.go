@@ -21,7 +21,11 @@ type DoctorReport struct {
 	Reason     string           `json:"reason,omitempty"`
 	Hint       string           `json:"hint,omitempty"`
 	Guarantees *jail.Guarantees `json:"guarantees,omitempty"`
-	Version    string           `json:"version"`
+	// Allowlist says how the selected backend holds --network allow:...,
+	// or why it cannot; AllowlistGaps what it cannot exclude.
+	Allowlist     string   `json:"allowlist,omitempty"`
+	AllowlistGaps []string `json:"allowlist_gaps,omitempty"`
+	Version       string   `json:"version"`
 }
 
 // doctor tells which backends exist here, which one would be used, why the
@@ -47,6 +51,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		r.Selected, r.Confined = b.Name(), b.Confined()
 		g := b.Guarantees()
 		r.Guarantees = &g
+		r.Allowlist, r.AllowlistGaps = allowlistOf(b)
 	} else if ue, ok := err.(*jail.UnavailableError); ok {
 		r.Selected, r.Reason, r.Hint = ue.Backend, ue.Reason, ue.Hint
 	} else {
@@ -111,6 +116,10 @@ func printDoctor(w io.Writer, r DoctorReport, asked string) {
 				fmt.Fprintf(w, "  %d. %s: %s\n", p.ID, p.Name, p.Note)
 			}
 		}
+		fmt.Fprintf(w, "--network allow:...: %s\n", r.Allowlist)
+		for _, g := range r.AllowlistGaps {
+			fmt.Fprintf(w, "  gap: %s\n", g)
+		}
 		return
 	}
 	fmt.Fprintf(w, "\n%s: no backend can confine commands here: %s\n", asked, r.Reason)
@@ -118,4 +127,16 @@ func printDoctor(w io.Writer, r DoctorReport, asked string) {
 		fmt.Fprintf(w, "fix: %s\n", r.Hint)
 	}
 	fmt.Fprintln(w, "the server refuses every command (or, with --fallback warn, runs them unconfined)")
+}
+
+// allowlistOf says how b holds a network allowlist, and its gaps.
+func allowlistOf(b jail.Backend) (string, []string) {
+	if err := b.Egress(); err != nil {
+		return "refused (" + err.Error() + ")", nil
+	}
+	how := map[string]string{
+		"bwrap":    "held: the sandbox's own network namespace, whose only way out is the session agent's forwarder to the server's proxy",
+		"landlock": "held: Landlock allows TCP connects to the proxy's port only, seccomp every socket but TCP",
+	}[b.Name()]
+	return how, jail.EgressGaps(b)
 }
