@@ -57,6 +57,7 @@ func TestEscape(t *testing.T) {
 		t.Run("7", fx.bounded)
 		t.Run("8", fx.failClosed)
 		t.Run("jobs", fx.jobs)
+		t.Run("egress", fx.egress)
 	})
 }
 

@@ -1,0 +1,158 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+)
+
+// egressTarget is a host server the allowlist does not admit: every
+// request that reaches it is an escape.
+type egressTarget struct {
+	port string
+	hits atomic.Int64
+}
+
+func newEgressTarget(t *testing.T) *egressTarget {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &egressTarget{port: fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.hits.Add(1)
+		fmt.Fprint(w, "reached the target")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return e
+}
+
+// Allowlist (--network allow:...), attacked from inside: the target is a
+// loopback server of the host the list does not admit, reached by name,
+// by address, through the session's other proxies, by smuggling it past
+// the proxy's checks, and around the proxy.
+func (fx *escapeFixture) egress(t *testing.T) {
+	allowedPort := egressWeb(t)
+	target := newEgressTarget(t)
+	hosts := "allowed.test=127.0.0.1,target.test=127.0.0.1,wide.test=127.0.0.1"
+	// The operator admits allowed.test on its port and wide.test on the
+	// target's port; calls narrow to allowed.test alone, so that the
+	// session has a second agent, whose proxy would admit the target.
+	ts := fx.start(t, testkit.NewProject(t), fx.env(testkit.TestHosts+"="+hosts),
+		"--session", "egress", "--network", "allow:allowed.test:"+allowedPort+",wide.test:"+target.port)
+	if res, _ := ts.Exec(map[string]any{"command": "curl -sS http://wide.test:" + target.port + "/"}); res.Stdout != "reached the target" {
+		t.Fatalf("the wide policy does not reach the target: %+v", res)
+	}
+	target.hits.Store(0)
+	narrow := map[string]any{"allow": []string{"allowed.test:" + allowedPort}}
+	check := func(t *testing.T) {
+		if n := target.hits.Load(); n > 0 {
+			fx.escape(t, "the target was reached %d time(s)", n)
+			target.hits.Store(0)
+		}
+	}
+	tp := target.port
+	for _, v := range []struct{ name, script string }{
+		// Every TCP port that listens on any address the jail can see,
+		// asked to proxy to the target: the session's other proxy among
+		// them under landlock, which sees the host's sockets.
+		{"other-proxies", py(`
+import socket
+ports = set()
+for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+    try:
+        for line in open(f).read().splitlines()[1:]:
+            loc, st = line.split()[1], line.split()[3]
+            if st == "0A":
+                ports.add(int(loc.split(":")[1], 16))
+    except OSError:
+        pass
+addrs = ["127.0.0.1", "::1"]
+for p in sorted(ports):
+    for a in addrs:
+        try:
+            s = socket.create_connection((a, p), 2)
+        except OSError:
+            continue
+        try:
+            s.settimeout(2)
+            s.sendall(("GET http://wide.test:` + tp + `/ HTTP/1.1\r\nHost: wide.test:` + tp + `\r\nConnection: close\r\n\r\n").encode())
+            if b"reached the target" in s.recv(4096):
+                escaped("proxied to the target through port %d" % p)
+        except OSError:
+            pass
+        s.close()
+`)},
+		// Past the checks of the session's own proxy.
+		{"smuggle", `
+P="$HTTP_PROXY"
+curl -sS -m 5 -x "$P" "http://allowed.test:` + allowedPort + `@target.test:` + tp + `/" 2>/dev/null | grep -q reached && echo "ESCAPED: userinfo"
+printf 'GET http://allowed.test:` + allowedPort + `/ HTTP/1.1\r\nHost: target.test:` + tp + `\r\nConnection: close\r\n\r\n' | curl -sS -m 5 telnet://${P#http://} 2>/dev/null | grep -q reached && echo "ESCAPED: host header"
+for a in "127.0.0.1:` + tp + `" "[::ffff:127.0.0.1]:` + tp + `" "TARGET.TEST.:` + tp + `" "allowed.test:` + tp + `" "2130706433:` + tp + `" "0x7f.1:` + tp + `" "localhost:` + tp + `"; do
+  curl -sS -m 5 -p -x "$P" "http://$a/" 2>/dev/null | grep -q reached && echo "ESCAPED: CONNECT $a"
+  curl -sS -m 5 -x "$P" "http://$a/" 2>/dev/null | grep -q reached && echo "ESCAPED: GET $a"
+  curl -sS -m 5 --proxy "$ALL_PROXY" "http://$a/" 2>/dev/null | grep -q reached && echo "ESCAPED: SOCKS $a"
+  curl -sS -m 5 --socks5 "${ALL_PROXY#socks5h://}" "http://$a/" 2>/dev/null | grep -q reached && echo "ESCAPED: SOCKS by address $a"
+done
+curl -sS -m 5 -x "$P" "http://${P#http://}/" >/dev/null 2>&1; true
+`},
+		// Around the proxy: straight to the target, to every address of
+		// the host, over UDP (DNS) and raw sockets.
+		{"direct", py(`
+import socket
+for a in ["127.0.0.1", "::1", "::ffff:127.0.0.1", "0.0.0.0"] + [l.split()[0] for l in open("/etc/hosts") if l.strip() and not l.startswith("#")]:
+    try:
+        s = socket.create_connection((a, ` + tp + `), 2)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        if b"reached" in s.recv(4096):
+            escaped("direct to " + a)
+    except OSError:
+        pass
+for fam, a in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
+    try:
+        u = socket.socket(fam, socket.SOCK_DGRAM)
+        u.sendto(b"x", (a, 53))
+        escaped("a UDP datagram to %s left" % a)
+    except OSError:
+        pass
+for kind, proto in ((socket.SOCK_RAW, socket.IPPROTO_ICMP), (socket.SOCK_RAW, socket.IPPROTO_TCP)):
+    attempt("a raw socket", socket.socket, socket.AF_INET, kind, proto)
+attempt("an SCTP socket", socket.socket, socket.AF_INET, socket.SOCK_STREAM, 132)
+`)},
+	} {
+		fx.vector(t, "egress-"+v.name, func(t *testing.T) {
+			fx.attack(t, ts, v.script, narrow)
+			check(t)
+		})
+	}
+	// A flood of connections to the forwarder or the proxy leaves the
+	// server serving.
+	fx.vector(t, "egress-flood", func(t *testing.T) {
+		fx.attack(t, ts, py(`
+import socket, urllib.parse
+u = urllib.parse.urlparse(E["HTTP_PROXY"])
+socks = []
+for i in range(600):
+    try:
+        socks.append(socket.create_connection((u.hostname, u.port), 2))
+    except OSError:
+        break
+for s in socks:
+    s.close()
+`), narrow)
+		res, _ := ts.Exec(map[string]any{"command": "curl -sS http://allowed.test:" + allowedPort + "/", "allow": narrow["allow"]})
+		if !strings.HasPrefix(res.Stdout, "hello") {
+			t.Errorf("after the flood: %+v", res)
+		}
+		check(t)
+	})
+}
