@@ -74,12 +74,15 @@ type agent struct {
 	calls map[uint64]*agentRun
 	wg    sync.WaitGroup
 
-	// The forwarder of an allowlist (bwrap): the connections to the
-	// proxy asked for, by id.
-	dialMu   sync.Mutex
-	dials    map[uint64]chan *os.File
-	nextDial uint64
+	// The forwarder of an allowlist (bwrap): connections to the proxy,
+	// made ahead of use (nil: one the server would not make).
+	spares   chan *os.File
+	nextDial atomic.Uint64
 }
+
+// spareDials is how many connections to the proxy a forwarder keeps
+// ready, so that a new connection does not wait for the server.
+const spareDials = 4
 
 // agentRun is one call in the agent: the eventfd that wakes its thread,
 // to kill the call or to pass it the signals queued in sigs.
@@ -115,6 +118,12 @@ func (a *agent) serve() int {
 	}
 	if err := a.send(agentMsg{T: msgReady, Pid: os.Getpid()}); err != nil {
 		return 1
+	}
+	if a.spares != nil {
+		// (Once ready: the server takes no other message before.)
+		for range spareDials {
+			a.requestDial()
+		}
 	}
 	for {
 		m, files, err := readFrame(a.conn, maxServerFrame, true)
@@ -380,15 +389,20 @@ func (a *agent) stop() {
 // startForwarder listens on port of the sandbox's loopback (its own
 // network namespace, where nothing else leads out) and forwards every
 // connection to the server's proxy, over a connection the server gives
-// for it.
+// for it; it keeps spareDials of those ready, asked for once the agent is.
 func (a *agent) startForwarder(port int) error {
-	a.dials = map[uint64]chan *os.File{}
+	a.spares = make(chan *os.File, spareDials*2)
 	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
 		return fmt.Errorf("agent: forwarder to the proxy: %w", err)
 	}
 	go a.forward(ln)
 	return nil
+}
+
+// requestDial asks the server for a connection to the proxy.
+func (a *agent) requestDial() {
+	a.send(agentMsg{T: msgDial, ID: a.nextDial.Add(1)})
 }
 
 func (a *agent) forward(ln net.Listener) {
@@ -406,30 +420,10 @@ const forwardTimeout = 10 * time.Second
 
 func (a *agent) forwardConn(c net.Conn) {
 	defer c.Close()
-	ch := make(chan *os.File, 1)
-	a.dialMu.Lock()
-	a.nextDial++
-	id := a.nextDial
-	a.dials[id] = ch
-	a.dialMu.Unlock()
-	defer func() {
-		a.dialMu.Lock()
-		delete(a.dials, id)
-		a.dialMu.Unlock()
-		select { // one that came after the wait ended
-		case f := <-ch:
-			if f != nil {
-				f.Close()
-			}
-		default:
-		}
-	}()
-	if a.send(agentMsg{T: msgDial, ID: id}) != nil {
-		return
-	}
+	a.requestDial() // the spare this one takes, replaced
 	var f *os.File
 	select {
-	case f = <-ch:
+	case f = <-a.spares:
 	case <-time.After(forwardTimeout):
 		return
 	}
@@ -445,24 +439,21 @@ func (a *agent) forwardConn(c net.Conn) {
 	relay(c, pc)
 }
 
-// dialed hands the server's connection to the forwarded connection that
-// asked for it (none: the server could not make one).
+// dialed keeps the server's connection to the proxy for the next
+// forwarded connection (none: the server would not make one).
 func (a *agent) dialed(m agentMsg, files []*os.File) {
-	a.dialMu.Lock()
-	ch := a.dials[m.ID]
-	a.dialMu.Unlock()
 	var f *os.File
 	if len(files) > 0 {
 		f = files[0]
 		closeFiles(files[1:])
 	}
-	if ch == nil {
+	select {
+	case a.spares <- f:
+	default:
 		if f != nil {
 			f.Close()
 		}
-		return
 	}
-	ch <- f
 }
 
 // relay copies both ways until both directions end, passing each end of

@@ -17,6 +17,7 @@ type agentEgress struct {
 	proxy *egress.Proxy
 	ln    net.Listener
 	port  int
+	live  chan struct{} // a token per connection an agent forwards, live
 
 	mu    sync.Mutex
 	total int              // refusals made
@@ -26,6 +27,11 @@ type agentEgress struct {
 // keptRefusals bounds what an agent's proxy keeps of its refusals (a
 // command that tries a thousand hosts is told of the last ones).
 const keptRefusals = 64
+
+// maxForwarded bounds the connections an agent forwards to its proxy at
+// once (its spares among them): a command cannot make the server hold
+// more than that for it.
+const maxForwarded = 512
 
 // egressMark is a point in an agent's refusals.
 type egressMark int
@@ -37,7 +43,7 @@ func (s *Session) startEgress(allow egress.Policy) (*agentEgress, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &agentEgress{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
+	e := &agentEgress{ln: ln, port: ln.Addr().(*net.TCPAddr).Port, live: make(chan struct{}, maxForwarded)}
 	e.proxy = egress.New(allow, egress.Options{Refused: e.add, Log: s.m.log.With("session", s.Name)})
 	go e.proxy.Serve(ln)
 	return e, nil

@@ -3,8 +3,11 @@
 package session
 
 import (
+	"fmt"
+	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -14,6 +17,22 @@ import (
 // forwards to it from a sandbox of its own network (bwrap): one end of a
 // socket pair, the proxy serving the other.
 func (e *agentEgress) dial() (*os.File, error) {
+	select {
+	case e.live <- struct{}{}:
+	default:
+		return nil, fmt.Errorf("%d connections to the proxy at once", cap(e.live))
+	}
+	release := sync.OnceFunc(func() { <-e.live })
+	f, err := e.socketPair(release)
+	if err != nil {
+		release()
+	}
+	return f, err
+}
+
+// socketPair makes the pair: the proxy serves one end until it closes it
+// (release then), the other is returned.
+func (e *agentEgress) socketPair(release func()) (*os.File, error) {
 	// (Close-on-exec before any fork can see them: macOS has no
 	// SOCK_CLOEXEC.)
 	syscall.ForkLock.RLock()
@@ -33,6 +52,30 @@ func (e *agentEgress) dial() (*os.File, error) {
 		unix.Close(fds[1])
 		return nil, err
 	}
-	go e.proxy.ServeConn(c)
+	go e.proxy.ServeConn(&releasingConn{Conn: c, release: release})
 	return os.NewFile(uintptr(fds[1]), "egress"), nil
 }
+
+// releasingConn calls release once it is closed.
+type releasingConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *releasingConn) Close() error {
+	c.release()
+	return c.Conn.Close()
+}
+
+// CloseWrite, ReadFrom and WriteTo pass on to the connection's own (a
+// half close; splice(2) where the kernel has it).
+func (c *releasingConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Close()
+}
+
+func (c *releasingConn) ReadFrom(r io.Reader) (int64, error) { return io.Copy(c.Conn, r) }
+
+func (c *releasingConn) WriteTo(w io.Writer) (int64, error) { return io.Copy(w, c.Conn) }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -683,4 +685,130 @@ func BenchmarkDisk(b *testing.B) {
 			})
 		}
 	}
+}
+
+// egressLatencyScript times n new connections from inside the jail to a
+// loopback server: through the HTTP proxy (a GET) and through a CONNECT
+// tunnel, taking turns, where the call has a proxy, else direct; it
+// prints the medians in milliseconds: direct, GET, CONNECT (0: not made).
+const egressLatencyScript = `
+import http.client, os, socket, statistics, sys, time, urllib.parse
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+name = sys.argv[4]
+p = urllib.parse.urlparse(os.environ.get("HTTP_PROXY", ""))
+def direct():
+    c = http.client.HTTPConnection(host, port); c.request("GET", "/small"); c.getresponse().read(); c.close()
+def get():
+    c = http.client.HTTPConnection(p.hostname, p.port); c.request("GET", "http://%s:%d/small" % (name, port))
+    r = c.getresponse(); r.read(); c.close()
+    if r.status != 200: raise SystemExit("GET through the proxy: %d" % r.status)
+def tunnel():
+    c = http.client.HTTPConnection(p.hostname, p.port); c.set_tunnel(name, port); c.request("GET", "/small"); c.getresponse().read(); c.close()
+t = {direct: [], get: [], tunnel: []}
+for i in range(n):
+    for f in (get, tunnel) if p.hostname else (direct,):
+        t0 = time.perf_counter(); f(); t[f].append((time.perf_counter() - t0) * 1000)
+print(" ".join("%.4f" % (statistics.median(v) if v else 0) for v in (t[direct], t[get], t[tunnel])))
+`
+
+// BenchmarkEgress measures an allowlist's proxy from inside the jail: the
+// throughput of a large download from a loopback server through it (a
+// plain GET, and a CONNECT tunnel) against the same download direct, and
+// the time a new connection takes through it against one made direct.
+// One server with network on: the direct calls use it as it is, the
+// proxied ones narrow it to the download's host.
+//
+//	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkEgress$' -count 5
+func BenchmarkEgress(b *testing.B) {
+	size := int64(256 << 20)
+	if os.Getenv("JAIL_MCP_BENCH_SHORT") != "" {
+		size = 32 << 20
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	zeros := make([]byte, 1<<20)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/small" {
+			fmt.Fprint(w, "ok")
+			return
+		}
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		for n := size; n > 0; n -= int64(len(zeros)) {
+			w.Write(zeros[:min(n, int64(len(zeros)))])
+		}
+	})}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	allow := []string{"big.test:" + port}
+	speed := func(b *testing.B, ts *testkit.Server, url, flags string, narrow bool) float64 {
+		args := map[string]any{"command": "curl -sS " + flags + " -o /dev/null -w '%{http_code} %{size_download} %{speed_download}' " + url}
+		if narrow {
+			args["allow"] = allow
+		}
+		res, raw := ts.Exec(args)
+		f := strings.Fields(res.Stdout)
+		if raw.IsError || len(f) != 3 || f[0] != "200" || f[1] != strconv.FormatInt(size, 10) {
+			b.Fatalf("curl: %+v %s", res, testkit.ResultText(raw))
+		}
+		return parseFloat(f[2]) / (1 << 20)
+	}
+	for _, tb := range testkit.Backends() {
+		// The test binary as the server: its proxies resolve big.test.
+		ts := tb.Start(b, testkit.NewProject(b), testkit.ServerEnv(testkit.TestHosts+"=big.test=127.0.0.1"), "--auth", "none")
+		b.Run(tb.Name+"-transfer", func(b *testing.B) {
+			var direct, get, tunnel []float64
+			for b.Loop() {
+				direct = append(direct, speed(b, ts, "http://127.0.0.1:"+port+"/big", "", false))
+				get = append(get, speed(b, ts, "http://big.test:"+port+"/big", "", true))
+				tunnel = append(tunnel, speed(b, ts, "http://big.test:"+port+"/big", "-p", true))
+			}
+			b.ReportMetric(median(direct), "direct-MB/s")
+			b.ReportMetric(median(get), "get-MB/s")
+			b.ReportMetric(median(tunnel), "connect-MB/s")
+			b.ReportMetric(median(get)/median(direct), "x-get")
+			b.ReportMetric(median(tunnel)/median(direct), "x-connect")
+		})
+		b.Run(tb.Name+"-connection", func(b *testing.B) {
+			var direct, get, tunnel []float64
+			for b.Loop() {
+				res, raw := ts.Exec(map[string]any{"argv": []string{"python3", "-c", egressLatencyScript, "127.0.0.1", port, "100", "big.test"}, "allow": allow})
+				f := strings.Fields(res.Stdout)
+				if raw.IsError || len(f) != 3 {
+					b.Fatalf("latency: %+v %s", res, testkit.ResultText(raw))
+				}
+				// A proxied call cannot connect direct: those connections
+				// come from a call of its own, right after.
+				d, _ := ts.Exec(map[string]any{"argv": []string{"python3", "-c", egressLatencyScript, "127.0.0.1", port, "100", "big.test"}})
+				df := strings.Fields(d.Stdout)
+				if len(df) != 3 {
+					b.Fatalf("direct latency: %+v", d)
+				}
+				direct = append(direct, parseFloat(df[0]))
+				get = append(get, parseFloat(f[1]))
+				tunnel = append(tunnel, parseFloat(f[2]))
+			}
+			b.ReportMetric(median(direct), "direct-ms")
+			b.ReportMetric(median(get), "get-ms")
+			b.ReportMetric(median(tunnel), "connect-ms")
+			b.ReportMetric(median(get)-median(direct), "get-added-ms")
+			b.ReportMetric(median(tunnel)-median(direct), "connect-added-ms")
+		})
+	}
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+func parseFloat(s string) float64 {
+	v, _ := strconv.ParseFloat(s, 64)
+	return v
 }

@@ -4,9 +4,15 @@ package main
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -203,4 +209,65 @@ func TestEgressDoctor(t *testing.T) {
 			t.Errorf("%s: allowlist %q gaps %q", tc.backend, r.Allowlist, r.AllowlistGaps)
 		}
 	}
+}
+
+// TestEgressGitHTTPS: git clones over HTTPS from a smart-HTTP server it
+// reaches only through the allowlist's proxy (CONNECT), on both backends,
+// and is refused a host the list does not name.
+func TestEgressGitHTTPS(t *testing.T) {
+	backend := filepath.Join(gitExecPath(t), "git-http-backend")
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	for _, args := range [][]string{
+		{"init", "-q", "--bare", filepath.Join(root, "repo.git")},
+		{"init", "-q", work},
+		{"-C", work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "over the proxy"},
+		{"-C", work, "push", "-q", filepath.Join(root, "repo.git"), "HEAD:refs/heads/main"},
+		{"--git-dir", filepath.Join(root, "repo.git"), "symbolic-ref", "HEAD", "refs/heads/main"},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	// httptest's certificate names example.com, which the test resolver
+	// points at the server.
+	srv := httptest.NewTLSServer(&cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
+	t.Cleanup(srv.Close)
+	port := fmt.Sprint(srv.Listener.Addr().(*net.TCPAddr).Port)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		ca := filepath.Join(project, "ca.pem")
+		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ts := b.Start(t, project, testkit.ServerEnv(testkit.TestHosts+"=example.com=127.0.0.1,other.test=127.0.0.1"),
+			"--network", "allow:example.com", "--auth", "none")
+		env := map[string]any{"GIT_SSL_CAINFO": ca}
+		// ls-remote writes nothing: it runs under landlock as root too,
+		// where chmod is denied and a clone cannot write its config.
+		res, raw := ts.Exec(map[string]any{"command": "git ls-remote https://example.com:" + port + "/repo.git", "env": env})
+		if raw.IsError || !strings.Contains(res.Stdout, "refs/heads/main") {
+			t.Errorf("ls-remote: %+v %s", res, testkit.ResultText(raw))
+		}
+		if b.Name == "bwrap" || os.Geteuid() != 0 {
+			res, raw = ts.Exec(map[string]any{"command": "cd && git clone -q https://example.com:" + port + "/repo.git r && git -C r log --format=%s", "env": env})
+			if raw.IsError || res.Stdout != "over the proxy\n" {
+				t.Errorf("clone: %+v %s", res, testkit.ResultText(raw))
+			}
+		}
+		res, raw = ts.Exec(map[string]any{"command": "git ls-remote https://other.test:" + port + "/repo.git", "env": env})
+		if !raw.IsError || !slices.Contains(refusals(res), "other.test:"+port+"/connect") {
+			t.Errorf("clone from a host not allowed: %+v %s", res, testkit.ResultText(raw))
+		}
+	})
+}
+
+// gitExecPath is where git keeps its helper programs.
+func gitExecPath(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
 }

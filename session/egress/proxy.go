@@ -94,6 +94,8 @@ func New(policy Policy, opts Options) *Proxy {
 			return p.dialAddr(ctx, "http", addr)
 		},
 		MaxIdleConns:          64,
+		ReadBufferSize:        256 << 10,
+		WriteBufferSize:       64 << 10,
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 0,
 	}
@@ -141,14 +143,19 @@ func (p *Proxy) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		go p.ServeConn(c)
+		go p.serve(c, 30*time.Second)
 	}
 }
 
-// ServeConn serves one connection (a forwarded one: a session agent's).
-func (p *Proxy) ServeConn(c net.Conn) {
+// ServeConn serves one connection a session agent forwards; the agent
+// keeps a few ready before they are used, so its first bytes may be long
+// in coming.
+func (p *Proxy) ServeConn(c net.Conn) { p.serve(c, 0) }
+
+// serve serves c, whose first byte must come within wait (0: no bound).
+func (p *Proxy) serve(c net.Conn, wait time.Duration) {
 	p.srvOnce.Do(func() { go p.srv.Serve(p.httpConns) })
-	p.route(c, p.httpConns)
+	p.route(c, p.httpConns, wait)
 }
 
 // Close ends the proxy: the connections it serves, and any it is given.
@@ -159,9 +166,11 @@ func (p *Proxy) Close() {
 }
 
 // route hands a connection to SOCKS5 or to HTTP by its first byte.
-func (p *Proxy) route(c net.Conn, httpConns *chanListener) {
+func (p *Proxy) route(c net.Conn, httpConns *chanListener, wait time.Duration) {
 	br := bufio.NewReader(c)
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if wait > 0 {
+		c.SetReadDeadline(time.Now().Add(wait))
+	}
 	first, err := br.Peek(1)
 	c.SetReadDeadline(time.Time{})
 	if err != nil {
@@ -298,7 +307,35 @@ type bufferedConn struct {
 	r *bufio.Reader
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+// Read reads what was read ahead, then the connection itself.
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	if c.r.Buffered() > 0 {
+		return c.r.Read(p)
+	}
+	return c.Conn.Read(p)
+}
+
+// WriteTo and ReadFrom let a copy through the proxy use the connection's
+// own (splice(2) between TCP and unix sockets) once what was read ahead
+// is passed on.
+func (c *bufferedConn) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	if b := c.r.Buffered(); b > 0 {
+		ahead, _ := c.r.Peek(b)
+		m, err := w.Write(ahead)
+		c.r.Discard(m)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	m, err := io.Copy(w, c.Conn)
+	return n + m, err
+}
+
+func (c *bufferedConn) ReadFrom(r io.Reader) (int64, error) {
+	return io.Copy(c.Conn, r)
+}
 
 // CloseWrite ends the connection's output, where it can.
 func (c *bufferedConn) CloseWrite() error {
