@@ -420,13 +420,18 @@ const forwardTimeout = 10 * time.Second
 
 func (a *agent) forwardConn(c net.Conn) {
 	defer c.Close()
-	a.requestDial() // the spare this one takes, replaced
 	var f *os.File
 	select {
 	case f = <-a.spares:
-	case <-time.After(forwardTimeout):
-		return
+	default:
+		select {
+		case f = <-a.spares:
+		case <-time.After(forwardTimeout):
+			return
+		}
 	}
+	// The spare this one took, replaced off its path.
+	go a.requestDial()
 	if f == nil {
 		return
 	}

@@ -67,6 +67,9 @@ func (c *releasingConn) Close() error {
 	return c.Conn.Close()
 }
 
+// NetConn is the socket itself, for a relay that copies between sockets.
+func (c *releasingConn) NetConn() net.Conn { return c.Conn }
+
 // CloseWrite, ReadFrom and WriteTo pass on to the connection's own (a
 // half close; splice(2) where the kernel has it).
 func (c *releasingConn) CloseWrite() error {

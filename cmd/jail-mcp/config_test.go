@@ -92,7 +92,10 @@ func TestBadConfig(t *testing.T) {
 	}{
 		{name: "backend nope", flag: "backend", env: "JAIL_MCP_BACKEND", value: cfgValue("nope"), want: []string{"auto, bwrap, landlock or sandbox-exec"}},
 		{name: "fallback maybe", flag: "fallback", env: "JAIL_MCP_FALLBACK", value: cfgValue("maybe"), want: []string{"fail or warn"}},
-		{name: "network yes", flag: "network", env: "JAIL_MCP_NETWORK", value: cfgValue("yes"), want: []string{"on or off"}},
+		{name: "network yes", flag: "network", env: "JAIL_MCP_NETWORK", value: cfgValue("yes"), want: []string{"want on, off, or allow:"}},
+		{name: "network empty allowlist", flag: "network", env: "JAIL_MCP_NETWORK", value: cfgValue("allow:"), want: []string{"empty allowlist"}},
+		{name: "network allowlist of a TLD", flag: "network", env: "JAIL_MCP_NETWORK", value: cfgValue("allow:github.com,*.com"), want: []string{`"*.com"`, "want a host name"}},
+		{name: "network allowlist port", flag: "network", env: "JAIL_MCP_NETWORK", value: cfgValue("allow:github.com:0"), want: []string{"port from 1 to 65535"}},
 		{name: "auth bogus", flag: "auth", env: "JAIL_MCP_AUTH", value: cfgValue("bogus"), want: append([]string{"bogus"}, auth.Names()...)},
 		{name: "session dotdot", flag: "session", env: "JAIL_MCP_SESSION", value: cfgValue("../x")},
 		{name: "session dot", flag: "session", env: "JAIL_MCP_SESSION", value: cfgValue(".")},

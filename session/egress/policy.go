@@ -100,8 +100,11 @@ func parseRule(s string) (Rule, error) {
 	if rest, ok := strings.CutPrefix(host, "*."); ok {
 		r.Wildcard, host = true, rest
 	}
-	if !validName(host) || r.Wildcard && !strings.Contains(host, ".") && host != "localhost" {
+	if !validName(host) {
 		return r, errors.New("want a host name, *.DOMAIN, or an IP address")
+	}
+	if r.Wildcard && !strings.Contains(host, ".") && host != "localhost" {
+		return r, errors.New("want a host name: a wildcard wants a domain of two labels or more (*.example.com)")
 	}
 	r.Host = host
 	return r, nil

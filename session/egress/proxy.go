@@ -182,9 +182,43 @@ func (p *Proxy) route(c net.Conn, httpConns *chanListener, wait time.Duration) {
 		p.serveSOCKS(bc)
 		return
 	}
+	if method, _ := br.Peek(len("CONNECT ")); string(method) == "CONNECT " {
+		p.serveConnect(bc)
+		return
+	}
 	if !httpConns.deliver(bc) {
 		c.Close()
 	}
+}
+
+// serveConnect answers a CONNECT: the destination is checked and dialled
+// as dial does, then the tunnel relays it (not goproxy's: relay lets the
+// kernel move the bytes).
+func (p *Proxy) serveConnect(c *bufferedConn) {
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	req, err := http.ReadRequest(c.r)
+	c.SetReadDeadline(time.Time{})
+	if err != nil {
+		return
+	}
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	if _, _, err := net.SplitHostPort(req.Host); err != nil {
+		writeRefusal(c, p.refuse("connect", req.Host, 0, "CONNECT wants HOST:PORT"))
+		return
+	}
+	target, err := p.dialAddr(req.Context(), "connect", req.Host)
+	if err != nil {
+		writeRefusal(c, err)
+		return
+	}
+	defer target.Close()
+	if _, err := fmt.Fprintf(c, "HTTP/%d.%d 200 Connection established\r\n\r\n", req.ProtoMajor, req.ProtoMinor); err != nil {
+		return
+	}
+	relay(c, target)
 }
 
 // dialAddr dials addr (host:port) for protocol after the checks of dial.
@@ -336,6 +370,9 @@ func (c *bufferedConn) WriteTo(w io.Writer) (int64, error) {
 func (c *bufferedConn) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(c.Conn, r)
 }
+
+// NetConn is the connection read ahead from.
+func (c *bufferedConn) NetConn() net.Conn { return c.Conn }
 
 // CloseWrite ends the connection's output, where it can.
 func (c *bufferedConn) CloseWrite() error {

@@ -148,9 +148,12 @@ func socksReply(c net.Conn, code byte, bound net.Addr) error {
 	return err
 }
 
-// relay copies both ways until both directions end, passing on each end
-// of input as a half close where the connection can.
-func relay(a, b net.Conn) {
+// relay copies between a client and its destination both ways until both
+// directions end, passing on each end of input as a half close. It copies
+// between the sockets themselves, under any wrapper (NetConn), so that the
+// kernel moves the bytes (splice(2) between TCP and unix sockets); what
+// the client sent ahead, read while its request was, goes first.
+func relay(client, target net.Conn) {
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		io.Copy(dst, src)
@@ -161,8 +164,28 @@ func relay(a, b net.Conn) {
 		}
 		done <- struct{}{}
 	}
-	go pipe(a, b)
-	go pipe(b, a)
+	raw := netConn(client)
+	if bc, ok := client.(*bufferedConn); ok {
+		if n := bc.r.Buffered(); n > 0 {
+			ahead, _ := bc.r.Peek(n)
+			target.Write(ahead)
+			bc.r.Discard(n)
+		}
+	}
+	go pipe(raw, netConn(target))
+	go pipe(netConn(target), raw)
 	<-done
 	<-done
+}
+
+// netConn is the socket under c's wrappers: each that has one says so
+// with NetConn, as crypto/tls's Conn does.
+func netConn(c net.Conn) net.Conn {
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return c
+		}
+		c = w.NetConn()
+	}
 }
