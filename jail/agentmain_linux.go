@@ -3,7 +3,6 @@ package jail
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -441,7 +440,7 @@ func (a *agent) forwardConn(c net.Conn) {
 		return
 	}
 	defer pc.Close()
-	relay(c, pc)
+	Relay(c, pc)
 }
 
 // dialed keeps the server's connection to the proxy for the next
@@ -459,23 +458,4 @@ func (a *agent) dialed(m agentMsg, files []*os.File) {
 			f.Close()
 		}
 	}
-}
-
-// relay copies both ways until both directions end, passing each end of
-// input on as a half close.
-func relay(a, b net.Conn) {
-	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		} else {
-			dst.Close()
-		}
-		done <- struct{}{}
-	}
-	go pipe(a, b)
-	go pipe(b, a)
-	<-done
-	<-done
 }

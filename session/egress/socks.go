@@ -8,6 +8,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // SOCKS5 (RFC 1928), CONNECT only, no authentication: written here, as no
@@ -154,16 +156,6 @@ func socksReply(c net.Conn, code byte, bound net.Addr) error {
 // kernel moves the bytes (splice(2) between TCP and unix sockets); what
 // the client sent ahead, read while its request was, goes first.
 func relay(client, target net.Conn) {
-	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			cw.CloseWrite()
-		} else {
-			dst.Close()
-		}
-		done <- struct{}{}
-	}
 	raw := netConn(client)
 	if bc, ok := client.(*bufferedConn); ok {
 		if n := bc.r.Buffered(); n > 0 {
@@ -172,10 +164,7 @@ func relay(client, target net.Conn) {
 			bc.r.Discard(n)
 		}
 	}
-	go pipe(raw, netConn(target))
-	go pipe(netConn(target), raw)
-	<-done
-	<-done
+	jail.Relay(raw, netConn(target))
 }
 
 // netConn is the socket under c's wrappers: each that has one says so
