@@ -3,6 +3,7 @@ package egress
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/net/proxy"
 )
@@ -236,5 +238,39 @@ func TestProxyPorts(t *testing.T) {
 	fx := newFixture(t, "listed-loop.test:1")
 	if code, body := fx.get(t, "http://listed-loop.test:"+fx.port+"/"); code != 403 || !strings.Contains(body, "not in the allowlist") {
 		t.Errorf("another port: %d %q", code, body)
+	}
+}
+
+// TestProxyOwnAddresses: a name that resolves to one of the host's own
+// addresses is refused, whatever its class, unless listed by name.
+func TestProxyOwnAddresses(t *testing.T) {
+	pol, err := Parse("*.wild.test,own.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Refusal
+	p := New(pol, Options{
+		Resolver: fakeResolver{"own.wild.test": {"203.0.113.5"}, "own.test": {"203.0.113.5"}, "mapped.wild.test": {"::ffff:127.0.0.1"}},
+		Own:      func() []net.IP { return []net.IP{net.ParseIP("203.0.113.5")} },
+		Refused:  func(r Refusal) { got = append(got, r) },
+	})
+	if _, err := p.dial(context.Background(), "connect", "own.wild.test", 443); err == nil || !strings.Contains(err.Error(), "this host's") {
+		t.Errorf("own address by a wildcard: %v", err)
+	}
+	if _, err := p.dial(context.Background(), "connect", "mapped.wild.test", 443); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("IPv4-mapped loopback by a wildcard: %v", err)
+	}
+	// Listed by name, it is dialled (whatever the dial gives), not refused.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := p.dial(ctx, "connect", "own.test", 1)
+	if c != nil {
+		c.Close()
+	}
+	if errors.As(err, new(*RefusedError)) {
+		t.Errorf("own address listed by name refused: %v", err)
+	}
+	if len(got) != 2 {
+		t.Errorf("refusals %+v, want 2", got)
 	}
 }
