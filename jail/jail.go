@@ -217,15 +217,15 @@ func (e *Egress) port() int {
 	return e.Port
 }
 
-// EgressGaps lists what b cannot exclude when it holds a sandbox to a
-// proxy (a backend says so with an EgressGaps method), or, when it cannot
-// hold one at all, why.
-func EgressGaps(b Backend) []string {
+// DescribeEgress says how b holds a sandbox to a proxy and what it cannot
+// exclude then (a backend that can says so with an egressHow method), or,
+// when it cannot hold one at all, why.
+func DescribeEgress(b Backend) (how string, gaps []string) {
 	if err := b.Egress(); err != nil {
-		return []string{err.Error() + ": every call with an allowlist is refused"}
+		return "refused (" + err.Error() + ")", []string{err.Error() + ": every call with an allowlist is refused"}
 	}
-	if g, ok := b.(interface{ EgressGaps() []string }); ok {
-		return g.EgressGaps()
+	if d, ok := b.(interface{ egressHow() (string, []string) }); ok {
+		return d.egressHow()
 	}
-	return []string{}
+	return "", []string{}
 }

@@ -181,7 +181,7 @@ func landlockABI() (int, error) { return ll.LandlockGetABIVersion() }
 // later; the backend needs 6) and seccomp denies every other socket.
 func (l *landlockJail) Egress() error { return nil }
 
-// EgressGaps: what an allowlist under Landlock cannot exclude.
-func (l *landlockJail) EgressGaps() []string {
-	return []string{"Landlock bounds TCP connects by port, not address: a command that ignores the proxy variables can still open TCP connections to any host on the port number of its session's proxy (a random loopback port); UDP and every other socket are denied"}
+// egressHow: how Landlock holds an allowlist, and what it cannot exclude.
+func (l *landlockJail) egressHow() (string, []string) {
+	return "held: Landlock allows TCP connects to the proxy's port only, seccomp every socket but TCP", []string{"Landlock bounds TCP connects by port, not address: a command that ignores the proxy variables can still open TCP connections to any host on the port number of its session's proxy (a random loopback port); UDP and every other socket are denied"}
 }

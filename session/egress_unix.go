@@ -70,20 +70,9 @@ func (c *releasingConn) Close() error {
 // NetConn is the socket itself, for a relay that copies between sockets.
 func (c *releasingConn) NetConn() net.Conn { return c.Conn }
 
-// CloseWrite, ReadFrom and WriteTo pass on to the connection's own (a
-// half close; splice(2) where the kernel has it).
-func (c *releasingConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return c.Close()
-}
-
 // ReadFrom copies in large pieces what the kernel cannot move itself (a
 // plain GET's body, from the HTTP transport): fewer, larger writes to the
 // socket pair.
 func (c *releasingConn) ReadFrom(r io.Reader) (int64, error) {
 	return io.CopyBuffer(c.Conn, r, make([]byte, 256<<10))
 }
-
-func (c *releasingConn) WriteTo(w io.Writer) (int64, error) { return io.Copy(w, c.Conn) }

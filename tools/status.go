@@ -109,7 +109,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		for _, r := range cfg.Allow.Rules {
 			out.Allow = append(out.Allow, r.String())
 		}
-		out.Gaps = jail.EgressGaps(cfg.Backend)
+		_, out.Gaps = jail.DescribeEgress(cfg.Backend)
 	}
 	return structured(out, renderStatus(out), false), nil
 }

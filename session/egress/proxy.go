@@ -99,12 +99,6 @@ func New(policy Policy, opts Options) *Proxy {
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: 0,
 	}
-	gp.ConnectDialWithReq = func(req *http.Request, network, addr string) (net.Conn, error) {
-		return p.dialAddr(req.Context(), "connect", addr)
-	}
-	gp.ConnectionErrHandler = func(w io.Writer, _ *goproxy.ProxyCtx, err error) {
-		writeRefusal(w, err)
-	}
 	gp.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "jail-mcp egress proxy: send proxy requests (an absolute URL, or CONNECT)", http.StatusBadRequest)
 	})
@@ -155,7 +149,7 @@ func (p *Proxy) ServeConn(c net.Conn) { p.serve(c, 0) }
 // serve serves c, whose first byte must come within wait (0: no bound).
 func (p *Proxy) serve(c net.Conn, wait time.Duration) {
 	p.srvOnce.Do(func() { go p.srv.Serve(p.httpConns) })
-	p.route(c, p.httpConns, wait)
+	p.route(c, wait)
 }
 
 // Close ends the proxy: the connections it serves, and any it is given.
@@ -166,7 +160,7 @@ func (p *Proxy) Close() {
 }
 
 // route hands a connection to SOCKS5 or to HTTP by its first byte.
-func (p *Proxy) route(c net.Conn, httpConns *chanListener, wait time.Duration) {
+func (p *Proxy) route(c net.Conn, wait time.Duration) {
 	br := bufio.NewReader(c)
 	if wait > 0 {
 		c.SetReadDeadline(time.Now().Add(wait))
@@ -186,7 +180,7 @@ func (p *Proxy) route(c net.Conn, httpConns *chanListener, wait time.Duration) {
 		p.serveConnect(bc)
 		return
 	}
-	if !httpConns.deliver(bc) {
+	if !p.httpConns.deliver(bc) {
 		c.Close()
 	}
 }
@@ -349,38 +343,15 @@ func (c *bufferedConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// WriteTo and ReadFrom let a copy through the proxy use the connection's
-// own (splice(2) between TCP and unix sockets) once what was read ahead
-// is passed on.
-func (c *bufferedConn) WriteTo(w io.Writer) (int64, error) {
-	var n int64
-	if b := c.r.Buffered(); b > 0 {
-		ahead, _ := c.r.Peek(b)
-		m, err := w.Write(ahead)
-		c.r.Discard(m)
-		n += int64(m)
-		if err != nil {
-			return n, err
-		}
-	}
-	m, err := io.Copy(w, c.Conn)
-	return n + m, err
-}
-
+// ReadFrom passes a plain GET's body (net/http writes it so) on to the
+// connection's own.
 func (c *bufferedConn) ReadFrom(r io.Reader) (int64, error) {
 	return io.Copy(c.Conn, r)
 }
 
-// NetConn is the connection read ahead from.
+// NetConn is the connection read ahead from: tunnels relay between the
+// sockets themselves (relay).
 func (c *bufferedConn) NetConn() net.Conn { return c.Conn }
-
-// CloseWrite ends the connection's output, where it can.
-func (c *bufferedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return c.Conn.Close()
-}
 
 // chanListener is a net.Listener of the connections handed to it.
 type chanListener struct {

@@ -51,7 +51,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		r.Selected, r.Confined = b.Name(), b.Confined()
 		g := b.Guarantees()
 		r.Guarantees = &g
-		r.Allowlist, r.AllowlistGaps = allowlistOf(b)
+		r.Allowlist, r.AllowlistGaps = jail.DescribeEgress(b)
 	} else if ue, ok := err.(*jail.UnavailableError); ok {
 		r.Selected, r.Reason, r.Hint = ue.Backend, ue.Reason, ue.Hint
 	} else {
@@ -127,16 +127,4 @@ func printDoctor(w io.Writer, r DoctorReport, asked string) {
 		fmt.Fprintf(w, "fix: %s\n", r.Hint)
 	}
 	fmt.Fprintln(w, "the server refuses every command (or, with --fallback warn, runs them unconfined)")
-}
-
-// allowlistOf says how b holds a network allowlist, and its gaps.
-func allowlistOf(b jail.Backend) (string, []string) {
-	if err := b.Egress(); err != nil {
-		return "refused (" + err.Error() + ")", nil
-	}
-	how := map[string]string{
-		"bwrap":    "held: the sandbox's own network namespace, whose only way out is the session agent's forwarder to the server's proxy",
-		"landlock": "held: Landlock allows TCP connects to the proxy's port only, seccomp every socket but TCP",
-	}[b.Name()]
-	return how, jail.EgressGaps(b)
 }
