@@ -38,15 +38,7 @@ type agentClient struct {
 	done   chan struct{} // closed once it ended
 
 	stderr *tailBuffer // the agent's stderr, for why it ended
-
-	// dial opens a connection to the proxy of the agent's allowlist, nil
-	// without one; dials bounds those in flight.
-	dial  func() (*os.File, error)
-	dials chan struct{}
 }
-
-// maxDials bounds the proxy connections an agent may ask for at once.
-const maxDials = 256
 
 // agentCall is one call of an agent, as the server sees it.
 type agentCall struct {
@@ -74,12 +66,12 @@ var (
 
 // agentStart is how startAgent starts an agent.
 type agentStart struct {
-	cmd    *exec.Cmd                // the agent, or the sandbox that runs it
-	ctl    *os.File                 // the agent's end of the control socket, a descriptor of cmd
-	server *net.UnixConn            // the server's end
-	sent   []*os.File               // descriptors of cmd to close once it started
-	kill   func(*exec.Cmd)          // ends it whole
-	dial   func() (*os.File, error) // the proxy's connections, for an agent that forwards
+	cmd    *exec.Cmd          // the agent, or the sandbox that runs it
+	ctl    *os.File           // the agent's end of the control socket, a descriptor of cmd
+	server *net.UnixConn      // the server's end
+	sent   []*os.File         // descriptors of cmd to close once it started
+	kill   func(*exec.Cmd)    // ends it whole
+	serve  func(net.Listener) // serves the proxy's listener the agent sends with ready (cfg.Egress)
 	// confine, when set, confines the launching thread before it forks
 	// cmd: the thread then dies at once, and cmd has no parent-death
 	// signal tied to it. Otherwise the thread waits for cmd and dies with
@@ -91,8 +83,7 @@ type agentStart struct {
 // files, and waits until it says it is ready.
 func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) (*agentClient, error) {
 	cmd, ctl, server, kill := st.cmd, st.ctl, st.server, st.kill
-	a := &agentClient{conn: server, calls: map[uint64]*agentCall{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096},
-		dial: st.dial, dials: make(chan struct{}, maxDials)}
+	a := &agentClient{conn: server, calls: map[uint64]*agentCall{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096}}
 	cmd.Stderr = a.stderr
 	if launch == nil {
 		launch = FreshThread
@@ -135,30 +126,50 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 	}()
 	defer close(startDone)
 
-	ready := make(chan error, 1)
+	type readiness struct {
+		proxy net.Listener // the proxy's listener, for cfg.Egress
+		err   error
+	}
+	ready := make(chan readiness, 1)
 	go func() {
 		if err := writeFrame(server, cfg, files...); err != nil {
-			ready <- err
+			ready <- readiness{err: err}
 			return
 		}
-		m, _, err := readFrame(server, maxAgentFrame, false)
+		// The one descriptor the server takes from an agent: see
+		// agentwire_linux.go.
+		takeFiles := 0
+		if cfg.Egress {
+			takeFiles = 1
+		}
+		m, got, err := readFrame(server, maxAgentFrame, takeFiles)
+		var r readiness
 		switch {
 		case err != nil:
-			ready <- err
+			r.err = err
 		case m.T == msgError:
-			ready <- errors.New(oneLine(m.Err))
+			r.err = errors.New(oneLine(m.Err))
 		case m.T != msgReady:
-			ready <- fmt.Errorf("%w: %s before ready", errFrame, m.T)
-		default:
-			ready <- nil
+			r.err = fmt.Errorf("%w: %s before ready", errFrame, m.T)
+		case cfg.Egress:
+			r.proxy, r.err = proxyListener(got)
+			got = nil
 		}
+		closeFiles(got)
+		ready <- r
 	}()
+	var r readiness
 	select {
-	case err = <-ready:
+	case r = <-ready:
 	case <-time.After(agentStartTimeout):
-		err = errors.New("not ready in time")
+		r.err = errors.New("not ready in time")
+		go func() {
+			if late := <-ready; late.proxy != nil {
+				late.proxy.Close()
+			}
+		}()
 	}
-	if err != nil {
+	if err := r.err; err != nil {
 		// An agent (or bwrap) that fails to set up says why on stderr as
 		// it exits: wait a moment for that line.
 		select {
@@ -168,6 +179,9 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 		a.end(&agentStartError{err: err, line: strings.TrimPrefix(a.stderr.line(), ": ")})
 		return nil, a.Err()
 	}
+	if r.proxy != nil {
+		st.serve(r.proxy)
+	}
 	go a.read()
 	return a, nil
 }
@@ -176,41 +190,16 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 // ends it.
 func (a *agentClient) read() {
 	for {
-		m, _, err := readFrame(a.conn, maxAgentFrame, false)
+		m, _, err := readFrame(a.conn, maxAgentFrame, 0)
 		if err != nil {
 			a.end(fmt.Errorf("%w: %w%s", ErrAgentEnded, agentLost{err}, a.stderr.line()))
 			return
-		}
-		if m.T == msgDial && a.dial != nil {
-			a.serveDial(m.ID)
-			continue
 		}
 		if err := a.deliver(m); err != nil {
 			a.end(fmt.Errorf("%w: it broke the protocol (%v) and was killed", ErrAgentEnded, err))
 			return
 		}
 	}
-}
-
-// serveDial answers an agent's dial: a new connection to the proxy, or
-// why not (too many in flight).
-func (a *agentClient) serveDial(id uint64) {
-	select {
-	case a.dials <- struct{}{}:
-	default:
-		go a.send(agentMsg{T: msgDialed, ID: id, Err: "too many connections at once"})
-		return
-	}
-	go func() {
-		defer func() { <-a.dials }()
-		f, err := a.dial()
-		if err != nil {
-			a.send(agentMsg{T: msgDialed, ID: id, Err: err.Error()})
-			return
-		}
-		a.send(agentMsg{T: msgDialed, ID: id}, f)
-		f.Close()
-	}()
 }
 
 // deliver routes one message to its call, checking that it fits.

@@ -38,16 +38,16 @@ func fakeAgent(mode string) int {
 		return 2
 	}
 	conn := c.(*net.UnixConn)
-	if _, files, err := readFrame(conn, maxServerFrame, true); err == nil {
+	if _, files, err := readFrame(conn, maxServerFrame, maxFrameFiles); err == nil {
 		closeFiles(files)
 	}
 	if mode == "not-ready" {
 		time.Sleep(time.Minute)
 		return 0
 	}
-	writeFrame(conn, agentMsg{T: msgReady, Pid: os.Getpid()})
+	writeFrame(conn, agentMsg{T: msgReady, Pid: os.Getpid()}, fakeListeners(mode)...)
 	for {
-		m, files, err := readFrame(conn, maxServerFrame, true)
+		m, files, err := readFrame(conn, maxServerFrame, maxFrameFiles)
 		closeFiles(files)
 		if err != nil {
 			return 0
@@ -95,8 +95,53 @@ func fakeAgent(mode string) int {
 	}
 }
 
+// fakeListeners are what a fake agent of mode sends with ready in place
+// of the proxy's listener.
+func fakeListeners(mode string) []*os.File {
+	sock := func(domain, typ int, addr unix.Sockaddr, listen bool) *os.File {
+		fd, err := unix.Socket(domain, typ, 0)
+		if err != nil {
+			return nil
+		}
+		unix.Bind(fd, addr)
+		if listen {
+			unix.Listen(fd, 1)
+		}
+		return os.NewFile(uintptr(fd), "fake")
+	}
+	loop := &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}
+	good := func() *os.File { return sock(unix.AF_INET, unix.SOCK_STREAM, loop, true) }
+	switch mode {
+	case "listener-good", "listener-unasked":
+		return []*os.File{good()}
+	case "listener-two":
+		return []*os.File{good(), good()}
+	case "listener-any":
+		return []*os.File{sock(unix.AF_INET, unix.SOCK_STREAM, &unix.SockaddrInet4{}, true)}
+	case "listener-v6":
+		return []*os.File{sock(unix.AF_INET6, unix.SOCK_STREAM, &unix.SockaddrInet6{Addr: [16]byte{15: 1}}, true)}
+	case "listener-udp":
+		return []*os.File{sock(unix.AF_INET, unix.SOCK_DGRAM, loop, false)}
+	case "listener-not-listening":
+		return []*os.File{sock(unix.AF_INET, unix.SOCK_STREAM, loop, false)}
+	case "listener-unix":
+		return []*os.File{sock(unix.AF_UNIX, unix.SOCK_STREAM, &unix.SockaddrUnix{Name: "@jail-mcp-fake"}, true)}
+	case "listener-dir":
+		f, _ := os.Open("/")
+		return []*os.File{f}
+	}
+	return nil
+}
+
 // startFake starts a fake agent of mode; killed counts its kill.
 func startFake(t *testing.T, mode string) (*agentClient, error, *atomic.Int32) {
+	t.Helper()
+	return startFakeWith(t, mode, agentMsg{T: msgConfig, Kind: "fake"}, nil)
+}
+
+// startFakeWith starts a fake agent of mode with cfg; serve is given the
+// proxy's listener when cfg.Egress.
+func startFakeWith(t *testing.T, mode string, cfg agentMsg, serve func(net.Listener)) (*agentClient, error, *atomic.Int32) {
 	t.Helper()
 	server, ctl, err := socketPair()
 	if err != nil {
@@ -113,7 +158,7 @@ func startFake(t *testing.T, mode string) (*agentClient, error, *atomic.Int32) {
 			cmd.Process.Kill()
 		}
 	}
-	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill}, nil, agentMsg{T: msgConfig, Kind: "fake"}, nil)
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, serve: serve}, nil, cfg, nil)
 	if a != nil {
 		t.Cleanup(a.Close)
 	}
@@ -248,4 +293,50 @@ func waitUntil(d time.Duration, f func() bool) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return f()
+}
+
+// TestAgentProxyListener: the one descriptor the server takes from an
+// agent, the proxy's listener with ready, only when it asked for one and
+// only a listening TCP socket on 127.0.0.1; anything else ends the agent
+// and leaves the server no descriptor.
+func TestAgentProxyListener(t *testing.T) {
+	old := killGrace
+	killGrace = time.Second
+	t.Cleanup(func() { killGrace = old })
+	egress := agentMsg{T: msgConfig, Kind: "fake", Egress: true}
+	var served net.Listener
+	serve := func(ln net.Listener) { served = ln }
+	before := fds(t)
+	a, err, _ := startFakeWith(t, "listener-good", egress, serve)
+	if err != nil || served == nil {
+		t.Fatalf("a good listener: %v", err)
+	}
+	if addr := served.Addr().(*net.TCPAddr); !addr.IP.Equal(net.IPv4(127, 0, 0, 1)) {
+		t.Errorf("served %v", addr)
+	}
+	served.Close()
+	a.Close()
+	for _, mode := range []string{"listener-two", "listener-any", "listener-v6", "listener-udp", "listener-not-listening", "listener-unix", "listener-dir", "silent"} {
+		t.Run(mode, func(t *testing.T) {
+			served = nil
+			_, err, killed := startFakeWith(t, mode, egress, serve)
+			if err == nil || served != nil || !strings.Contains(err.Error(), "malformed frame") {
+				t.Errorf("err %v, served %v: want the agent refused", err, served)
+			}
+			if killed.Load() == 0 {
+				t.Error("the agent was not killed")
+			}
+		})
+	}
+	t.Run("unasked", func(t *testing.T) {
+		served = nil
+		a, err, _ := startFakeWith(t, "listener-unasked", agentMsg{T: msgConfig, Kind: "fake"}, serve)
+		if err != nil || served != nil {
+			t.Errorf("a listener sent unasked: err %v, served %v", err, served)
+		}
+		a.Close()
+	})
+	if after := fds(t); after > before {
+		t.Errorf("the server holds %d descriptors more", after-before)
+	}
 }

@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -72,16 +73,7 @@ type agent struct {
 	mu    sync.Mutex
 	calls map[uint64]*agentRun
 	wg    sync.WaitGroup
-
-	// The forwarder of an allowlist (bwrap): connections to the proxy,
-	// made ahead of use (nil: one the server would not make).
-	spares   chan *os.File
-	nextDial atomic.Uint64
 }
-
-// spareDials is how many connections to the proxy a forwarder keeps
-// ready, so that a new connection does not wait for the server.
-const spareDials = 4
 
 // agentRun is one call in the agent: the eventfd that wakes its thread,
 // to kill the call or to pass it the signals queued in sigs.
@@ -92,14 +84,14 @@ type agentRun struct {
 	sigs   []unix.Signal
 }
 
-func (a *agent) send(m agentMsg) error {
+func (a *agent) send(m agentMsg, files ...*os.File) error {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
-	return writeFrame(a.conn, m)
+	return writeFrame(a.conn, m, files...)
 }
 
 func (a *agent) serve() int {
-	m, files, err := readFrame(a.conn, maxServerFrame, true)
+	m, files, err := readFrame(a.conn, maxServerFrame, maxFrameFiles)
 	if err != nil || m.T != msgConfig {
 		closeFiles(files)
 		return 2
@@ -109,23 +101,22 @@ func (a *agent) serve() int {
 		return 1
 	}
 	closeFiles(files)
-	if m.Egress > 0 {
-		if err := a.startForwarder(m.Egress); err != nil {
+	var proxy []*os.File
+	if m.Egress {
+		f, err := openProxyListener()
+		if err != nil {
 			a.send(agentMsg{T: msgError, Err: err.Error()})
 			return 1
 		}
+		proxy = append(proxy, f)
 	}
-	if err := a.send(agentMsg{T: msgReady, Pid: os.Getpid()}); err != nil {
+	err = a.send(agentMsg{T: msgReady, Pid: os.Getpid()}, proxy...)
+	closeFiles(proxy)
+	if err != nil {
 		return 1
 	}
-	if a.spares != nil {
-		// (Once ready: the server takes no other message before.)
-		for range spareDials {
-			a.requestDial()
-		}
-	}
 	for {
-		m, files, err := readFrame(a.conn, maxServerFrame, true)
+		m, files, err := readFrame(a.conn, maxServerFrame, maxFrameFiles)
 		if err != nil {
 			break // the server is gone: end every call
 		}
@@ -138,8 +129,6 @@ func (a *agent) serve() int {
 		case msgSignal:
 			a.signal(m.ID, unix.Signal(m.Signal))
 			closeFiles(files)
-		case msgDialed:
-			a.dialed(m, files)
 		case msgStop:
 			closeFiles(files)
 			a.stop()
@@ -385,77 +374,17 @@ func (a *agent) stop() {
 	}
 }
 
-// startForwarder listens on port of the sandbox's loopback (its own
-// network namespace, where nothing else leads out) and forwards every
-// connection to the server's proxy, over a connection the server gives
-// for it; it keeps spareDials of those ready, asked for once the agent is.
-func (a *agent) startForwarder(port int) error {
-	a.spares = make(chan *os.File, spareDials*2)
-	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+// openProxyListener opens the listener of an allowlist's proxy on the
+// loopback of the sandbox's own network namespace (bwrap), where nothing
+// else leads out, for the server to serve: it goes with ready, before any
+// command runs here, and the agent keeps no copy of it.
+func openProxyListener() (*os.File, error) {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false) // plain TCP, which the server checks for
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
-		return fmt.Errorf("agent: forwarder to the proxy: %w", err)
+		return nil, fmt.Errorf("agent: the proxy's listener: %w", err)
 	}
-	go a.forward(ln)
-	return nil
-}
-
-// requestDial asks the server for a connection to the proxy.
-func (a *agent) requestDial() {
-	a.send(agentMsg{T: msgDial, ID: a.nextDial.Add(1)})
-}
-
-func (a *agent) forward(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go a.forwardConn(c)
-	}
-}
-
-// forwardTimeout bounds the wait for the server's connection to the proxy.
-const forwardTimeout = 10 * time.Second
-
-func (a *agent) forwardConn(c net.Conn) {
-	defer c.Close()
-	var f *os.File
-	select {
-	case f = <-a.spares:
-	default:
-		select {
-		case f = <-a.spares:
-		case <-time.After(forwardTimeout):
-			return
-		}
-	}
-	// The spare this one took, replaced off its path.
-	go a.requestDial()
-	if f == nil {
-		return
-	}
-	pc, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		return
-	}
-	defer pc.Close()
-	Relay(c, pc)
-}
-
-// dialed keeps the server's connection to the proxy for the next
-// forwarded connection (none: the server would not make one).
-func (a *agent) dialed(m agentMsg, files []*os.File) {
-	var f *os.File
-	if len(files) > 0 {
-		f = files[0]
-		closeFiles(files[1:])
-	}
-	select {
-	case a.spares <- f:
-	default:
-		if f != nil {
-			f.Close()
-		}
-	}
+	defer ln.Close()
+	return ln.(*net.TCPListener).File()
 }

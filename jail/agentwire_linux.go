@@ -1,6 +1,7 @@
 package jail
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -15,8 +16,11 @@ import (
 // The server and a session agent talk over a unix stream socket pair in
 // frames: a 4-byte big-endian length, then one JSON message. The server
 // passes descriptors (a call's standard streams, the jail) with the frame
-// that needs them; it never accepts one from an agent: it reads with
-// plain reads, so the kernel drops any an agent sends.
+// that needs them. It takes one descriptor from an agent, once: the
+// listener of an allowlist's proxy, sent with ready, before the agent ran
+// anything; it checks it is a listening TCP socket on 127.0.0.1. From
+// then on it reads with plain reads, so the kernel drops any an agent
+// sends.
 
 // agentMsg is every message of the protocol; T says which.
 type agentMsg struct {
@@ -29,9 +33,10 @@ type agentMsg struct {
 	Network bool   `json:"network,omitempty"`
 	ABI     int    `json:"abi,omitempty"` // Landlock ABI; 0: none
 	Root    bool   `json:"root,omitempty"`
-	// Egress: the port the agent forwards to the server's proxy from
-	// inside the sandbox's network namespace (bwrap); 0: none.
-	Egress int `json:"egress,omitempty"`
+	// Egress: the agent opens a listener on the loopback of the
+	// sandbox's own network namespace (bwrap) and sends it with ready,
+	// for the server's proxy to serve.
+	Egress bool `json:"egress,omitempty"`
 
 	// run (server to agent).
 	Argv []string `json:"argv,omitempty"`
@@ -52,7 +57,7 @@ type agentMsg struct {
 // Message types.
 const (
 	msgConfig  = "config"  // server: confine yourself (descriptors: the jail, and the guard's pipe under landlock)
-	msgReady   = "ready"   // agent: confined, serving
+	msgReady   = "ready"   // agent: confined, serving (descriptor: the proxy's listener, when asked for)
 	msgRun     = "run"     // server: run a command (descriptors: stdin, stdout, stderr)
 	msgStarted = "started" // agent: the command runs
 	msgFailed  = "failed"  // agent: it could not start
@@ -62,8 +67,6 @@ const (
 	msgExited  = "exited"  // agent: it is over, and nothing of it is left
 	msgStop    = "stop"    // server: end every call and exit
 	msgError   = "error"   // agent: it cannot serve (it exits)
-	msgDial    = "dial"    // agent: a connection to the proxy, for forwarded connection ID
-	msgDialed  = "dialed"  // server: here it is (descriptor), or Err
 )
 
 // Frame bounds. The server's frames carry a command line and its
@@ -73,6 +76,8 @@ const (
 const (
 	maxServerFrame = 16 << 20
 	maxAgentFrame  = 16 << 10
+	// maxFrameFiles is the most descriptors a server's frame carries.
+	maxFrameFiles = 8
 )
 
 var errFrame = errors.New("malformed frame")
@@ -105,16 +110,16 @@ func writeFrame(c *net.UnixConn, m agentMsg, files ...*os.File) error {
 	return err
 }
 
-// readFrame reads one message of at most max bytes. With takeFiles it
-// also takes the descriptors sent with it (the agent's side); without,
-// any are dropped by the kernel (the server's side).
-func readFrame(c *net.UnixConn, limit int, takeFiles bool) (agentMsg, []*os.File, error) {
+// readFrame reads one message of at most limit bytes and takes up to
+// maxFiles descriptors sent with it; the kernel drops any others (with
+// maxFiles 0, all: the server's side).
+func readFrame(c *net.UnixConn, limit, maxFiles int) (agentMsg, []*os.File, error) {
 	var m agentMsg
 	var hdr [4]byte
 	var files []*os.File
 	got := 0
-	if takeFiles {
-		oob := make([]byte, unix.CmsgSpace(8*4))
+	if maxFiles > 0 {
+		oob := make([]byte, unix.CmsgSpace(maxFiles*4))
 		n, oobn, _, _, err := c.ReadMsgUnix(hdr[:], oob)
 		if err != nil {
 			return m, nil, err
@@ -172,4 +177,39 @@ func closeFiles(files []*os.File) {
 			f.Close()
 		}
 	}
+}
+
+// proxyListener is the listener an agent sends with ready under an
+// allowlist (files, taken from the frame, are its now), once it checked
+// that it is what the agent was to open: a listening TCP socket on
+// 127.0.0.1.
+func proxyListener(files []*os.File) (net.Listener, error) {
+	defer closeFiles(files)
+	if len(files) != 1 {
+		return nil, fmt.Errorf("%w: ready with %d descriptors, not the proxy's listener", errFrame, len(files))
+	}
+	rc, err := files[0].SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var bad error
+	err = rc.Control(func(fd uintptr) {
+		for _, o := range []struct{ opt, want int }{
+			{unix.SO_DOMAIN, unix.AF_INET}, {unix.SO_TYPE, unix.SOCK_STREAM},
+			{unix.SO_PROTOCOL, unix.IPPROTO_TCP}, {unix.SO_ACCEPTCONN, 1},
+		} {
+			if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, o.opt); err != nil || v != o.want {
+				bad = errors.New("not a listening TCP socket")
+				return
+			}
+		}
+		sa, err := unix.Getsockname(int(fd))
+		if in4, ok := sa.(*unix.SockaddrInet4); err != nil || !ok || in4.Addr != [4]byte{127, 0, 0, 1} {
+			bad = errors.New("not on 127.0.0.1")
+		}
+	})
+	if err = cmp.Or(err, bad); err != nil {
+		return nil, fmt.Errorf("%w: the proxy's listener: %v", errFrame, err)
+	}
+	return net.FileListener(files[0])
 }

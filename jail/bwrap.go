@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,17 +125,13 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 		}
 	}
 	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Network: spec.Network, ABI: b.abi}
-	var dial func() (*os.File, error)
+	var serve func(net.Listener)
 	if spec.Egress != nil {
-		if spec.Egress.Dial == nil {
-			server.Close()
-			return nil, errors.New("bwrap: a proxy without a dial")
-		}
-		cfg.Egress, dial = spec.Egress.Port, spec.Egress.Dial
+		cfg.Egress, serve = true, spec.Egress.Serve
 	}
 	// Once bwrap has them: the filter and the info pipe's write end.
 	sent := cmd.ExtraFiles[len(bwrapFiles(spec)) : len(cmd.ExtraFiles)-2]
-	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill, dial: dial}, launch, cfg, []*os.File{spec.JailFile})
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill, serve: serve}, launch, cfg, []*os.File{spec.JailFile})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -199,22 +200,13 @@ var Names = []string{"bwrap", "landlock", "sandbox-exec"}
 // Egress is a sandbox's way out to the proxy that holds its network to an
 // allowlist.
 type Egress struct {
-	// Port is the proxy's TCP port on the host's loopback (landlock), or
-	// the port the session agent forwards to it inside the sandbox's own
-	// network namespace (bwrap).
-	Port int
-	// Dial, for a sandbox of its own network namespace (bwrap), is a new
-	// connection to the proxy: the session agent forwards each connection
-	// made to Port inside the sandbox over one.
-	Dial func() (*os.File, error)
-}
-
-// port is e's port, 0 for none.
-func (e *Egress) port() int {
-	if e == nil {
-		return 0
-	}
-	return e.Port
+	// Serve serves the proxy on ln, the only way out: a listener on the
+	// host's loopback (landlock), or the one the session agent opened on
+	// the loopback of the sandbox's own network namespace (bwrap) before
+	// any command ran there. A backend calls it once the sandbox's agent
+	// is ready (Runner then returns no error); the caller closes ln when
+	// it is done with the runner.
+	Serve func(ln net.Listener)
 }
 
 // DescribeEgress says how b holds a sandbox to a proxy and what it cannot

@@ -3,6 +3,7 @@ package jail
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -117,6 +118,16 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The proxy of an allowlist listens on the host's loopback, the one
+	// port the session's domain may connect to.
+	var proxy net.Listener
+	proxyPort := 0
+	if spec.Egress != nil {
+		if proxy, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, fmt.Errorf("the proxy's listener: %w", err)
+		}
+		proxyPort = proxy.Addr().(*net.TCPAddr).Port
+	}
 	// The session's domain is entered by the thread that forks the agent,
 	// which dies right after, before any command of the agent exists: so
 	// that every thread of the agent, and the guard, are in one domain.
@@ -128,7 +139,7 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 				return err
 			}
 		}
-		fd, err := fsRuleset(l.abi, jail, spec.Network, spec.Egress.port())
+		fd, err := fsRuleset(l.abi, jail, spec.Network, proxyPort)
 		if err != nil {
 			return err
 		}
@@ -147,7 +158,13 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 	guardR.Close()
 	if err != nil {
 		guardW.Close()
+		if proxy != nil {
+			proxy.Close()
+		}
 		return nil, err
+	}
+	if proxy != nil {
+		spec.Egress.Serve(proxy)
 	}
 	return a, nil
 }

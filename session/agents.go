@@ -115,14 +115,9 @@ func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, rest
 	var runner jail.Runner
 	var cc *callCgroup
 	if p.allow != nil {
-		next.egress, err = s.startEgress(*p.allow)
-		if err != nil {
-			err = fmt.Errorf("start the proxy of the allowlist: %w", err)
-		}
+		next.egress = s.newEgress(*p.allow)
 	}
-	if err == nil {
-		runner, cc, err = s.startAgent(p.network, next.egress, exps)
-	}
+	runner, cc, err = s.startAgent(p.network, next.egress, exps)
 	if err != nil {
 		if next.egress != nil {
 			next.egress.close()
@@ -153,7 +148,7 @@ func (s *Session) agentDone(slot *agentSlot) {
 func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (jail.Runner, *callCgroup, error) {
 	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project}}
 	if eg != nil {
-		spec.Egress = &jail.Egress{Port: eg.port, Dial: eg.dial}
+		spec.Egress = &jail.Egress{Serve: eg.serve}
 	}
 	opened, err := s.sandboxFiles(&spec, exps)
 	defer func() { closeAll(opened) }()

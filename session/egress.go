@@ -11,13 +11,12 @@ import (
 )
 
 // agentEgress is the proxy of a session agent whose network is an
-// allowlist: its listener, and the refusals it made, the last keptRefusals
-// of them.
+// allowlist: the listener the backend gave it, and the refusals it made,
+// the last keptRefusals of them.
 type agentEgress struct {
 	proxy *egress.Proxy
-	ln    net.Listener
-	port  int
-	live  chan struct{} // a token per connection an agent forwards, live
+	ln    net.Listener // set by serve, before the agent's first call
+	port  int          // ln's, in the sandbox
 
 	mu    sync.Mutex
 	total int              // refusals made
@@ -28,25 +27,21 @@ type agentEgress struct {
 // command that tries a thousand hosts is told of the last ones).
 const keptRefusals = 64
 
-// maxForwarded bounds the connections an agent forwards to its proxy at
-// once (its spares among them): a command cannot make the server hold
-// more than that for it.
-const maxForwarded = 512
-
 // egressMark is a point in an agent's refusals.
 type egressMark int
 
-// startEgress starts the proxy of allow on a loopback port, logging each
-// refusal for session name.
-func (s *Session) startEgress(allow egress.Policy) (*agentEgress, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	e := &agentEgress{ln: ln, port: ln.Addr().(*net.TCPAddr).Port, live: make(chan struct{}, maxForwarded)}
+// newEgress is the proxy of allow, logging each refusal for the session;
+// it serves once the backend gives it its listener.
+func (s *Session) newEgress(allow egress.Policy) *agentEgress {
+	e := &agentEgress{}
 	e.proxy = egress.New(allow, egress.Options{Refused: e.add, Log: s.m.log.With("session", s.Name)})
+	return e
+}
+
+// serve serves the proxy on ln (jail.Egress.Serve).
+func (e *agentEgress) serve(ln net.Listener) {
+	e.ln, e.port = ln, ln.Addr().(*net.TCPAddr).Port
 	go e.proxy.Serve(ln)
-	return e, nil
 }
 
 func (e *agentEgress) add(r egress.Refusal) {
@@ -75,7 +70,9 @@ func (e *agentEgress) since(m egressMark) []egress.Refusal {
 }
 
 func (e *agentEgress) close() {
-	e.ln.Close()
+	if e.ln != nil {
+		e.ln.Close()
+	}
 	e.proxy.Close()
 }
 

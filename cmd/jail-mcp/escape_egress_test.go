@@ -103,6 +103,7 @@ for a in "127.0.0.1:` + tp + `" "[::ffff:127.0.0.1]:` + tp + `" "TARGET.TEST.:` 
   curl -sS -m 5 --proxy "$ALL_PROXY" "http://$a/" 2>/dev/null | grep -q reached && echo "ESCAPED: SOCKS $a"
   curl -sS -m 5 --socks5 "${ALL_PROXY#socks5h://}" "http://$a/" 2>/dev/null | grep -q reached && echo "ESCAPED: SOCKS by address $a"
 done
+printf 'GET http://allowed.test:` + allowedPort + `/ HTTP/1.1\r\nHost: allowed.test\r\n\r\nGET http://target.test:` + tp + `/ HTTP/1.1\r\nHost: target.test:` + tp + `\r\n\r\n' | curl -sS -m 5 telnet://${P#http://} 2>/dev/null | grep -q reached && echo "ESCAPED: a second request on the connection"
 curl -sS -m 5 -x "$P" "http://${P#http://}/" >/dev/null 2>&1; true
 `},
 		// Around the proxy: straight to the target, to every address of
@@ -134,8 +135,27 @@ attempt("an SCTP socket", socket.socket, socket.AF_INET, socket.SOCK_STREAM, 132
 			check(t)
 		})
 	}
-	// A flood of connections to the forwarder or the proxy leaves the
-	// server serving.
+	// A request header without end: the proxy stops reading it (the
+	// server must not hold what a command sends).
+	fx.vector(t, "egress-endless-header", func(t *testing.T) {
+		fx.attack(t, ts, py(`
+import socket, urllib.parse
+u = urllib.parse.urlparse(E["HTTP_PROXY"])
+s = socket.create_connection((u.hostname, u.port), 5)
+s.settimeout(10)
+s.sendall(b"GET http://allowed.test:`+allowedPort+`/ HTTP/1.1\r\nX-Long: ")
+line, sent = b"a" * 65536, 0
+try:
+    while sent < 64 << 20:
+        s.sendall(line)
+        sent += len(line)
+    escaped("the proxy took a request header of %d bytes" % sent)
+except OSError:
+    pass
+`), narrow)
+		check(t)
+	})
+	// A flood of connections to the proxy leaves the server serving.
 	fx.vector(t, "egress-flood", func(t *testing.T) {
 		fx.attack(t, ts, py(`
 import socket, urllib.parse

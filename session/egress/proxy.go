@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/elazarl/goproxy"
 )
 
 // Refusal is a connection the proxy refused: where it was to go, by which
@@ -55,6 +54,8 @@ type Options struct {
 	// Own lists the host's own addresses, which a name must not reach
 	// unless listed by name; nil: the addresses of its interfaces.
 	Own func() []net.IP
+	// MaxConns bounds the connections Serve serves at once; 0: 512.
+	MaxConns int
 }
 
 // Proxy holds the connections of a jail's commands to a Policy: it serves
@@ -63,13 +64,10 @@ type Options struct {
 type Proxy struct {
 	policy Policy
 	opts   Options
-	http   *goproxy.ProxyHttpServer
 
-	// HTTP connections, once told from SOCKS5 ones, go to srv through
-	// httpConns; srv runs from the first until Close.
-	srvOnce   sync.Once
-	srv       *http.Server
-	httpConns *chanListener
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{} // served now
+	closed bool
 }
 
 // New is a proxy for policy.
@@ -83,92 +81,86 @@ func New(policy Policy, opts Options) *Proxy {
 	if opts.Own == nil {
 		opts.Own = interfaceAddrs
 	}
-	p := &Proxy{policy: policy, opts: opts}
-	gp := goproxy.NewProxyHttpServer()
-	gp.Logger = discardLogger{}
-	// Requests go to their destination directly, never to a proxy of the
-	// server's environment, and over connections this proxy checked.
-	gp.Tr = &http.Transport{
-		Proxy: nil,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return p.dialAddr(ctx, "http", addr)
-		},
-		MaxIdleConns:          64,
-		ReadBufferSize:        256 << 10,
-		WriteBufferSize:       64 << 10,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: 0,
+	if opts.MaxConns == 0 {
+		opts.MaxConns = 512
 	}
-	gp.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "jail-mcp egress proxy: send proxy requests (an absolute URL, or CONNECT)", http.StatusBadRequest)
-	})
-	gp.OnResponse().DoFunc(func(resp *http.Response, ctx *goproxy.ProxyCtx) *http.Response {
-		var refused *RefusedError
-		if resp == nil && errors.As(ctx.Error, &refused) {
-			return goproxy.NewResponse(ctx.Req, goproxy.ContentTypeText, http.StatusForbidden, refused.Error()+"\n")
-		}
-		return resp
-	})
-	p.http = gp
-	p.httpConns = newChanListener(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	p.srv = &http.Server{Handler: gp, ReadHeaderTimeout: 30 * time.Second}
-	return p
+	return &Proxy{policy: policy, opts: opts, conns: map[net.Conn]struct{}{}}
 }
 
-// writeRefusal answers a CONNECT that could not be made: 403 for a
-// refusal, 502 for a destination that did not answer.
-func writeRefusal(w io.Writer, err error) {
-	code, text := http.StatusBadGateway, "Bad Gateway"
-	var refused *RefusedError
-	if errors.As(err, &refused) {
-		code, text = http.StatusForbidden, "Forbidden"
-	}
-	msg := err.Error() + "\n"
-	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", code, text, len(msg), msg)
-}
+// requestTimeout bounds the wait for a connection's request: its first
+// byte, an HTTP request's header, a SOCKS5 greeting and request.
+const requestTimeout = 30 * time.Second
 
-// Serve serves the connections of ln until it is closed.
+// maxHeader bounds an HTTP header, a request's and an answer's (net/http's
+// server's default).
+const maxHeader = http.DefaultMaxHeaderBytes
+
+// Serve serves the connections of ln until it is closed, at most
+// Options.MaxConns at once (more wait in ln's backlog).
 func (p *Proxy) Serve(ln net.Listener) error {
+	slots := make(chan struct{}, p.opts.MaxConns)
 	for {
+		slots <- struct{}{}
 		c, err := ln.Accept()
 		if err != nil {
+			<-slots
 			if errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			return err
+			// Out of descriptors, say: wait a moment, as net/http does.
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
-		go p.serve(c, 30*time.Second)
+		go func() {
+			defer func() { <-slots }()
+			p.serve(c)
+		}()
 	}
 }
 
-// ServeConn serves one connection a session agent forwards; the agent
-// keeps a few ready before they are used, so its first bytes may be long
-// in coming.
-func (p *Proxy) ServeConn(c net.Conn) { p.serve(c, 0) }
-
-// serve serves c, whose first byte must come within wait (0: no bound).
-func (p *Proxy) serve(c net.Conn, wait time.Duration) {
-	p.srvOnce.Do(func() { go p.srv.Serve(p.httpConns) })
-	p.route(c, wait)
-}
-
-// Close ends the proxy: the connections it serves, and any it is given.
+// Close ends the proxy and every connection it serves.
 func (p *Proxy) Close() {
-	p.srvOnce.Do(func() {})
-	p.httpConns.Close()
-	p.srv.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
 }
 
-// route hands a connection to SOCKS5 or to HTTP by its first byte.
-func (p *Proxy) route(c net.Conn, wait time.Duration) {
-	br := bufio.NewReader(c)
-	if wait > 0 {
-		c.SetReadDeadline(time.Now().Add(wait))
+// track counts c among the connections served, or says the proxy is
+// closed.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
 	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.conns, c)
+}
+
+// serve serves c: SOCKS5 or HTTP by its first byte; for HTTP, CONNECT or
+// a plain request by the request.
+func (p *Proxy) serve(c net.Conn) {
+	defer c.Close()
+	if !p.track(c) {
+		return
+	}
+	defer p.untrack(c)
+	// A request's header is bounded in size as in time: a command must
+	// not make the server hold what it likes.
+	head := &io.LimitedReader{R: c, N: maxHeader}
+	br := bufio.NewReader(head)
+	c.SetReadDeadline(time.Now().Add(requestTimeout))
 	first, err := br.Peek(1)
-	c.SetReadDeadline(time.Time{})
 	if err != nil {
-		c.Close()
 		return
 	}
 	bc := &bufferedConn{Conn: c, r: br}
@@ -176,29 +168,24 @@ func (p *Proxy) route(c net.Conn, wait time.Duration) {
 		p.serveSOCKS(bc)
 		return
 	}
-	if method, _ := br.Peek(len("CONNECT ")); string(method) == "CONNECT " {
-		p.serveConnect(bc)
+	req, err := http.ReadRequest(br)
+	c.SetReadDeadline(time.Time{})
+	head.N = math.MaxInt64 // the body is the destination's to bound
+	if err != nil {
+		writeAnswer(c, http.StatusBadRequest, "jail-mcp egress proxy: not an HTTP request")
 		return
 	}
-	if !p.httpConns.deliver(bc) {
-		c.Close()
+	if req.Method == http.MethodConnect {
+		p.serveConnect(bc, req)
+		return
 	}
+	p.forward(bc, req)
 }
 
 // serveConnect answers a CONNECT: the destination is checked and dialled
-// as dial does, then the tunnel relays it (not goproxy's: relay lets the
-// kernel move the bytes).
-func (p *Proxy) serveConnect(c *bufferedConn) {
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	req, err := http.ReadRequest(c.r)
-	c.SetReadDeadline(time.Time{})
-	if err != nil {
-		return
-	}
-	if req.Body != nil {
-		req.Body.Close()
-	}
+// as dial does, then the tunnel relays it (the kernel moves the bytes).
+func (p *Proxy) serveConnect(c *bufferedConn, req *http.Request) {
+	req.Body.Close()
 	if _, _, err := net.SplitHostPort(req.Host); err != nil {
 		writeRefusal(c, p.refuse("connect", req.Host, 0, "CONNECT wants HOST:PORT"))
 		return
@@ -325,10 +312,6 @@ func interfaceAddrs() []net.IP {
 	return out
 }
 
-type discardLogger struct{}
-
-func (discardLogger) Printf(string, ...any) {}
-
 // bufferedConn is a connection whose first bytes were read ahead.
 type bufferedConn struct {
 	net.Conn
@@ -343,49 +326,6 @@ func (c *bufferedConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// ReadFrom passes a plain GET's body (net/http writes it so) on to the
-// connection's own.
-func (c *bufferedConn) ReadFrom(r io.Reader) (int64, error) {
-	return io.Copy(c.Conn, r)
-}
-
-// NetConn is the connection read ahead from: tunnels relay between the
-// sockets themselves (relay).
+// NetConn is the connection read ahead from: relays copy between the
+// sockets themselves (relay), writes go to it.
 func (c *bufferedConn) NetConn() net.Conn { return c.Conn }
-
-// chanListener is a net.Listener of the connections handed to it.
-type chanListener struct {
-	addr  net.Addr
-	conns chan net.Conn
-	once  sync.Once
-	done  chan struct{}
-}
-
-func newChanListener(addr net.Addr) *chanListener {
-	return &chanListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *chanListener) deliver(c net.Conn) bool {
-	select {
-	case l.conns <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return l.addr }

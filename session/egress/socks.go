@@ -8,8 +8,6 @@ import (
 	"net"
 	"syscall"
 	"time"
-
-	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // SOCKS5 (RFC 1928), CONNECT only, no authentication: written here, as no
@@ -148,33 +146,4 @@ func socksReply(c net.Conn, code byte, bound net.Addr) error {
 	}
 	_, err := c.Write(b)
 	return err
-}
-
-// relay copies between a client and its destination both ways until both
-// directions end, passing on each end of input as a half close. It copies
-// between the sockets themselves, under any wrapper (NetConn), so that the
-// kernel moves the bytes (splice(2) between TCP and unix sockets); what
-// the client sent ahead, read while its request was, goes first.
-func relay(client, target net.Conn) {
-	raw := netConn(client)
-	if bc, ok := client.(*bufferedConn); ok {
-		if n := bc.r.Buffered(); n > 0 {
-			ahead, _ := bc.r.Peek(n)
-			target.Write(ahead)
-			bc.r.Discard(n)
-		}
-	}
-	jail.Relay(raw, netConn(target))
-}
-
-// netConn is the socket under c's wrappers: each that has one says so
-// with NetConn, as crypto/tls's Conn does.
-func netConn(c net.Conn) net.Conn {
-	for {
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return c
-		}
-		c = w.NetConn()
-	}
 }
