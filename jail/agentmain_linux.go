@@ -51,9 +51,11 @@ func serveAgent(fdArg string) int {
 	}
 	// Its name in ps and /proc, rather than the descriptor it was run by.
 	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("jail-mcp-agent\x00")[0])), 0, 0, 0)
-	// Nothing else its starter left open reaches a command.
-	unix.CloseRange(3, uint(fd-1), 0)
-	unix.CloseRange(uint(fd+1), ^uint(0), 0)
+	// Nothing else its starter left open reaches a command. Marked
+	// close-on-exec, not closed: the Go runtime may hold some already
+	// (its poller's, once a package's init opened a file).
+	unix.CloseRange(3, uint(fd-1), unix.CLOSE_RANGE_CLOEXEC)
+	unix.CloseRange(uint(fd+1), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 	f := os.NewFile(uintptr(fd), "control")
 	c, err := net.FileConn(f)
 	f.Close()
