@@ -156,6 +156,18 @@ func stdinFile(r io.Reader) (f *os.File, release, stop, feed func(), err error) 
 // when no backend confines here, and otherwise a Result, also when the
 // command failed, timed out or was cancelled.
 func (s *Session) Exec(ctx context.Context, req Request) (*Result, error) {
+	res, err := s.exec(ctx, req)
+	if o := s.m.cfg.Observer; o != nil {
+		if err != nil {
+			o.Refused(err)
+		} else {
+			o.Ran(res)
+		}
+	}
+	return res, err
+}
+
+func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	p, err := s.plan(req)
 	if err != nil {
 		return nil, err

@@ -55,6 +55,17 @@ type Config struct {
 	// OneCall is for a manager that runs one command and ends (jail-mcp
 	// run): it prepares one launcher at once instead of keeping spares.
 	OneCall bool
+	// Observer, when set, is told how every command ended, and why a call
+	// ran none (metrics).
+	Observer Observer
+}
+
+// Observer is told what the sessions' commands did: each call's (and
+// job's) result once it ended, or the error that kept it from running.
+// Its methods must not block.
+type Observer interface {
+	Ran(res *Result)
+	Refused(err error)
 }
 
 // Manager maps session names to jails.
@@ -196,6 +207,17 @@ func (m *Manager) forget(s *Session) {
 	if m.sessions[s.Name] == s {
 		delete(m.sessions, s.Name)
 	}
+}
+
+// Agents is how many session agents the manager's sessions have now.
+func (m *Manager) Agents() int {
+	n := 0
+	for _, s := range m.all() {
+		s.agentMu.Lock()
+		n += len(s.agents)
+		s.agentMu.Unlock()
+	}
+	return n
 }
 
 func (m *Manager) all() []*Session {

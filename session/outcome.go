@@ -54,6 +54,25 @@ const (
 	AgentLost
 )
 
+// String is e as metrics name it.
+func (e End) String() string {
+	switch e {
+	case Exited:
+		return "exited"
+	case Signalled:
+		return "signalled"
+	case TimedOut:
+		return "timed_out"
+	case OverBound:
+		return "over_bound"
+	case Cancelled:
+		return "cancelled"
+	case AgentLost:
+		return "agent_lost"
+	}
+	return "unknown"
+}
+
 // settle decides how a command ended from what stopped it (stopped: the
 // timeout, a bound, the call's cancellation, or nothing: Exited), the
 // bound the kernel enforced by itself meanwhile (kernel), and its exit;
@@ -149,12 +168,25 @@ func (r *Result) Status() string {
 // Refusal is the one line that says why a command did not run: a request
 // the caller must fix, no jail that confines here, or a start that failed.
 func Refusal(err error) string {
-	var inputErr *InputError
-	switch {
-	case errors.As(err, &inputErr):
+	switch RefusalKind(err) {
+	case "input":
 		return "refused: " + err.Error()
-	case errors.Is(err, jail.ErrUnavailable):
+	case "no_jail":
 		return "refused: no jail can confine commands here: " + err.Error()
 	}
 	return "could not start the command: " + err.Error()
+}
+
+// RefusalKind names why err kept a command from running: "input" (a
+// request the caller must fix), "no_jail" (nothing confines here: the
+// server fails closed), or "start" (its start failed).
+func RefusalKind(err error) string {
+	var inputErr *InputError
+	switch {
+	case errors.As(err, &inputErr):
+		return "input"
+	case errors.Is(err, jail.ErrUnavailable):
+		return "no_jail"
+	}
+	return "start"
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/metrics"
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
@@ -216,6 +217,13 @@ func (h *httpSessions) Terminate(id string) (isNotAllowed bool, err error) {
 	return false, nil
 }
 
+// count is how many sessions are live.
+func (h *httpSessions) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.live)
+}
+
 // endAll ends every live session.
 func (h *httpSessions) endAll() {
 	h.mu.Lock()
@@ -259,10 +267,19 @@ func (h *httpSessions) session(ctx context.Context) (*session.Session, error) {
 
 // httpHandler serves /mcp: the bearer token first, then the protocol
 // versions with sessions, then mcp-go's streamable HTTP transport (which
-// keeps its DNS-rebinding protection for loopback connections).
-func httpHandler(mcpHTTP http.Handler, sessions *httpSessions, token string) http.Handler {
+// keeps its DNS-rebinding protection for loopback connections); the
+// metrics at /metrics, behind the token too; and /healthz, to anyone: a
+// load balancer's or an orchestrator's probe, which learns that the
+// server serves and nothing else.
+func httpHandler(mcpHTTP http.Handler, sessions *httpSessions, met *metrics.Metrics, token string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", requireToken(token, sessions.log, pinSessions(sessions, mcpHTTP)))
+	mux.Handle("GET /metrics", requireToken(token, sessions.log, met.Handler()))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		io.WriteString(w, "ok\n")
+	})
 	return mux
 }
 
@@ -423,7 +440,7 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 // serveHTTP serves streamable HTTP on ln until ctx ends (SIGTERM, SIGINT),
 // then stops accepting, ends every session (killing its commands, keeping
 // its files) and returns within a few seconds.
-func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, cfg cli.Config, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, met *metrics.Metrics, cfg cli.Config, log *slog.Logger) error {
 	mcpHTTP := server.NewStreamableHTTPServer(srv,
 		server.WithSessionIdManagerResolver(sessions),
 		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
@@ -431,7 +448,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sess
 		server.WithStreamableHTTPLogger(log),
 	)
 	hs := &http.Server{
-		Handler:           httpHandler(mcpHTTP, sessions, cfg.Token),
+		Handler:           httpHandler(mcpHTTP, sessions, met, cfg.Token),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/metrics"
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
@@ -56,7 +57,8 @@ func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*testkit.HTTPSer
 		t.Fatal(err)
 	}
 	hs := testkit.InProcess(t, ln, stderr, func(ctx context.Context) error {
-		return serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, cli.Config{MaxTimeout: time.Minute}, log)
+		met := metrics.New(sessions.count, func() int { return 0 })
+		return serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, met, cli.Config{MaxTimeout: time.Minute}, log)
 	})
 	return hs, sessions
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/metrics"
 	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
@@ -52,7 +53,24 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	m, st, err := cli.OpenJail(ctx, cfg, environ, getenv, false, log)
+	// Over HTTP, metrics (/metrics) of the sessions and agents made below.
+	var m *session.Manager
+	var sessions *httpSessions
+	var met *metrics.Metrics
+	var obs session.Observer
+	opts := []server.ServerOption{
+		server.WithToolCapabilities(false),
+		server.WithLogging(),
+		server.WithRecovery(),
+		server.WithInstructions("Run shell commands with jailed_exec: they can read the host but write only " +
+			"inside this session's jail, which is their HOME and persists between calls."),
+	}
+	if cfg.Listen != "" {
+		met = metrics.New(func() int { return sessions.count() }, func() int { return m.Agents() })
+		obs = met
+		opts = append(opts, server.WithToolHandlerMiddleware(met.Tools))
+	}
+	m, st, err := cli.OpenJail(ctx, cfg, environ, getenv, false, obs, log)
 	if err != nil {
 		return err
 	}
@@ -61,13 +79,7 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		Manager: m, Version: cli.Version(),
 		BackendName: st.Name, Reason: st.Reason, Hint: st.Hint,
 	}
-	srv := server.NewMCPServer("jail-mcp", cli.Version(),
-		server.WithToolCapabilities(false),
-		server.WithLogging(),
-		server.WithRecovery(),
-		server.WithInstructions("Run shell commands with jailed_exec: they can read the host but write only "+
-			"inside this session's jail, which is their HOME and persists between calls."),
-	)
+	srv := server.NewMCPServer("jail-mcp", cli.Version(), opts...)
 	h.Register(srv)
 
 	if cfg.Listen != "" {
@@ -75,10 +87,10 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
-		sessions := newHTTPSessions(m, log, cfg.MaxSessions)
+		sessions = newHTTPSessions(m, log, cfg.MaxSessions)
 		h.Session = sessions.session
 		cli.LogStart(log, cfg, st, m, "", "", "listen", "http://"+ln.Addr().String()+"/mcp", "token", cfg.Token != "", "max_sessions", cfg.MaxSessions)
-		err = serveHTTP(ctx, ln, srv, sessions, cfg, log)
+		err = serveHTTP(ctx, ln, srv, sessions, met, cfg, log)
 		log.Info("stopping")
 		return err
 	}

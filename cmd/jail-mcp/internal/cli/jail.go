@@ -26,8 +26,9 @@ type BackendState struct {
 // (fallback warn), and the server still starts so that jail_status and
 // every refusal can say why.
 // oneCall is for jail-mcp run: no trial run of the backend before the one
-// command (see jail.Options.SkipTrialRun) and no spare launchers.
-func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(string) string, oneCall bool, log *slog.Logger) (*session.Manager, BackendState, error) {
+// command (see jail.Options.SkipTrialRun) and no spare launchers. obs, when
+// set, is told of every command (metrics).
+func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(string) string, oneCall bool, obs session.Observer, log *slog.Logger) (*session.Manager, BackendState, error) {
 	var st BackendState
 	if err := session.PrepareProcess(cfg.MaxDisk); err != nil {
 		return nil, st, err
@@ -41,7 +42,7 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		Environ: environ, PassEnv: cfg.PassEnv, Timeout: cfg.Timeout, MaxTimeout: cfg.MaxTimeout,
 		MaxOutput: int(cfg.MaxOutput), MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory,
 		MaxJobTime: cfg.MaxJobTime, MaxJobs: cfg.MaxJobs,
-		MaxDisk: cfg.MaxDisk, Logger: log, OneCall: oneCall,
+		MaxDisk: cfg.MaxDisk, Logger: log, OneCall: oneCall, Observer: obs,
 	}
 	b, err := jail.Open(ctx, cfg.Backend, jail.Options{Getenv: getenv, SkipTrialRun: oneCall})
 	var unavailable *jail.UnavailableError

@@ -49,7 +49,7 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	// One command: no trial run before it. A jail that cannot be set up
 	// never starts the command either; bwrap's refusal is recognised and
 	// explained below.
-	m, st, err := OpenJail(ctx, cfg, environ, getenv, true, log)
+	m, st, err := OpenJail(ctx, cfg, environ, getenv, true, nil, log)
 	if err != nil {
 		return &exitError{code: exitRefused, msg: err.Error()}
 	}
