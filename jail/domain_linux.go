@@ -170,6 +170,11 @@ func loadSeccompThread(prog []byte) error {
 // power beyond them.
 func dropCapabilitiesThread() error {
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		// One not in the bounding set already (a container's root with
+		// its capabilities dropped) needs no dropping, nor CAP_SETPCAP.
+		if in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0); err == nil && in == 0 {
+			continue
+		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
 		}
