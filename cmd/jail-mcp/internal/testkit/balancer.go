@@ -130,7 +130,7 @@ func StartBalancer(t testing.TB, servers []string) *Balancer {
 
 // Server is the balancer as an HTTPServer of the tests: its URL, and the
 // servers' token.
-func (b *Balancer) Server(t *testing.T, token string) *HTTPServer {
+func (b *Balancer) Server(t testing.TB, token string) *HTTPServer {
 	return &HTTPServer{T: t, URL: b.URL, Token: token, Stderr: b.Log, exited: make(chan struct{})}
 }
 

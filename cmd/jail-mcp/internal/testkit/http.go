@@ -34,7 +34,7 @@ import (
 
 // HTTPServer is the real server, serving streamable HTTP.
 type HTTPServer struct {
-	T       *testing.T
+	T       testing.TB
 	Cmd     *exec.Cmd
 	Stderr  *SyncBuffer
 	Project string
@@ -48,7 +48,7 @@ type HTTPServer struct {
 var httpListenRE = regexp.MustCompile(`listen=(http://\S+/mcp)`)
 
 // StartHTTP starts the server on a free loopback port.
-func StartHTTP(t *testing.T, project string, env []string, args ...string) *HTTPServer {
+func StartHTTP(t testing.TB, project string, env []string, args ...string) *HTTPServer {
 	t.Helper()
 	return StartHTTPOn(t, project, "127.0.0.1:0", env, args...)
 }
@@ -72,7 +72,7 @@ func InProcess(t *testing.T, ln net.Listener, stderr *SyncBuffer, serve func(ctx
 }
 
 // SIGKILL) when the test ends.
-func StartHTTPOn(t *testing.T, project, listen string, env []string, args ...string) *HTTPServer {
+func StartHTTPOn(t testing.TB, project, listen string, env []string, args ...string) *HTTPServer {
 	t.Helper()
 	hs := &HTTPServer{T: t, Stderr: &SyncBuffer{}, Project: project, exited: make(chan struct{})}
 	if i := slices.Index(args, "--token"); i >= 0 && i+1 < len(args) {
