@@ -4,7 +4,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -103,7 +105,8 @@ func percentile(v []float64, p float64) float64 {
 // second and the calls' p50 and p99 for each, the ratio of the balanced
 // calls per second to the direct ones, and memory per idle session (each
 // session made one call, and waits): the server's resident set grown by
-// the 64 sessions, and their session agents' resident sets.
+// the 64 sessions, and their session agents' resident sets (and, as root,
+// their proportional sets, which count shared pages once).
 //
 //	go test ./cmd/jail-mcp -run '^$' -bench '^BenchmarkBalancer$' -benchtime 1x -count 3
 func BenchmarkBalancer(b *testing.B) {
@@ -125,17 +128,18 @@ func BenchmarkBalancer(b *testing.B) {
 	direct := servers[0]
 
 	var direct1, balanced balancedLoad
-	var serverKiB, agentMiB float64
+	var serverKiB, agentMiB, agentPSS float64
 	for b.Loop() {
 		pid := direct.Cmd.Process.Pid
 		before := procStatusMB(b, pid, "VmRSS")
 		direct1 = driveSessions(b, direct, token, sessions, calls, func() {
 			serverKiB = (procStatusMB(b, pid, "VmRSS") - before) * 1024 / sessions
-			var agents float64
+			var agents, pss float64
 			for _, a := range testkit.AgentsOf(pid) {
 				agents += procStatusMB(b, a, "VmRSS")
+				pss += pssMB(a)
 			}
-			agentMiB = agents / sessions
+			agentMiB, agentPSS = agents/sessions, pss/sessions
 		})
 		balanced = driveSessions(b, front, token, sessions, calls, nil)
 	}
@@ -148,4 +152,26 @@ func BenchmarkBalancer(b *testing.B) {
 	b.ReportMetric(percentile(balanced.latencyMS, 99), "lb-p99-ms")
 	b.ReportMetric(serverKiB, "server-KiB/session")
 	b.ReportMetric(agentMiB, "agent-MiB/session")
+	if agentPSS > 0 {
+		b.ReportMetric(agentPSS, "agent-PSS-MiB/session")
+	}
+}
+
+// pssMB is the proportional set size of pid in MiB (its share of pages it
+// shares with others, the agents' binary among them), 0 where
+// /proc/<pid>/smaps_rollup cannot be read (an agent is not dumpable: as
+// root only).
+func pssMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb)
+			return kb / 1024
+		}
+	}
+	return 0
 }
