@@ -1080,11 +1080,22 @@ func (fx *escapeFixture) httpSessions(t *testing.T) {
 	if strings.Contains(hs.Stderr.String(), wrong) {
 		t.Errorf("the server logged a refused token:\n%s", hs.Stderr)
 	}
+	var s *testkit.HTTPSession
 	for range 2 {
-		s := hs.Connect(t, "")
+		s = hs.Connect(t, "")
 		if res, raw := s.Exec(map[string]any{"command": "echo $HOME"}); res.Backend != fx.backend.Name || strings.TrimSpace(res.Stdout) != s.Jail() {
 			t.Fatalf("session on %s: %+v %s", fx.backend.Name, res, testkit.ResultText(raw))
 		}
+	}
+	// From a session's own command (network on): the server's metrics
+	// want the token (a session id is none), /healthz says nothing but
+	// ok, and no token is in the command's environment.
+	base := strings.TrimSuffix(hs.URL, "/mcp")
+	res, _ := s.Exec(map[string]any{"command": "curl -s -o $HOME/m1 -w '%{http_code}\\n' " + base + "/metrics; " +
+		"curl -s -o $HOME/m2 -w '%{http_code}\\n' -H 'Mcp-Session-Id: " + s.ID + "' " + base + "/metrics; " +
+		"curl -s " + base + "/healthz; env | grep -c -i token; cat $HOME/m1 $HOME/m2 | grep -c jail_mcp_"})
+	if res.Stdout != "401\n401\nok\n0\n0\n" {
+		fx.escape(t, "the server's /metrics and /healthz from a command: %q, want 401, 401, ok, no token, no metrics", res.Stdout)
 	}
 	for i := range 5 {
 		if r := hs.MustRaw(t, http.MethodPost, "", nil, testkit.InitializeRPC(10+i)); r.Code != http.StatusServiceUnavailable || r.Header.Get("Mcp-Session-Id") != "" {
