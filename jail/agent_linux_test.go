@@ -336,7 +336,13 @@ func TestAgentProxyListener(t *testing.T) {
 		}
 		a.Close()
 	})
-	if after := fds(t); after > before {
+	// (The last agent killed may still be exiting, its stderr's pipe open
+	// until it is reaped: wait for that.)
+	after := fds(t)
+	for deadline := time.Now().Add(5 * time.Second); after > before && time.Now().Before(deadline); after = fds(t) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if after > before {
 		t.Errorf("the server holds %d descriptors more", after-before)
 	}
 }
