@@ -1,7 +1,6 @@
 package jail
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -381,12 +380,10 @@ func (a *agent) stop() {
 // else leads out, for the server to serve: it goes with ready, before any
 // command runs here, and the agent keeps no copy of it.
 func openProxyListener() (*os.File, error) {
-	var lc net.ListenConfig
-	lc.SetMultipathTCP(false) // plain TCP, which the server checks for
-	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	ln, err := listenProxy()
 	if err != nil {
-		return nil, fmt.Errorf("agent: the proxy's listener: %w", err)
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	defer ln.Close()
-	return ln.(*net.TCPListener).File()
+	return ln.File()
 }

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"cmp"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -212,4 +213,19 @@ func proxyListener(files []*os.File) (net.Listener, error) {
 		return nil, fmt.Errorf("%w: the proxy's listener: %v", errFrame, err)
 	}
 	return net.FileListener(files[0])
+}
+
+// listenProxy opens the listener of an allowlist's proxy on 127.0.0.1,
+// on a port of the kernel's choice, in the caller's network namespace:
+// plain TCP (Go listens with MPTCP by default), which is what a command
+// held to the proxy may connect with and what the server checks an
+// agent's listener for.
+func listenProxy() (*net.TCPListener, error) {
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("the proxy's listener: %w", err)
+	}
+	return ln.(*net.TCPListener), nil
 }

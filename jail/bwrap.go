@@ -333,7 +333,8 @@ func userNamespaces() error {
 }
 
 // Egress: a sandbox of its own network namespace, whose only way out is
-// the session agent's forwarder to the proxy; it needs the agent.
+// the server's proxy on its loopback (a listener the session agent opens
+// there); it needs the agent.
 func (b *bwrap) Egress() error {
 	if !b.Agents() {
 		return fmt.Errorf("%w: bwrap holds one through the session agent, which needs Landlock ABI %d", ErrNoEgress, MinLandlockABI)
@@ -343,5 +344,5 @@ func (b *bwrap) Egress() error {
 
 // egressHow: how bwrap holds an allowlist; it leaves nothing to declare.
 func (b *bwrap) egressHow() (string, []string) {
-	return "held: the sandbox's own network namespace, whose only way out is the session agent's forwarder to the server's proxy", []string{}
+	return "held: the sandbox's own network namespace, whose only way out is the server's proxy, listening on its loopback", []string{}
 }

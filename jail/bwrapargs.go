@@ -52,7 +52,7 @@ func BwrapArgs(spec Spec, shadow []string) []string {
 	}
 	if !spec.Network || spec.Egress != nil {
 		// Held to a proxy: the sandbox's own network, whose only way out
-		// is the session agent's forwarder.
+		// is the server's proxy on its loopback.
 		args = append(args, "--unshare-net")
 	}
 	args = append(args,

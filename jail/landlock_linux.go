@@ -120,11 +120,11 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 	}
 	// The proxy of an allowlist listens on the host's loopback, the one
 	// port the session's domain may connect to.
-	var proxy net.Listener
+	var proxy *net.TCPListener
 	proxyPort := 0
 	if spec.Egress != nil {
-		if proxy, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return nil, fmt.Errorf("the proxy's listener: %w", err)
+		if proxy, err = listenProxy(); err != nil {
+			return nil, err
 		}
 		proxyPort = proxy.Addr().(*net.TCPAddr).Port
 	}

@@ -62,15 +62,8 @@ func (s *balancedSession) appendLine(ctx context.Context, projects []string) err
 func TestBalancer(t *testing.T) {
 	const sessions, calls = 32, 20
 	token := "jail-mcp-test-" + uuid.NewString()
-	var servers []*testkit.HTTPServer
-	var projects, addrs []string
-	for range 2 {
-		p := testkit.NewProject(t)
-		hs := testkit.StartHTTP(t, p, testkit.ServerEnv(), "--token", token)
-		servers, projects = append(servers, hs), append(projects, p)
-		addrs = append(addrs, strings.TrimPrefix(strings.TrimSuffix(hs.URL, "/mcp"), "http://"))
-	}
-	lb := testkit.StartBalancer(t, addrs)
+	servers, lb := testkit.StartBalanced(t, 2, token, testkit.ServerEnv())
+	projects := []string{servers[0].Project, servers[1].Project}
 	front := lb.Server(t, token)
 
 	all := make([]*balancedSession, sessions)

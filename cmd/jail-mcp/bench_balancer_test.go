@@ -116,14 +116,7 @@ func BenchmarkBalancer(b *testing.B) {
 		calls = 3
 	}
 	token := "jail-mcp-bench-" + uuid.NewString()
-	var servers []*testkit.HTTPServer
-	var addrs []string
-	for range 2 {
-		hs := testkit.StartHTTP(b, testkit.NewProject(b), testkit.ServerEnv(), "--token", token, "--auth", "none")
-		servers = append(servers, hs)
-		addrs = append(addrs, strings.TrimPrefix(strings.TrimSuffix(hs.URL, "/mcp"), "http://"))
-	}
-	lb := testkit.StartBalancer(b, addrs)
+	servers, lb := testkit.StartBalanced(b, 2, token, testkit.ServerEnv(), "--auth", "none")
 	front := lb.Server(b, token)
 	direct := servers[0]
 

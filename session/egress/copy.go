@@ -50,15 +50,12 @@ func giveBuffer(b *[]byte) {
 // relay copies between a client and its destination both ways until both
 // directions end, passing on each end of input as a half close; what the
 // client sent ahead, read while its request was, goes first.
-func relay(client, target net.Conn) {
-	if bc, ok := client.(*bufferedConn); ok {
-		if n := bc.r.Buffered(); n > 0 {
-			ahead, _ := bc.r.Peek(n)
-			target.Write(ahead)
-			bc.r.Discard(n)
-		}
+func relay(client *bufferedConn, target net.Conn) {
+	if n := client.r.Buffered(); n > 0 {
+		ahead, _ := client.r.Peek(n)
+		target.Write(ahead)
+		client.r.Discard(n)
 	}
-	a, b := netConn(client), netConn(target)
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		pump(dst, src, -1)
@@ -69,22 +66,10 @@ func relay(client, target net.Conn) {
 		}
 		done <- struct{}{}
 	}
-	go pipe(a, b)
-	go pipe(b, a)
+	go pipe(client.Conn, target)
+	go pipe(target, client.Conn)
 	<-done
 	<-done
-}
-
-// netConn is the socket under c's wrappers: each that has one says so
-// with NetConn, as crypto/tls's Conn does.
-func netConn(c net.Conn) net.Conn {
-	for {
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return c
-		}
-		c = w.NetConn()
-	}
 }
 
 // limitTo is how much of at most room bytes to read, with limit bytes

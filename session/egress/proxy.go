@@ -325,7 +325,3 @@ func (c *bufferedConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
-
-// NetConn is the connection read ahead from: relays copy between the
-// sockets themselves (relay), writes go to it.
-func (c *bufferedConn) NetConn() net.Conn { return c.Conn }

@@ -37,9 +37,9 @@ const (
 
 // serveSOCKS answers one SOCKS5 connection: the destination is checked
 // and dialled as dial does, and the two are relayed until either ends.
-func (p *Proxy) serveSOCKS(c net.Conn) {
+func (p *Proxy) serveSOCKS(c *bufferedConn) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(30 * time.Second))
+	c.SetDeadline(time.Now().Add(requestTimeout))
 	host, port, err := socksHandshake(c)
 	if err != nil {
 		return

@@ -4,7 +4,6 @@ package testkit
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -128,6 +127,20 @@ func StartBalancer(t testing.TB, servers []string) *Balancer {
 	return b
 }
 
+// StartBalanced starts n servers over HTTP, each with a project of its
+// own and the token, and HAProxy in front of them.
+func StartBalanced(t testing.TB, n int, token string, env []string, args ...string) ([]*HTTPServer, *Balancer) {
+	t.Helper()
+	var servers []*HTTPServer
+	var addrs []string
+	for range n {
+		hs := StartHTTP(t, NewProject(t), env, append([]string{"--token", token}, args...)...)
+		servers = append(servers, hs)
+		addrs = append(addrs, strings.TrimPrefix(strings.TrimSuffix(hs.URL, "/mcp"), "http://"))
+	}
+	return servers, StartBalancer(t, addrs)
+}
+
 // Server is the balancer as an HTTPServer of the tests: its URL, and the
 // servers' token.
 func (b *Balancer) Server(t testing.TB, token string) *HTTPServer {
@@ -145,9 +158,5 @@ func ExecVia(ctx context.Context, c *client.Client, args map[string]any) (tools.
 	if res.StructuredContent == nil {
 		return out, errors.New(ResultText(res))
 	}
-	b, err := json.Marshal(res.StructuredContent)
-	if err == nil {
-		err = json.Unmarshal(b, &out)
-	}
-	return out, err
+	return out, decodeStructured(res, &out)
 }

@@ -401,16 +401,25 @@ func (ts *Server) Status() tools.StatusResult {
 // one leaves v as it is.
 func DecodeResult(t testing.TB, res *mcp.CallToolResult, v any) {
 	t.Helper()
+	if err := decodeStructured(res, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// decodeStructured decodes res's structured content into v; none leaves
+// v as it is.
+func decodeStructured(res *mcp.CallToolResult, v any) error {
 	if res.StructuredContent == nil {
-		return
+		return nil
 	}
 	b, err := json.Marshal(res.StructuredContent)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("decode %s: %v", b, err)
+		return fmt.Errorf("decode %s: %w", b, err)
 	}
+	return nil
 }
 
 // ResultText is the text content of res.
