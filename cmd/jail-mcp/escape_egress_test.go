@@ -135,6 +135,28 @@ attempt("an SCTP socket", socket.socket, socket.AF_INET, socket.SOCK_STREAM, 132
 			check(t)
 		})
 	}
+	// The proxy's own port, taken over: a listener of the command's on it
+	// (alone, or sharing it by SO_REUSEADDR/SO_REUSEPORT) would receive
+	// the connections meant for the proxy.
+	fx.vector(t, "egress-steal-port", func(t *testing.T) {
+		fx.attack(t, ts, py(`
+import socket, urllib.parse
+u = urllib.parse.urlparse(E["HTTP_PROXY"])
+for opts in ((), (socket.SO_REUSEADDR,), (socket.SO_REUSEPORT,), (socket.SO_REUSEADDR, socket.SO_REUSEPORT)):
+    for host in (u.hostname, "0.0.0.0"):
+        s = socket.socket()
+        try:
+            for o in opts:
+                s.setsockopt(socket.SOL_SOCKET, o, 1)
+            s.bind((host, u.port))
+            s.listen(1)
+            escaped("listening on the proxy's port %s:%d with %s" % (host, u.port, opts))
+        except OSError:
+            pass
+        s.close()
+`), narrow)
+		check(t)
+	})
 	// A request header without end: the proxy stops reading it (the
 	// server must not hold what a command sends).
 	fx.vector(t, "egress-endless-header", func(t *testing.T) {
