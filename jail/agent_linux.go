@@ -38,7 +38,32 @@ type agentClient struct {
 	done   chan struct{} // closed once it ended
 
 	stderr *tailBuffer // the agent's stderr, for why it ended
+
+	// With a Placer, every call runs on a thread the agent reported as
+	// spare and the server placed; guarded by mu.
+	place      Placer
+	agentPid   int                    // the agent process in the host, found at ready
+	spares     map[uint64]*agentSpare // reported and not yet used, placed or not
+	placed     []*agentSpare          // placed, in order, for the next calls
+	spareReady chan struct{}          // closed, and replaced, when a spare is placed
+	toPlace    chan *agentSpare
 }
+
+// agentSpare is a thread the agent keeps ready for a call.
+type agentSpare struct {
+	id        uint64
+	tid       int // in the agent's pid namespace
+	placement Placement
+}
+
+// agentSpares is how many threads an agent with a Placer keeps ready: a
+// round of placing (the agent refills when half are used) takes about one
+// RCU grace period, which back-to-back calls should not wait for.
+const agentSpares = 6
+
+// AgentSpares is what a Placer's cgroups must hold beyond the calls
+// themselves: the agent's threads that wait for a call in them.
+const AgentSpares = agentSpares
 
 // agentCall is one call of an agent, as the server sees it.
 type agentCall struct {
@@ -72,6 +97,7 @@ type agentStart struct {
 	sent   []*os.File         // descriptors of cmd to close once it started
 	kill   func(*exec.Cmd)    // ends it whole
 	serve  func(net.Listener) // serves the proxy's listener the agent sends with ready (cfg.Egress)
+	place  Placer             // places the agent's spare threads (Spec.Place), or nil
 	// confine, when set, confines the launching thread before it forks
 	// cmd: the thread then dies at once, and cmd has no parent-death
 	// signal tied to it. Otherwise the thread waits for cmd and dies with
@@ -83,7 +109,11 @@ type agentStart struct {
 // files, and waits until it says it is ready.
 func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) (*agentClient, error) {
 	cmd, ctl, server, kill := st.cmd, st.ctl, st.server, st.kill
-	a := &agentClient{conn: server, calls: map[uint64]*agentCall{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096}}
+	a := &agentClient{conn: server, calls: map[uint64]*agentCall{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096},
+		place: st.place, spares: map[uint64]*agentSpare{}, spareReady: make(chan struct{}), toPlace: make(chan *agentSpare, 2*agentSpares)}
+	if a.place != nil {
+		cfg.Spares = agentSpares
+	}
 	cmd.Stderr = a.stderr
 	if launch == nil {
 		launch = FreshThread
@@ -128,6 +158,7 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 
 	type readiness struct {
 		proxy net.Listener // the proxy's listener, for cfg.Egress
+		pid   int          // the agent's own id, in its pid namespace
 		err   error
 	}
 	ready := make(chan readiness, 1)
@@ -155,6 +186,7 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 			r.proxy, r.err = proxyListener(got)
 			got = nil
 		}
+		r.pid = m.Pid
 		closeFiles(got)
 		ready <- r
 	}()
@@ -179,11 +211,109 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 		a.end(&agentStartError{err: err, line: strings.TrimPrefix(a.stderr.line(), ": ")})
 		return nil, a.Err()
 	}
+	if a.place != nil {
+		// Found now, while nothing but the agent itself ran in its
+		// sandbox: the threads it reports are looked up in this process.
+		if a.agentPid, err = hostProcess(a.pid, r.pid); err != nil {
+			if r.proxy != nil {
+				r.proxy.Close()
+			}
+			a.end(&agentStartError{err: err})
+			return nil, a.Err()
+		}
+		go a.placeSpares()
+	}
 	if r.proxy != nil {
 		st.serve(r.proxy)
 	}
 	go a.read()
 	return a, nil
+}
+
+// placeSpares places the threads the agent reports as spare, in the
+// order it reports them, until the agent ends.
+func (a *agentClient) placeSpares() {
+	for {
+		var sp *agentSpare
+		select {
+		case <-a.done:
+			return
+		case sp = <-a.toPlace:
+		}
+		p, err := a.placeThread(sp.tid)
+		a.mu.Lock()
+		if a.err != nil {
+			a.mu.Unlock()
+			if p != nil {
+				p.Remove()
+			}
+			return
+		}
+		if err != nil {
+			a.mu.Unlock()
+			if p != nil {
+				p.Remove()
+			}
+			a.end(fmt.Errorf("%w: it broke the protocol (%v) and was killed", ErrAgentEnded, err))
+			return
+		}
+		sp.placement = p
+		a.placed = append(a.placed, sp)
+		close(a.spareReady)
+		a.spareReady = make(chan struct{})
+		a.mu.Unlock()
+	}
+}
+
+// placeThread places the agent's thread tid (in its pid namespace), which
+// must be a thread of the agent process and stay one while it is moved.
+// A thread's id is reused only after the kernel's cyclic allocation has
+// gone round every other free id, which no command can make happen
+// between the look before the move and the move.
+func (a *agentClient) placeThread(tid int) (Placement, error) {
+	host, err := hostThread(a.agentPid, tid)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.place(a.agentPid, host)
+	if err != nil {
+		return nil, fmt.Errorf("place thread %d of the session agent: %w", tid, err)
+	}
+	if again, err := hostThread(a.agentPid, tid); err != nil || again != host {
+		return p, fmt.Errorf("spare thread %d left the agent while it was placed", tid)
+	}
+	return p, nil
+}
+
+// takeSpare returns the next placed spare thread, waiting for one while
+// the agent lives and callStartTimeout has not passed.
+func (a *agentClient) takeSpare() (*agentSpare, error) {
+	deadline := time.NewTimer(callStartTimeout)
+	defer deadline.Stop()
+	for {
+		a.mu.Lock()
+		if a.err != nil {
+			err := a.err
+			a.mu.Unlock()
+			return nil, err
+		}
+		if len(a.placed) > 0 {
+			sp := a.placed[0]
+			a.placed = a.placed[1:]
+			delete(a.spares, sp.id)
+			a.mu.Unlock()
+			return sp, nil
+		}
+		ready := a.spareReady
+		a.mu.Unlock()
+		select {
+		case <-ready:
+		case <-a.done:
+		case <-deadline.C:
+			a.end(fmt.Errorf("%w: it kept no thread ready for a call in %v and was killed", ErrAgentEnded, callStartTimeout))
+			return nil, a.Err()
+		}
+	}
 }
 
 // read takes the agent's messages until it ends; anything unexpected
@@ -206,6 +336,16 @@ func (a *agentClient) read() {
 func (a *agentClient) deliver(m agentMsg) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if m.T == msgSpare {
+		// Each spare thread reports itself: in any order.
+		if a.place == nil || m.ID == 0 || a.spares[m.ID] != nil || m.Pid <= 0 || len(a.spares) >= 2*agentSpares {
+			return fmt.Errorf("spare %d (thread %d) with %d spares", m.ID, m.Pid, len(a.spares))
+		}
+		sp := &agentSpare{id: m.ID, tid: m.Pid}
+		a.spares[m.ID] = sp
+		a.toPlace <- sp // never blocks: it holds fewer than the spares
+		return nil
+	}
 	c := a.calls[m.ID]
 	if c == nil {
 		return fmt.Errorf("%s for unknown call %d", m.T, m.ID)
@@ -248,7 +388,19 @@ func (a *agentClient) end(err error) {
 	a.err = err
 	a.calls = map[uint64]*agentCall{}
 	close(a.done)
+	var unused []Placement
+	for _, sp := range a.spares {
+		if sp.placement != nil {
+			unused = append(unused, sp.placement)
+		}
+	}
+	a.spares, a.placed = map[uint64]*agentSpare{}, nil
 	a.mu.Unlock()
+	defer func() {
+		for _, p := range unused {
+			p.Remove()
+		}
+	}()
 	if a.kill != nil {
 		a.kill()
 	}
@@ -292,11 +444,37 @@ func (a *agentClient) Run(c Call) (Process, error) {
 		a.mu.Unlock()
 		return Process{}, err
 	}
+	a.mu.Unlock()
+	var sp *agentSpare
+	if a.place != nil {
+		var err error
+		if sp, err = a.takeSpare(); err != nil {
+			return Process{}, err
+		}
+	}
+	// A call that does not start leaves its placement to be removed here;
+	// one that does, to the caller (Process.Placement).
+	started := false
+	defer func() {
+		if !started && sp != nil && sp.placement != nil {
+			sp.placement.Remove()
+		}
+	}()
+	a.mu.Lock()
+	if a.err != nil {
+		err := a.err
+		a.mu.Unlock()
+		return Process{}, err
+	}
 	a.nextID++
 	id := a.nextID
 	a.calls[id] = call
 	a.mu.Unlock()
-	if err := a.send(agentMsg{T: msgRun, ID: id, Argv: c.Argv, Env: c.Env, Dir: c.Dir, TTY: c.TTY}, c.Stdin, c.Stdout, c.Stderr); err != nil {
+	run := agentMsg{T: msgRun, ID: id, Argv: c.Argv, Env: c.Env, Dir: c.Dir, TTY: c.TTY}
+	if sp != nil {
+		run.Spare = sp.id
+	}
+	if err := a.send(run, c.Stdin, c.Stdout, c.Stderr); err != nil {
 		a.end(fmt.Errorf("%w: %w", ErrAgentEnded, agentLost{err}))
 		return Process{}, a.Err()
 	}
@@ -323,7 +501,13 @@ func (a *agentClient) Run(c Call) (Process, error) {
 		return Process{}, fmt.Errorf("start %s: %s", c.Argv[0], oneLine(m.Err))
 	}
 	var killOnce sync.Once
+	started = true
+	var placement Placement
+	if sp != nil {
+		placement = sp.placement
+	}
 	return Process{
+		Placement: placement,
 		Wait: func() (Exit, error) {
 			// An exit the agent reported before it ended is the call's.
 			select {

@@ -62,7 +62,7 @@ func serveAgent(fdArg string) int {
 		fmt.Fprintln(os.Stderr, "jail-mcp agent:", err)
 		return 2
 	}
-	a := &agent{conn: c.(*net.UnixConn), calls: map[uint64]*agentRun{}}
+	a := &agent{conn: c.(*net.UnixConn), calls: map[uint64]*agentRun{}, spares: map[uint64]chan func(){}}
 	return a.serve()
 }
 
@@ -74,6 +74,13 @@ type agent struct {
 	mu    sync.Mutex
 	calls map[uint64]*agentRun
 	wg    sync.WaitGroup
+
+	// Threads kept ready for calls (config's Spares), by their number;
+	// the server moves each into the cgroups of the call that will run
+	// on it before it sends that call.
+	spareN    int
+	spares    map[uint64]chan func()
+	lastSpare uint64
 }
 
 // agentRun is one call in the agent: the eventfd that wakes its thread,
@@ -116,6 +123,8 @@ func (a *agent) serve() int {
 	if err != nil {
 		return 1
 	}
+	a.spareN = min(max(m.Spares, 0), maxSpares)
+	a.refill()
 	for {
 		m, files, err := readFrame(a.conn, maxServerFrame, maxFrameFiles)
 		if err != nil {
@@ -233,11 +242,24 @@ func (a *agent) start(m agentMsg, files []*os.File) {
 		return
 	}
 	r := &agentRun{wake: efd}
+	var spare chan func()
 	a.mu.Lock()
+	if m.Spare != 0 {
+		spare = a.spares[m.Spare]
+		delete(a.spares, m.Spare)
+	}
+	if m.Spare != 0 && spare == nil {
+		a.mu.Unlock()
+		unix.Close(efd)
+		closeFiles(files)
+		a.send(agentMsg{T: msgFailed, ID: m.ID, Err: "agent: no such spare thread"})
+		return
+	}
 	a.calls[m.ID] = r
+	a.wg.Add(1)
 	a.mu.Unlock()
-	a.wg.Go(func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the call
+	call := func() {
+		defer a.wg.Done()
 		defer func() {
 			a.mu.Lock()
 			delete(a.calls, m.ID)
@@ -245,7 +267,46 @@ func (a *agent) start(m agentMsg, files []*os.File) {
 			unix.Close(efd)
 		}()
 		a.send(a.run(m, files, r))
-	})
+	}
+	if spare == nil {
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with the call
+			call()
+		}()
+		return
+	}
+	spare <- call
+	a.refill()
+}
+
+// maxSpares bounds the threads an agent keeps ready, whatever it is told.
+const maxSpares = 16
+
+// refill makes new spare threads once fewer than half of spareN are left,
+// as many as are missing at once: the server moves them into cgroups in
+// one round, where the moves after the first are cheap.
+func (a *agent) refill() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.spareN == 0 || 2*len(a.spares) >= a.spareN {
+		return
+	}
+	for len(a.spares) < a.spareN {
+		a.lastSpare++
+		id, run := a.lastSpare, make(chan func(), 1)
+		a.spares[id] = run
+		// A fresh thread, never the main one: the server moves it alone
+		// into a call's cgroups, and cgroup v1 judges a process by its
+		// leader.
+		FreshThread(func() {
+			if err := a.send(agentMsg{T: msgSpare, ID: id, Pid: unix.Gettid()}); err != nil {
+				return
+			}
+			if fn, ok := <-run; ok {
+				fn()
+			}
+		})
+	}
 }
 
 // run is a call's thread: it returns the message that ends the call.
@@ -362,6 +423,11 @@ func (a *agent) signal(id uint64, sig unix.Signal) {
 // stop kills every call and waits, a bounded time, for them to end.
 func (a *agent) stop() {
 	a.mu.Lock()
+	for id, run := range a.spares {
+		close(run)
+		delete(a.spares, id)
+	}
+	a.spareN = 0
 	for _, r := range a.calls {
 		r.killed.Store(true)
 		unix.Write(r.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})

@@ -38,12 +38,18 @@ type agentMsg struct {
 	// sandbox's own network namespace (bwrap) and sends it with ready,
 	// for the server's proxy to serve.
 	Egress bool `json:"egress,omitempty"`
+	// Spares: how many threads the agent keeps ready for calls, each
+	// reported with spare, for the server to place (Spec.Place) before a
+	// call runs on it; 0: none, each call gets a new thread.
+	Spares int `json:"spares,omitempty"`
 
 	// run (server to agent).
 	Argv []string `json:"argv,omitempty"`
 	Env  []string `json:"env,omitempty"`
 	Dir  string   `json:"dir,omitempty"`
 	TTY  bool     `json:"tty,omitempty"`
+	// Spare: the placed thread the call runs on (a spare's ID), or 0.
+	Spare uint64 `json:"spare,omitempty"`
 
 	// reports (agent to server).
 	Pid      int    `json:"pid,omitempty"`
@@ -60,6 +66,7 @@ const (
 	msgConfig  = "config"  // server: confine yourself (descriptors: the jail, and the guard's pipe under landlock)
 	msgReady   = "ready"   // agent: confined, serving (descriptor: the proxy's listener, when asked for)
 	msgRun     = "run"     // server: run a command (descriptors: stdin, stdout, stderr)
+	msgSpare   = "spare"   // agent: thread Pid (its id in the agent's pid namespace) waits for a call, as spare ID
 	msgStarted = "started" // agent: the command runs
 	msgFailed  = "failed"  // agent: it could not start
 	msgTree    = "tree"    // agent: its processes and their memory, now

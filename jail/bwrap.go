@@ -131,7 +131,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	}
 	// Once bwrap has them: the filter and the info pipe's write end.
 	sent := cmd.ExtraFiles[len(bwrapFiles(spec)) : len(cmd.ExtraFiles)-2]
-	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill, serve: serve}, launch, cfg, []*os.File{spec.JailFile})
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill, serve: serve, place: spec.Place}, launch, cfg, []*os.File{spec.JailFile})
 	if err != nil {
 		return nil, err
 	}

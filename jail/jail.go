@@ -125,6 +125,10 @@ type Spec struct {
 	// still works. They are shown read-only; the jail inside stays
 	// writable.
 	Visible []string
+	// Place, when set, places each thread a session agent keeps ready for
+	// a call before the call runs on it (Process.Placement); a backend
+	// without agents ignores it.
+	Place Placer
 }
 
 // String prints the policy of s for logs and errors; environment values are

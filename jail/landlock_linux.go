@@ -154,7 +154,7 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 		return startGuard(guardR)
 	}
 	cfg := agentMsg{T: msgConfig, Kind: "landlock", Jail: spec.Jail, Network: spec.Network, ABI: l.abi, Root: l.root}
-	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, confine: confine}, launch, cfg, []*os.File{jail})
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, confine: confine, place: spec.Place}, launch, cfg, []*os.File{jail})
 	guardR.Close()
 	if err != nil {
 		guardW.Close()

@@ -47,7 +47,24 @@ type Process struct {
 	// the command's process group.
 	Signal func(sig syscall.Signal) error
 	Pid    int
+	// Placement is what the Spec's Placer made for the thread that forked
+	// the command (the call's own cgroups), or nil. The caller removes it
+	// once the call is over.
+	Placement Placement
 }
+
+// Placement is what a Placer made to hold one call of a session agent.
+type Placement interface {
+	// Remove undoes it once the call (or its agent) is over: in the
+	// background, after what it holds is gone, never killing the agent.
+	Remove()
+}
+
+// Placer moves the thread tid of the session agent agentPid (both ids in
+// the host) into what will hold one call of the agent, the call's own
+// cgroups, ahead of that call: a move is slow (an RCU grace period), so
+// the agent keeps threads ready and the server places them between calls.
+type Placer func(agentPid, tid int) (Placement, error)
 
 // Runner runs the commands of one session under one policy: the Spec it
 // was made from, but for the command itself.

@@ -159,6 +159,7 @@ func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure
 	var cc *callCgroup
 	if l := s.m.takeLauncher(); l != nil {
 		cc, launch = l.cc, l.launch
+		spec.Place = s.m.agentPlacer(cc)
 	}
 	r, err := s.m.cfg.Backend.Runner(spec, launch)
 	if err != nil {

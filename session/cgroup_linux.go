@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -111,10 +112,14 @@ func (cs *cgroupSet) close() {
 	}
 }
 
-// callCgroup is one call's cgroups.
+// callCgroup is one call's cgroups: of a command on its own, of a
+// session agent, or of one call of an agent, nested in the agent's.
 type callCgroup struct {
 	pids, mem string
 	enforced  map[Bound]bool // bound names the kernel enforces for this call
+	// keep is a process never killed when the cgroups are removed: the
+	// session agent whose call thread they held.
+	keep int
 }
 
 // call creates the cgroups of one call with its bounds. A bound that
@@ -123,9 +128,20 @@ func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
 	if cs == nil {
 		return nil
 	}
+	return makeCgroups(cs.pids, cs.memory, id, maxProcs, maxMemory)
+}
+
+// sub creates cgroups nested in cc's, with bounds of their own.
+func (cc *callCgroup) sub(id string, maxProcs, maxMemory int64) *callCgroup {
+	return makeCgroups(cc.pids, cc.mem, id, maxProcs, maxMemory)
+}
+
+// makeCgroups creates the cgroups id under the pids and memory cgroups
+// given (each "" when absent) with their bounds, or returns nil.
+func makeCgroups(pids, memory, id string, maxProcs, maxMemory int64) *callCgroup {
 	cc := &callCgroup{enforced: map[Bound]bool{}}
-	if cs.pids != "" && maxProcs > 0 {
-		d := filepath.Join(cs.pids, id)
+	if pids != "" && maxProcs > 0 {
+		d := filepath.Join(pids, id)
 		if os.Mkdir(d, 0o755) == nil {
 			if write(filepath.Join(d, "pids.max"), strconv.FormatInt(maxProcs, 10)) == nil {
 				cc.pids, cc.enforced[BoundProcs] = d, true
@@ -134,8 +150,8 @@ func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
 			}
 		}
 	}
-	if cs.memory != "" && maxMemory > 0 {
-		d := filepath.Join(cs.memory, id)
+	if memory != "" && maxMemory > 0 {
+		d := filepath.Join(memory, id)
 		if os.Mkdir(d, 0o755) == nil {
 			if write(filepath.Join(d, "memory.limit_in_bytes"), strconv.FormatInt(maxMemory, 10)) == nil {
 				write(filepath.Join(d, "memory.memsw.limit_in_bytes"), strconv.FormatInt(maxMemory, 10))
@@ -153,6 +169,19 @@ func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
 
 func write(path, value string) error {
 	return os.WriteFile(path, []byte(value), 0o644)
+}
+
+// move moves the thread tid (a host id) into the cgroups.
+func (cc *callCgroup) move(tid int) error {
+	for _, d := range []string{cc.pids, cc.mem} {
+		if d == "" {
+			continue
+		}
+		if err := write(filepath.Join(d, "tasks"), strconv.Itoa(tid)); err != nil {
+			return fmt.Errorf("move thread %d into cgroup %s: %w", tid, d, err)
+		}
+	}
+	return nil
 }
 
 // join moves the calling thread into the call's cgroups, so that the
@@ -266,30 +295,94 @@ func cgroupCounter(path, name string) int64 {
 	return 0
 }
 
-// remove kills whatever is left in the call's cgroups and removes them.
+// remove kills whatever is left in the call's cgroups and removes them,
+// the cgroups nested in them first.
 func (cc *callCgroup) remove() {
 	for _, d := range []string{cc.pids, cc.mem} {
-		if d == "" {
-			continue
+		if d != "" {
+			removeCgroup(d, cc.keep)
 		}
-		// The last thread is usually gone within a millisecond: look again
-		// soon, then less often, for about two seconds in all.
-		pause := 250 * time.Microsecond
-		for i := 0; i < 200; i++ {
-			if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
-				break
+	}
+}
+
+// removeCgroup removes the cgroup d and those nested in it, killing what
+// is left in them but the server and keep.
+func removeCgroup(d string, keep int) {
+	if subs, err := os.ReadDir(d); err == nil {
+		for _, e := range subs {
+			if e.IsDir() {
+				removeCgroup(filepath.Join(d, e.Name()), keep)
 			}
-			// cgroup.procs also lists the server while its launcher
-			// thread is still on its way out: never kill the server.
-			if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
-				for _, f := range strings.Fields(string(b)) {
-					if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
-						syscall.Kill(pid, syscall.SIGKILL)
-					}
+		}
+	}
+	// The last thread is usually gone within a millisecond: look again
+	// soon, then less often, for about two seconds in all.
+	pause := 250 * time.Microsecond
+	for i := 0; i < 200; i++ {
+		if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		// cgroup.procs also lists the server while its launcher thread
+		// is still on its way out, and a session agent while its call
+		// thread is: never kill either.
+		if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil {
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() && pid != keep {
+					syscall.Kill(pid, syscall.SIGKILL)
 				}
 			}
-			time.Sleep(pause)
-			pause = min(2*pause, 10*time.Millisecond)
 		}
+		time.Sleep(pause)
+		pause = min(2*pause, 10*time.Millisecond)
+	}
+}
+
+// callPlacement is the cgroups of one call of a session agent, nested in
+// the agent's calls cgroups: the kernel holds the call to its own bounds,
+// and counts a refused fork or an OOM kill of its processes there and
+// nowhere else, so that a call's result names the bound it hit whatever
+// its neighbours did.
+type callPlacement struct {
+	m  *Manager
+	cc *callCgroup
+}
+
+// Remove removes the call's cgroups in the background.
+func (p *callPlacement) Remove() { p.m.removeCgroups(p.cc) }
+
+// agentPlacer returns the Placer of a session agent whose cgroups are
+// agent: the agent's own threads stay there; its calls go to a cgroup
+// "calls" nested in it, which holds them together to --max-procs and
+// --max-memory (plus the threads waiting for calls), so that no call can
+// take from the agent the threads and memory it needs to serve; and each
+// call to one of its own in that.
+func (m *Manager) agentPlacer(agent *callCgroup) jail.Placer {
+	procs := m.cfg.MaxProcs
+	if procs > 0 {
+		procs += 1 + jail.AgentSpares
+	}
+	calls := agent.sub("calls", procs, m.cfg.MaxMemory)
+	if calls == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	seq := 0
+	return func(agentPid, tid int) (jail.Placement, error) {
+		mu.Lock()
+		seq++
+		id := "k" + strconv.Itoa(seq)
+		mu.Unlock()
+		// The call thread counts as one of the call's processes.
+		cc := calls.sub(id, m.cfg.MaxProcs+1, m.cfg.MaxMemory)
+		if cc == nil {
+			return nil, fmt.Errorf("make the cgroups of a call in %s", calls.pids+calls.mem)
+		}
+		cc.keep = agentPid
+		p := &callPlacement{m: m, cc: cc}
+		if err := cc.move(tid); err != nil {
+			p.Remove()
+			return nil, err
+		}
+		return p, nil
 	}
 }

@@ -2,7 +2,10 @@ package session
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestLaunchersCleanUp: a manager leaves no cgroup behind when it closes,
@@ -46,4 +49,66 @@ func TestLaunchersCleanUp(t *testing.T) {
 			t.Logf("cgroups in use: %t", len(dirs) > 0)
 		})
 	}
+}
+
+// TestKernelBoundsPerCall: with cgroups, each call of a session agent
+// runs in cgroups of its own nested in the agent's, so the kernel holds
+// it to its bounds and the result names the bound it hit, even when the
+// kernel stopped it long before the watchdog's next look: a fork bomb
+// that reaches --max-procs in a few milliseconds, and a child killed by
+// the OOM killer while the command itself exits with a status of its
+// own. A calm call of the same session running meanwhile is not blamed,
+// and the agent, whose own threads and memory the calls cannot take, goes
+// on serving without a restart.
+func TestKernelBoundsPerCall(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, backend string) {
+		m, _ := newManagerOn(t, backend, func(c *Config) { c.MaxProcs, c.MaxMemory = 20, 64<<20 }, nil)
+		if m.cg == nil {
+			t.Skip("the server cannot make cgroups here (not root, or no cgroup v1 pids and memory): the watchdog alone bounds calls, tested by TestProcessBound")
+		}
+		s := openSession(t, m, "kernel-bounds")
+		marker := "31.2718"
+		calm := make(chan *Result, 1)
+		go func() {
+			res, err := s.Exec(t.Context(), Request{Command: `touch "$HOME/calm-started"; while [ ! -e "$HOME/bombs-done" ]; do sleep 0.02; done; echo calm`, Timeout: time.Minute})
+			if err != nil {
+				t.Error(err)
+			}
+			calm <- res
+		}()
+		for {
+			if _, err := os.Stat(filepath.Join(s.Path, "calm-started")); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+
+		bomb, err := s.Exec(t.Context(), Request{Command: "for i in $(seq 1 300); do sleep " + marker + " & done; wait"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bomb.Limit != BoundProcs || !strings.Contains(bomb.Stderr.Text, "fork") || bomb.AgentRestarted != "" || bomb.AgentLost != "" {
+			t.Errorf("fork bomb: limit %q, want procs from the kernel's refused fork, on the same agent: %+v", bomb.Limit, bomb)
+		}
+		oom, err := s.Exec(t.Context(), Request{Command: `sh -c 'x=$(head -c 200000000 /dev/zero | tr "\0" a)'; echo "child ended: $?"; exit 3`})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if oom.Limit != BoundMemory || oom.AgentRestarted != "" || oom.AgentLost != "" {
+			t.Errorf("a child OOM-killed: limit %q, want memory: %+v", oom.Limit, oom)
+		}
+		if err := os.WriteFile(filepath.Join(s.Path, "bombs-done"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if res := <-calm; res == nil || res.Limit != "" || res.ExitCode != 0 || strings.TrimSpace(res.Stdout.Text) != "calm" {
+			t.Errorf("the calm call of the same session: %+v", res)
+		}
+		next, err := s.Exec(t.Context(), Request{Command: "echo next"})
+		if err != nil || next.ExitCode != 0 || next.AgentRestarted != "" || next.Limit != "" {
+			t.Errorf("the next call: %v %+v", err, next)
+		}
+		if left := survivors(t, marker); len(left) > 0 {
+			t.Errorf("left running: %v", left)
+		}
+	})
 }

@@ -2,6 +2,8 @@
 
 package session
 
+import "github.com/jail-mcp/jail-mcp/jail"
+
 // cgroups are Linux only: elsewhere the watchdog alone bounds commands.
 type cgroupSet struct{}
 
@@ -20,3 +22,9 @@ func (cc *callCgroup) exceededSince(cgroupMark) Bound { return "" }
 func (cc *callCgroup) remove()                        {}
 func (l *launcher) launch(fn func())                  {}
 func (l *launcher) discard()                          {}
+
+type callPlacement struct{ cc *callCgroup }
+
+func (p *callPlacement) Remove() {}
+
+func (m *Manager) agentPlacer(*callCgroup) jail.Placer { return nil }

@@ -23,10 +23,9 @@ func TestProcessBound(t *testing.T) {
 		if res.Limit != "procs" {
 			t.Fatalf("limit %q, want procs; %+v %q", res.Limit, res, res.Stderr.Text)
 		}
-		// A session agent's cgroups hold the session's calls together, to
-		// --max-procs plus the agent's own threads: one call is held to
-		// the bound by the watchdog, which may act before the kernel.
-		if m.cg != nil && !m.cfg.Backend.Agents() && !strings.Contains(res.Stderr.Text, "fork") {
+		// With cgroups every call has its own (a session agent's call,
+		// nested in the agent's): the kernel refuses the fork.
+		if m.cg != nil && !strings.Contains(res.Stderr.Text, "fork") {
 			t.Errorf("with cgroups the kernel should have refused a fork: %q", res.Stderr.Text)
 		}
 		if left := survivors(t, marker); len(left) > 0 {

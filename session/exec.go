@@ -505,17 +505,29 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		stopProgress = progress(req.Progress, start, out.stdout, out.stderr)
 	}
 
-	stopped, bound, exit, lost := s.wait(ctx, proc, cc, mark, timeout)
+	// A session agent's call that runs in cgroups of its own, nested in
+	// the agent's (where the server makes cgroups), is held to its bounds
+	// by the kernel, which counts there every fork it refused and every
+	// process its OOM killer took: the call's alone.
+	shared := slot != nil
+	if pl, ok := proc.Placement.(*callPlacement); ok && pl.cc != nil {
+		cc, mark, shared = pl.cc, cgroupMark{}, false
+		defer pl.Remove()
+	} else if proc.Placement != nil {
+		defer proc.Placement.Remove()
+	}
+	stopped, bound, exit, lost := s.wait(ctx, proc, cc, mark, shared, timeout)
 	var kernel Bound
 	if stopped != OverBound && cc != nil {
 		// The kernel enforces cgroup bounds by itself (a refused fork, an
 		// OOM kill), often before the watchdog looks: ask it. Cgroups a
-		// session agent's calls share tell of all of them: an OOM kill is
-		// this call's only when it was killed, and a refused fork may be
-		// another's (the watchdog holds each to its own count).
+		// session agent's calls share (no cgroups of the call's own) tell
+		// of all of them: an OOM kill is this call's only when it was
+		// killed, and a refused fork may be another's (the watchdog holds
+		// each to its own count).
 		lim := cc.exceededSince(mark)
 		// (137: a shell's report of its child killed by SIGKILL.)
-		if slot == nil || lim == BoundMemory && (exit.Signal == syscall.SIGKILL || exit.Code == 128+int(syscall.SIGKILL)) {
+		if !shared || lim == BoundMemory && (exit.Signal == syscall.SIGKILL || exit.Code == 128+int(syscall.SIGKILL)) {
 			kernel = lim
 		}
 	}
@@ -542,7 +554,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 // bound the watchdog finds crossed, whichever comes first, and kills it
 // for any but the first. It returns what stopped it (Exited: nothing),
 // the bound, its exit, and the loss of its session agent, if that ended it.
-func (s *Session) wait(ctx context.Context, proc jail.Process, cc *callCgroup, mark cgroupMark, timeout time.Duration) (stopped End, bound Bound, exit jail.Exit, lost error) {
+func (s *Session) wait(ctx context.Context, proc jail.Process, cc *callCgroup, mark cgroupMark, shared bool, timeout time.Duration) (stopped End, bound Bound, exit jail.Exit, lost error) {
 	type ended struct {
 		exit jail.Exit
 		err  error
@@ -552,7 +564,7 @@ func (s *Session) wait(ctx context.Context, proc jail.Process, cc *callCgroup, m
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	hit := make(chan Bound, 1)
-	stopWatch := s.m.watch(s, proc.Pid, proc.Tree, cc, mark, hit)
+	stopWatch := s.m.watch(s, proc.Pid, proc.Tree, cc, mark, shared, hit)
 	defer stopWatch()
 
 	var end ended

@@ -109,8 +109,22 @@ func (m *Manager) prepareLauncher() *launcher {
 	m.ls.seq++
 	id := fmt.Sprintf("c%d", m.ls.seq)
 	m.ls.mu.Unlock()
-	return m.cg.prepare(id, m.procLimit(), m.cfg.MaxMemory)
+	return m.cg.prepare(id, m.procLimit(), m.memLimit())
 }
+
+// memLimit is the memory bound of the cgroups a launcher is prepared in:
+// a session agent's hold its calls (together to --max-memory, in cgroups
+// nested in the agent's) and the agent itself.
+func (m *Manager) memLimit() int64 {
+	if m.cfg.MaxMemory > 0 && m.cfg.Backend.Agents() {
+		return m.cfg.MaxMemory + agentMemory
+	}
+	return m.cfg.MaxMemory
+}
+
+// agentMemory is what a session agent's cgroups allow beyond --max-memory
+// for the agent itself.
+const agentMemory = 256 << 20
 
 // procLimit is the pids.max of the cgroups a launcher is prepared in.
 // cgroup v1 counts threads: a command on its own shares its cgroups with

@@ -24,20 +24,23 @@ type watched struct {
 	tree func() (int, int64) // the backend's count of the call's processes, or nil
 	cc   *callCgroup         // the call's cgroups (or its agent's), or nil
 	mark cgroupMark          // cc's counters when the call started
-	hit  chan<- Bound        // receives the name of the first bound exceeded
+	// shared: cc is a session agent's, which its calls share, not the
+	// call's own.
+	shared bool
+	hit    chan<- Bound // receives the name of the first bound exceeded
 }
 
 // watch starts watching a call: its processes are counted by tree, or
 // are the descendants of root (bwrap, or the command itself) when tree is
 // nil. The returned function stops it.
-func (m *Manager) watch(s *Session, root int, tree func() (int, int64), cc *callCgroup, mark cgroupMark, hit chan<- Bound) (stop func()) {
+func (m *Manager) watch(s *Session, root int, tree func() (int, int64), cc *callCgroup, mark cgroupMark, shared bool, hit chan<- Bound) (stop func()) {
 	w := &m.dog
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watched == nil {
 		w.watched = map[*watched]bool{}
 	}
-	x := &watched{s: s, root: root, tree: tree, cc: cc, mark: mark, hit: hit}
+	x := &watched{s: s, root: root, tree: tree, cc: cc, mark: mark, shared: shared && cc != nil, hit: hit}
 	w.watched[x] = true
 	if !w.running {
 		w.running = true
@@ -75,7 +78,7 @@ func (m *Manager) watchLoop() {
 			// may be another call's, so each of them is held to its own
 			// bounds by its count, whatever the kernel enforces for them
 			// all together.
-			shared := x.tree != nil && x.cc != nil
+			shared := x.shared
 			if x.cc != nil && !shared {
 				if lim := x.cc.exceededSince(x.mark); lim != "" {
 					report(x, lim)

@@ -1,0 +1,84 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// hostProcess finds the process at or below root (a host pid: bwrap, or
+// the agent itself) whose id in its own pid namespace is nsPid: under
+// bwrap the agent, two levels down; under landlock root itself.
+func hostProcess(root, nsPid int) (int, error) {
+	queue := []int{root}
+	for seen := 0; len(queue) > 0 && seen < 64; seen++ {
+		p := queue[0]
+		queue = queue[1:]
+		ids, err := nsPids(fmt.Sprintf("/proc/%d/status", p))
+		if err == nil && ids[len(ids)-1] == nsPid && (len(ids) > 1 || p == nsPid) {
+			return p, nil
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p, p))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				queue = append(queue, c)
+			}
+		}
+	}
+	return 0, fmt.Errorf("find the session agent (pid %d in its sandbox) below process %d", nsPid, root)
+}
+
+// hostThread is the host id of the thread nsTid (an id in the pid
+// namespace of process pid) of process pid, which must be one of its
+// threads now.
+func hostThread(pid, nsTid int) (int, error) {
+	if ids, err := nsPids(fmt.Sprintf("/proc/%d/task/%d/status", pid, nsTid)); err == nil && len(ids) == 1 {
+		return nsTid, nil // no pid namespace of its own: the ids are the host's
+	}
+	d, err := os.Open(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, name := range names {
+		ids, err := nsPids(fmt.Sprintf("/proc/%d/task/%s/status", pid, name))
+		if err == nil && len(ids) > 1 && ids[len(ids)-1] == nsTid {
+			return ids[0], nil
+		}
+	}
+	return 0, fmt.Errorf("thread %d is not one of the session agent's", nsTid)
+}
+
+// nsPids reads the NSpid line of a status file: the ids of a process or
+// thread from the reader's pid namespace down to its own.
+func nsPids(status string) ([]int, error) {
+	b, err := os.ReadFile(status)
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "NSpid:")
+		if !ok {
+			continue
+		}
+		var ids []int
+		for _, f := range strings.Fields(rest) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, n)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		return ids, nil
+	}
+	return nil, errors.New(status + ": no NSpid")
+}
