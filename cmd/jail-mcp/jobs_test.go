@@ -149,7 +149,9 @@ func TestJobSignal(t *testing.T) {
 		ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv())
 		marker := fmt.Sprintf("7331.%d%s", os.Getpid(), e2eMarkerDigits(b))
 		id := ts.StartJob(map[string]any{"command": fmt.Sprintf(
-			"(trap 'echo child-got-term; exit 0' TERM; while :; do sleep 0.1; done) & child=$!; trap 'wait $child; echo got-term; exit 3' TERM; echo started; while :; do sleep %s; done", marker)})
+			"(trap 'echo child-got-term; exit 0' TERM; touch \"$HOME/child-trap\"; while :; do sleep 0.1; done) & child=$!; trap 'wait $child; echo got-term; exit 3' TERM; "+
+				// Started once both traps are there: the child's, and then its own.
+				"while [ ! -e \"$HOME/child-trap\" ]; do sleep 0.01; done; echo started; while :; do sleep %s; done", marker)})
 		ts.ReadUntil(id, "started", 20*time.Second)
 		// Every jail_job call reads: what came with the signal's counts.
 		sent, res := ts.Job(map[string]any{"job_id": id, "signal": "TERM"})
