@@ -74,10 +74,10 @@ func (m *Manager) watchLoop() {
 
 		var parent map[int]int // scanned once a tick, only if some call needs it
 		for _, x := range roots {
-			// A session agent's calls share its cgroups: an event there
-			// may be another call's, so each of them is held to its own
-			// bounds by its count, whatever the kernel enforces for them
-			// all together.
+			// A session agent's call without cgroups of its own shares
+			// the agent's: an event there may be another call's, so it is
+			// held to its own bounds by its count, whatever the kernel
+			// enforces for them all together.
 			shared := x.shared
 			if x.cc != nil && !shared {
 				if lim := x.cc.exceededSince(x.mark); lim != "" {
