@@ -46,6 +46,17 @@ func fakeAgent(mode string) int {
 		return 0
 	}
 	writeFrame(conn, agentMsg{T: msgReady, Pid: os.Getpid()}, fakeListeners(mode)...)
+	switch mode {
+	case "spare-good":
+		writeFrame(conn, agentMsg{T: msgSpare, ID: 1, Pid: unix.Gettid()})
+	case "spare-server":
+		// The server's own main thread, named as a thread of the agent.
+		writeFrame(conn, agentMsg{T: msgSpare, ID: 1, Pid: os.Getppid()})
+	case "spare-flood":
+		for i := range 100 {
+			writeFrame(conn, agentMsg{T: msgSpare, ID: uint64(i + 1), Pid: unix.Gettid()})
+		}
+	}
 	for {
 		m, files, err := readFrame(conn, maxServerFrame, maxFrameFiles)
 		closeFiles(files)
@@ -76,6 +87,9 @@ func fakeAgent(mode string) int {
 		case "garbage":
 			conn.Write([]byte{0, 0, 0, 5, '{', '{', '{', '{', '{'})
 		case "silent":
+		case "spare-good":
+			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID})
+			writeFrame(conn, agentMsg{T: msgExited, ID: m.ID, Code: int(m.Spare)})
 		case "ignores-kill":
 			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID})
 		case "dies":
@@ -143,6 +157,13 @@ func startFake(t *testing.T, mode string) (*agentClient, error, *atomic.Int32) {
 // proxy's listener when cfg.Egress.
 func startFakeWith(t *testing.T, mode string, cfg agentMsg, serve func(net.Listener)) (*agentClient, error, *atomic.Int32) {
 	t.Helper()
+	return startFakePlaced(t, mode, cfg, serve, nil)
+}
+
+// startFakePlaced is startFakeWith with a Placer for the agent's spare
+// threads.
+func startFakePlaced(t *testing.T, mode string, cfg agentMsg, serve func(net.Listener), place Placer) (*agentClient, error, *atomic.Int32) {
+	t.Helper()
 	server, ctl, err := socketPair()
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +179,7 @@ func startFakeWith(t *testing.T, mode string, cfg agentMsg, serve func(net.Liste
 			cmd.Process.Kill()
 		}
 	}
-	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, serve: serve}, nil, cfg, nil)
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, serve: serve, place: place}, nil, cfg, nil)
 	if a != nil {
 		t.Cleanup(a.Close)
 	}
@@ -346,4 +367,69 @@ func TestAgentProxyListener(t *testing.T) {
 	if after > before {
 		t.Errorf("the server holds %d descriptors more", after-before)
 	}
+}
+
+type fakePlacement struct{ removed *atomic.Int32 }
+
+func (p fakePlacement) Remove() { p.removed.Add(1) }
+
+// TestAgentSpares: the server places only threads of the agent process
+// itself, looked up in its task list, never what the agent names: a
+// thread of the server (its main thread, by the agent's word) or more
+// spares than it keeps end the agent, and nothing is placed. A spare it
+// did place is the call's (Process.Placement), and the call runs on it.
+func TestAgentSpares(t *testing.T) {
+	for _, mode := range []string{"spare-server", "spare-flood"} {
+		t.Run(mode, func(t *testing.T) {
+			var placed atomic.Int32
+			a, err, killed := startFakePlaced(t, mode, agentMsg{T: msgConfig, Kind: "fake"}, nil, func(agentPid, tid int) (Placement, error) {
+				placed.Add(1)
+				return nil, errors.New("placed")
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !waitUntil(10*time.Second, func() bool { return a.Err() != nil && killed.Load() > 0 }) {
+				t.Fatalf("the agent was not ended: %v", a.Err())
+			}
+			// A flood of the agent's own thread may see some placed
+			// before the bound ends it; the server's thread never is.
+			if mode == "spare-server" && placed.Load() != 0 || !strings.Contains(a.Err().Error(), "protocol") {
+				t.Errorf("placed %d threads; ended with %v", placed.Load(), a.Err())
+			}
+		})
+	}
+	t.Run("spare-good", func(t *testing.T) {
+		var removed atomic.Int32
+		got := make(chan [2]int, 1)
+		a, err, _ := startFakePlaced(t, "spare-good", agentMsg{T: msgConfig, Kind: "fake"}, nil, func(agentPid, tid int) (Placement, error) {
+			got <- [2]int{agentPid, tid}
+			return fakePlacement{&removed}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		devnull, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer devnull.Close()
+		p, err := a.Run(Call{Argv: []string{"/bin/true"}, Dir: "/", Stdin: devnull, Stdout: devnull, Stderr: devnull})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := <-got
+		if ids[0] != a.pid || ids[1] <= 0 {
+			t.Errorf("placed thread %d of process %d, want a thread of the agent %d", ids[1], ids[0], a.pid)
+		}
+		if _, ok := p.Placement.(fakePlacement); !ok {
+			t.Errorf("the call's placement: %#v", p.Placement)
+		}
+		if e, err := p.Wait(); err != nil || e.Code != 1 {
+			t.Errorf("the call on spare 1: %+v %v", e, err)
+		}
+		if removed.Load() != 0 {
+			t.Errorf("the server removed a placement the caller owns")
+		}
+	})
 }
