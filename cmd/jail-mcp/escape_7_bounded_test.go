@@ -35,6 +35,27 @@ func (fx *escapeFixture) bounded(t *testing.T) {
 			t.Errorf("left running: %d processes", len(pids))
 		}
 	})
+	// Its own cgroups (a call's, nested in its agent's, where the server
+	// makes cgroups): no bound raised, no move out of them or into
+	// another's, no cgroup of its own made, on any hierarchy.
+	fx.vector(t, "cgroups", func(t *testing.T) {
+		fx.attack(t, procs, `
+for line in $(cut -d: -f2,3 /proc/self/cgroup); do
+	ctrl=${line%%:*}; rel=${line#*:}
+	[ -n "$ctrl" ] || continue
+	d=/sys/fs/cgroup/$ctrl$rel
+	[ -d "$d" ] || continue
+	for f in pids.max memory.limit_in_bytes memory.memsw.limit_in_bytes; do
+		[ -e "$d/$f" ] && try sh -c "echo max > '$d/$f'" && try sh -c "echo -1 > '$d/$f'"
+	done
+	for up in "$d/.." "$d/../.." "$d/../../.." "/sys/fs/cgroup/$ctrl"; do
+		try sh -c "echo \$\$ > '$up/tasks'"
+		try sh -c "echo \$\$ > '$up/cgroup.procs'"
+	done
+	try mkdir "$d/escape"
+done
+`, nil)
+	})
 	fx.vector(t, "timeout", func(t *testing.T) {
 		start := time.Now()
 		res, _ := procs.Exec(map[string]any{"command": "sleep 30", "timeout_ms": 3600000})
