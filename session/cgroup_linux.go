@@ -67,13 +67,9 @@ func removeStale(parent string) {
 		if err != nil || unix.Kill(pid, 0) == nil || pid == os.Getpid() {
 			continue
 		}
-		calls, _ := filepath.Glob(filepath.Join(d, "*"))
-		for _, c := range calls {
-			if fi, err := os.Stat(c); err == nil && fi.IsDir() {
-				os.Remove(c)
-			}
-		}
-		os.Remove(d)
+		// With whatever is nested in them (an agent's calls), and what
+		// is left in them.
+		removeCgroup(d, 0)
 	}
 }
 
