@@ -53,8 +53,16 @@ func TestJobDevServer(t *testing.T) {
 func TestJobReadInPieces(t *testing.T) {
 	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv())
-		id := ts.StartJob(map[string]any{"command": "for i in $(seq 1 80); do echo line-$i; echo err-$i >&2; sleep 0.03; done; exit 7"})
+		// The start's own result holds what the job printed before it
+		// came back (a fast start, or a slow server, sees some).
+		start, res := ts.Exec(map[string]any{"command": "for i in $(seq 1 80); do echo line-$i; echo err-$i >&2; sleep 0.03; done; exit 7", "background": true})
+		if res.IsError || start.JobID == "" {
+			t.Fatalf("background: %+v %s", start, testkit.ResultText(res))
+		}
+		id := start.JobID
 		var stdout, stderr strings.Builder
+		stdout.WriteString(start.Stdout)
+		stderr.WriteString(start.Stderr)
 		reads := 0
 		for {
 			out, res := ts.Job(map[string]any{"job_id": id, "wait_ms": 500})
