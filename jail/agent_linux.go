@@ -56,14 +56,11 @@ type agentSpare struct {
 	placement Placement
 }
 
-// agentSpares is how many threads an agent with a Placer keeps ready: a
-// round of placing (the agent refills when half are used) takes about one
-// RCU grace period, which back-to-back calls should not wait for.
-const agentSpares = 6
-
-// AgentSpares is what a Placer's cgroups must hold beyond the calls
-// themselves: the agent's threads that wait for a call in them.
-const AgentSpares = agentSpares
+// AgentSpares is how many threads an agent with a Placer keeps ready,
+// which its Placer's cgroups hold beside the calls: a round of placing
+// (the agent refills when half are used) takes about one RCU grace
+// period, which back-to-back calls should not wait for.
+const AgentSpares = 6
 
 // agentCall is one call of an agent, as the server sees it.
 type agentCall struct {
@@ -110,9 +107,9 @@ type agentStart struct {
 func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) (*agentClient, error) {
 	cmd, ctl, server, kill := st.cmd, st.ctl, st.server, st.kill
 	a := &agentClient{conn: server, calls: map[uint64]*agentCall{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096},
-		place: st.place, spares: map[uint64]*agentSpare{}, spareReady: make(chan struct{}), toPlace: make(chan *agentSpare, 2*agentSpares)}
+		place: st.place, spares: map[uint64]*agentSpare{}, spareReady: make(chan struct{}), toPlace: make(chan *agentSpare, 2*AgentSpares)}
 	if a.place != nil {
-		cfg.Spares = agentSpares
+		cfg.Spares = AgentSpares
 	}
 	cmd.Stderr = a.stderr
 	if launch == nil {
@@ -338,7 +335,7 @@ func (a *agentClient) deliver(m agentMsg) error {
 	defer a.mu.Unlock()
 	if m.T == msgSpare {
 		// Each spare thread reports itself: in any order.
-		if a.place == nil || m.ID == 0 || a.spares[m.ID] != nil || m.Pid <= 0 || len(a.spares) >= 2*agentSpares {
+		if a.place == nil || m.ID == 0 || a.spares[m.ID] != nil || m.Pid <= 0 || len(a.spares) >= 2*AgentSpares {
 			return fmt.Errorf("spare %d (thread %d) with %d spares", m.ID, m.Pid, len(a.spares))
 		}
 		sp := &agentSpare{id: m.ID, tid: m.Pid}
@@ -438,13 +435,6 @@ func (a *agentClient) send(m agentMsg, files ...*os.File) error {
 func (a *agentClient) Run(c Call) (Process, error) {
 	call := &agentCall{started: make(chan agentMsg, 1), ended: make(chan struct{})}
 	call.tree.Store(&[2]int64{1, 0})
-	a.mu.Lock()
-	if a.err != nil {
-		err := a.err
-		a.mu.Unlock()
-		return Process{}, err
-	}
-	a.mu.Unlock()
 	var sp *agentSpare
 	if a.place != nil {
 		var err error
