@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -184,18 +184,7 @@ func (cc *callCgroup) move(tid int) error {
 // process it forks starts there. cgroup v1 moves single threads through
 // "tasks". The thread never leaves: it forks one command, waits for it and
 // dies, which leaves the groups empty for removal.
-func (cc *callCgroup) join() error {
-	tid := strconv.Itoa(unix.Gettid())
-	for _, d := range []string{cc.pids, cc.mem} {
-		if d == "" {
-			continue
-		}
-		if err := write(filepath.Join(d, "tasks"), tid); err != nil {
-			return fmt.Errorf("join cgroup %s: %w", d, err)
-		}
-	}
-	return nil
-}
+func (cc *callCgroup) join() error { return cc.move(unix.Gettid()) }
 
 // launcher is a locked OS thread already moved into a call's cgroups,
 // waiting to fork that call's command. Moving a thread between cgroup v1
@@ -361,13 +350,9 @@ func (m *Manager) agentPlacer(agent *callCgroup) jail.Placer {
 	if calls == nil {
 		return nil
 	}
-	var mu sync.Mutex
-	seq := 0
+	var seq atomic.Int64
 	return func(agentPid, tid int) (jail.Placement, error) {
-		mu.Lock()
-		seq++
-		id := "k" + strconv.Itoa(seq)
-		mu.Unlock()
+		id := "k" + strconv.FormatInt(seq.Add(1), 10)
 		// The call thread counts as one of the call's processes.
 		cc := calls.sub(id, m.cfg.MaxProcs+1, m.cfg.MaxMemory)
 		if cc == nil {
