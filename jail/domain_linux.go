@@ -29,7 +29,7 @@ func landlockPreset(abi int) landlock.Config {
 // and executable, the jail (given by a descriptor opened without following
 // links) writable with every right, a few devices writable; with network
 // off, no TCP bind or connect; held to a proxy (proxyPort), TCP connects
-// to that port only; abstract unix sockets and signals scoped to the
+// to that port only and no bind; abstract unix sockets and signals scoped to the
 // domain where the ABI has scopes. private lists directories of the
 // sandbox's own (bubblewrap's /dev/shm, /dev/pts) writable too.
 func fsRuleset(abi int, jail *os.File, network bool, proxyPort int, private ...string) (int, error) {
@@ -39,8 +39,11 @@ func fsRuleset(abi int, jail *os.File, network bool, proxyPort int, private ...s
 	case !network:
 		attr.HandledAccessNet = uint64(cfg.HandledAccessNet)
 	case proxyPort > 0:
-		attr.HandledAccessNet = uint64(cfg.HandledAccessNet) & ll.AccessNetConnectTCP
-		if attr.HandledAccessNet == 0 {
+		// Connects to the proxy's port only, and no bind: a listener
+		// would serve the host's network (listen(2) without bind is
+		// denied by seccomp, its bind being implicit).
+		attr.HandledAccessNet = uint64(cfg.HandledAccessNet) & (ll.AccessNetConnectTCP | ll.AccessNetBindTCP)
+		if attr.HandledAccessNet&ll.AccessNetConnectTCP == 0 {
 			return -1, fmt.Errorf("landlock ABI %d cannot bound TCP connects (4 or later can)", abi)
 		}
 	}

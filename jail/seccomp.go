@@ -31,6 +31,14 @@ import (
 //     port id, and other families are host interfaces too. NETLINK_ROUTE
 //     stays, so that ip addr and getifaddrs(3) read the command's own
 //     interfaces; without capabilities it can change nothing.
+//   - every address family but the internet ones and routing netlink:
+//     AF_VSOCK is in no network namespace (a VM's host is reachable),
+//     and AF_PACKET, AF_XDP, AF_TIPC, AF_RDS, AF_CAN, AF_BLUETOOTH,
+//     AF_ALG and the rest are kernel or host interfaces no command needs.
+//   - file leases and directory notifications (fcntl F_SETLEASE,
+//     F_NOTIFY): a read lease on a host file the user owns, taken through
+//     a read-only descriptor, holds host writers off and signals the
+//     jail at each of their opens.
 const (
 	seccompRetAllow = 0x7fff0000
 	seccompRetErrno = 0x00050000
@@ -60,7 +68,35 @@ const (
 
 	ioUringSetup    = 425 // the same number on every architecture
 	ioUringRegister = 427 // 425 to 427: setup, enter, register
+
+	offArg3 = 40
+
+	fSetLease = 1024 // fcntl commands
+	fNotify   = 1026
+
+	msgFastOpen        = 0x20000000 // sendto, sendmsg, sendmmsg flag
+	tcpFastOpen        = 23         // setsockopt(IPPROTO_TCP, ...) options
+	tcpFastOpenConnect = 30
+
+	prioProcess      = 0 // setpriority, getpriority: which
+	prioPgrp         = 1
+	ioprioWhoProcess = 1 // ioprio_set, ioprio_get: which
+	ioprioWhoPgrp    = 2
+
+	processMadvise  = 440 // the same number on every architecture
+	processMrelease = 448
 )
+
+// fsFlagIoctls are the ioctls that set a file's inode flags (chattr's
+// append-only, immutable, no-atime, synchronous...) or its version:
+// through a read-only descriptor, on any file its owner can open.
+var fsFlagIoctls = []uint32{
+	0x40086602, // FS_IOC_SETFLAGS
+	0x40046602, // FS_IOC32_SETFLAGS
+	0x401c5820, // FS_IOC_FSSETXATTR
+	0x40087602, // FS_IOC_SETVERSION
+	0x40047602, // FS_IOC32_SETVERSION
+}
 
 // seccompArch is one ABI's numbers of the syscalls every filter checks.
 type seccompArch struct {
@@ -69,6 +105,7 @@ type seccompArch struct {
 	socketpair uint32
 	socketcall uint32   // 0: none; the multiplexer hides its arguments, so it is denied whole
 	keys       []uint32 // add_key, request_key, keyctl
+	fcntl      []uint32 // fcntl, and fcntl64 where the ABI has it
 	x32        bool     // numbers with the x32 bit set are another ABI: denied
 	native     *nativeCalls
 }
@@ -81,20 +118,37 @@ type nativeCalls struct {
 	setns, clone3  uint32
 	chmod          []uint32 // chmod and chown, every form
 	xattr          []uint32 // setting and removing extended attributes
+	// pid0 act on the process named by their first argument, 0 for the
+	// caller: prlimit64, sched_{set,get}{param,scheduler,affinity,attr},
+	// sched_rr_get_interval, migrate_pages, move_pages.
+	pid0                 []uint32
+	setpriority, getprio uint32
+	ioprioSet, ioprioGet uint32
+	kcmp                 uint32
+	ioctl                uint32
+	sendto, sendmsg      uint32
+	sendmmsg, setsockopt uint32
+	listen               uint32
 }
 
 var (
 	amd64Calls = &nativeCalls{
 		ipc:     []uint32{29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220, 240, 241, 242, 243, 244, 245},
 		unshare: 272, clone: 56, setns: 308, clone3: 435,
-		chmod: []uint32{90, 91, 92, 93, 94, 260, 268, 452},
-		xattr: []uint32{188, 189, 190, 197, 198, 199, 463, 466},
+		chmod:       []uint32{90, 91, 92, 93, 94, 260, 268, 452},
+		xattr:       []uint32{188, 189, 190, 197, 198, 199, 463, 466},
+		pid0:        []uint32{302, 142, 143, 144, 145, 203, 204, 314, 315, 148, 256, 279},
+		setpriority: 141, getprio: 140, ioprioSet: 251, ioprioGet: 252, kcmp: 312, ioctl: 16,
+		sendto: 44, sendmsg: 46, sendmmsg: 307, setsockopt: 54, listen: 50,
 	}
 	arm64Calls = &nativeCalls{
 		ipc:     []uint32{180, 181, 182, 183, 184, 185, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197},
 		unshare: 97, clone: 220, setns: 268, clone3: 435,
-		chmod: []uint32{52, 53, 54, 55, 452},
-		xattr: []uint32{5, 6, 7, 14, 15, 16, 463, 466},
+		chmod:       []uint32{52, 53, 54, 55, 452},
+		xattr:       []uint32{5, 6, 7, 14, 15, 16, 463, 466},
+		pid0:        []uint32{261, 118, 121, 119, 120, 122, 123, 274, 275, 127, 238, 239},
+		setpriority: 140, getprio: 141, ioprioSet: 30, ioprioGet: 31, kcmp: 272, ioctl: 29,
+		sendto: 206, sendmsg: 211, sendmmsg: 269, setsockopt: 208, listen: 201,
 	}
 )
 
@@ -102,12 +156,12 @@ var (
 // runs on it.
 var seccompArches = map[string][]seccompArch{
 	"amd64": {
-		{audit: auditArchX86_64, socket: 41, socketpair: 53, keys: []uint32{248, 249, 250}, x32: true, native: amd64Calls},
-		{audit: auditArchI386, socket: 359, socketpair: 360, socketcall: 102, keys: []uint32{286, 287, 288}},
+		{audit: auditArchX86_64, socket: 41, socketpair: 53, keys: []uint32{248, 249, 250}, fcntl: []uint32{72}, x32: true, native: amd64Calls},
+		{audit: auditArchI386, socket: 359, socketpair: 360, socketcall: 102, keys: []uint32{286, 287, 288}, fcntl: []uint32{55, 221}},
 	},
 	"arm64": {
-		{audit: auditArchAArch64, socket: 198, socketpair: 199, keys: []uint32{217, 218, 219}, native: arm64Calls},
-		{audit: auditArchARM, socket: 281, socketpair: 288, keys: []uint32{309, 310, 311}},
+		{audit: auditArchAArch64, socket: 198, socketpair: 199, keys: []uint32{217, 218, 219}, fcntl: []uint32{25}, native: arm64Calls},
+		{audit: auditArchARM, socket: 281, socketpair: 288, keys: []uint32{309, 310, 311}, fcntl: []uint32{55, 221}},
 	},
 }
 
@@ -127,13 +181,26 @@ type seccompPolicy struct {
 	// held to a proxy: Landlock bounds TCP connects by port, not UDP,
 	// SCTP or MPTCP); other families but routing netlink denied.
 	tcpOnly bool
-	chmod   bool // no chmod or chown: a server running as root owns the host's files
-	xattr   bool // no extended attributes set or removed: Landlock does not cover them
+	// With tcpOnly, no listening (listen(2) binds an unbound socket to
+	// an ephemeral port of every address, past Landlock's BIND_TCP) and
+	// no TCP Fast Open (a send with MSG_FASTOPEN connects without
+	// connect(2), the only call Landlock's CONNECT_TCP sees).
+	chmod bool // no chmod or chown: a server running as root owns the host's files
+	xattr bool // no extended attributes set or removed: Landlock does not cover them
+	// pids: the calls that act on a process by pid, which the kernel
+	// checks by uid alone, act on the caller only (pid 0): limits,
+	// priorities, scheduling, affinity, I/O priority, page migration;
+	// kcmp, process_madvise and process_mrelease are denied. Landlock
+	// scopes signals and ptrace, not these.
+	pids bool
+	// fsFlags: no inode flags set by ioctl (chattr): Landlock lets a
+	// read-only descriptor do it.
+	fsFlags bool
 }
 
 // landlockPolicy is the seccomp policy of the landlock backend.
 func landlockPolicy(network, tcpOnly, root bool) seccompPolicy {
-	return seccompPolicy{native: true, ipc: true, ns: true, xattr: true, noNet: !network, tcpOnly: network && tcpOnly, chmod: root}
+	return seccompPolicy{native: true, ipc: true, ns: true, xattr: true, noNet: !network, tcpOnly: network && tcpOnly, chmod: root, pids: true, fsFlags: true}
 }
 
 // cloneNewFlags are the CLONE_NEW* bits of clone(2) and unshare(2).
@@ -204,6 +271,41 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 		for _, nr := range a.keys {
 			denyNr(nr, eperm)
 		}
+		// argIn: a call of nr whose argument at off (its low half) is one
+		// of vals gets e; other calls of nr go on to the checks after it,
+		// with the syscall number loaded again.
+		argIn := func(nr uint32, off uint32, e uint32, vals ...uint32) {
+			n := len(vals)
+			body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr, SkipTrue: uint8(n + 4)},
+				bpf.LoadAbsolute{Off: off, Size: 4})
+			for i, v := range vals {
+				body = append(body, bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: uint8(n - i + 1)})
+			}
+			body = append(body, bpf.LoadAbsolute{Off: offNr, Size: 4}, bpf.Jump{Skip: 1}, errno(e))
+		}
+		// argOnly: a call of nr whose argument at off (its low half) is
+		// none of vals gets e; other calls of nr go on, as with argIn.
+		argOnly := func(nr uint32, off uint32, e uint32, vals ...uint32) {
+			n := len(vals)
+			body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr, SkipTrue: uint8(n + 3)},
+				bpf.LoadAbsolute{Off: off, Size: 4})
+			for i, v := range vals {
+				body = append(body, bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: uint8(n - i)})
+			}
+			body = append(body, errno(e), bpf.LoadAbsolute{Off: offNr, Size: 4})
+		}
+		// argBits: a call of nr with any of bits set in its argument at
+		// off gets e.
+		argBits := func(nr uint32, off uint32, e uint32, bits uint32) {
+			body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr, SkipTrue: 5},
+				bpf.LoadAbsolute{Off: off, Size: 4},
+				bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: bits, SkipTrue: 2},
+				bpf.LoadAbsolute{Off: offNr, Size: 4}, bpf.Jump{Skip: 1}, errno(e))
+		}
+		// Leases and directory notifications, on every backend.
+		for _, nr := range a.fcntl {
+			argIn(nr, offArg1, eperm, fSetLease, fNotify)
+		}
 		if n := a.native; n != nil {
 			// nr with any CLONE_NEW* bit in args[0] is denied, else allowed.
 			denyNewNS := func(nr uint32) {
@@ -230,6 +332,39 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 					denyNr(nr, eperm)
 				}
 			}
+			if pol.pids {
+				for _, nr := range n.pid0 {
+					argOnly(nr, offArg0, eperm, 0)
+				}
+				for _, nr := range []uint32{n.setpriority, n.getprio} {
+					argOnly(nr, offArg0, eperm, prioProcess, prioPgrp)
+					argOnly(nr, offArg1, eperm, 0)
+				}
+				for _, nr := range []uint32{n.ioprioSet, n.ioprioGet} {
+					argOnly(nr, offArg0, eperm, ioprioWhoProcess, ioprioWhoPgrp)
+					argOnly(nr, offArg1, eperm, 0)
+				}
+				for _, nr := range []uint32{n.kcmp, processMadvise, processMrelease} {
+					denyNr(nr, eperm)
+				}
+			}
+			if pol.fsFlags {
+				argIn(n.ioctl, offArg1, eperm, fsFlagIoctls...)
+			}
+			if pol.tcpOnly {
+				denyNr(n.listen, eperm)
+				argBits(n.sendto, offArg3, eperm, msgFastOpen)
+				argBits(n.sendmsg, offArg2, eperm, msgFastOpen)
+				argBits(n.sendmmsg, offArg3, eperm, msgFastOpen)
+				// setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN[_CONNECT], ...)
+				body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: n.setsockopt, SkipTrue: 8},
+					bpf.LoadAbsolute{Off: offArg1, Size: 4},
+					bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ipprotoTCP, SkipTrue: 3},
+					bpf.LoadAbsolute{Off: offArg2, Size: 4},
+					bpf.JumpIf{Cond: bpf.JumpEqual, Val: tcpFastOpen, SkipTrue: 3},
+					bpf.JumpIf{Cond: bpf.JumpEqual, Val: tcpFastOpenConnect, SkipTrue: 2},
+					bpf.LoadAbsolute{Off: offNr, Size: 4}, bpf.Jump{Skip: 1}, errno(eperm))
+			}
 			if pol.ns {
 				denyNr(n.setns, eperm)
 				// clone3 hides its flags in memory; ENOSYS makes the C
@@ -238,7 +373,7 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 				denyNewNS(n.unshare)
 				denyNewNS(n.clone)
 			}
-		} else if pol.ipc || pol.chmod || pol.xattr || pol.ns {
+		} else if pol.ipc || pol.chmod || pol.xattr || pol.ns || pol.pids || pol.fsFlags || pol.tcpOnly {
 			return nil, fmt.Errorf("no syscall numbers of %s for this policy", goarch)
 		}
 		// socketpair(AF_UNIX, type): only SOCK_STREAM, with or without its
@@ -256,9 +391,15 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 		body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.socketpair, SkipTrue: uint8(len(pair))})
 		body = append(body, pair...)
 		// socket(family, type, protocol): no unix sockets; netlink only
-		// for routing; with network off nothing else either; held to a
-		// proxy, TCP only (protocol 0 or IPPROTO_TCP).
-		other := []bpf.Instruction{allow}
+		// for routing; of the rest the internet families only; with
+		// network off nothing else either; held to a proxy, TCP only
+		// (protocol 0 or IPPROTO_TCP).
+		other := []bpf.Instruction{
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: afInet, SkipTrue: 2},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: afInet6, SkipTrue: 1},
+			deny,
+			allow,
+		}
 		switch {
 		case pol.noNet:
 			other = []bpf.Instruction{deny}
@@ -291,11 +432,10 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 		body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.socket, SkipTrue: uint8(len(sock))})
 		body = append(body, sock...)
 		body = append(body, allow)
-		if len(body) > 255 {
-			return nil, fmt.Errorf("seccomp filter for %s too long to jump over", goarch)
-		}
+		// Another ABI's calls jump over this one's body.
 		prog = append(prog, bpf.LoadAbsolute{Off: offArch, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.audit, SkipFalse: uint8(len(body))})
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: a.audit, SkipTrue: 1},
+			bpf.Jump{Skip: uint32(len(body))})
 		prog = append(prog, body...)
 	}
 	prog = append(prog, deny)

@@ -327,6 +327,36 @@ echo private >> "$HOME/.codex/config.toml"; echo private >> "$HOME/.claude.json"
 		}
 	})
 
+	// Inode flags (chattr) through a read-only descriptor: Landlock checks
+	// opens, not this ioctl. Set to the flags the file has: harmless
+	// should it get through, and still an act the kernel permits only to
+	// the owner.
+	fx.vector(t, "inode-flags", func(t *testing.T) {
+		fx.attack(t, fx.a, py(`
+import fcntl, struct
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS = 0x80086601, 0x40086602, 0x40046602
+FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR = 0x801c581f, 0x401c5820
+for p in TARGETS:
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        continue
+    try:
+        flags = fcntl.ioctl(fd, FS_IOC_GETFLAGS, struct.pack("l", 0))
+    except OSError:
+        flags = None
+    if flags is not None:
+        attempt("FS_IOC_SETFLAGS on " + p, fcntl.ioctl, fd, FS_IOC_SETFLAGS, flags)
+        attempt("FS_IOC32_SETFLAGS on " + p, fcntl.ioctl, fd, FS_IOC32_SETFLAGS, flags[:4])
+    try:
+        xattr = fcntl.ioctl(fd, FS_IOC_FSGETXATTR, bytes(28))
+        attempt("FS_IOC_FSSETXATTR on " + p, fcntl.ioctl, fd, FS_IOC_FSSETXATTR, xattr)
+    except OSError:
+        pass
+    os.close(fd)
+`), nil)
+	})
+
 	fx.vector(t, "other-session", func(t *testing.T) {
 		fx.bothWays(t, `
 for f in `+otherSessionFiles+`; do

@@ -383,6 +383,73 @@ for pid in (int(E["HOSTPID"]), int(E["SERVERPID"])):
 		}
 	})
 
+	// The calls that act on a process by pid and that the kernel checks by
+	// uid alone (Landlock scopes signals and ptrace, not these): limits,
+	// priorities, scheduling, affinity and I/O priority of the server and
+	// of a host process, each set to the value it has (harmless should it
+	// get through), and read.
+	fx.vector(t, "host-process-limits", func(t *testing.T) {
+		victim := startHostSleep(t, "1237."+strconv.Itoa(os.Getpid()))
+		server := fx.a.Cmd.Process.Pid
+		limits := func() string { b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/limits", server)); return string(b) }
+		before := limits()
+		env := map[string]any{"HOSTPID": strconv.Itoa(victim.pid), "SERVERPID": strconv.Itoa(server), "HOSTPIDS": "0"}
+		if fx.landlock() {
+			env["HOSTPIDS"] = "1"
+		}
+		res := fx.attack(t, fx.a, py(`
+import platform, resource
+nr = {"x86_64": {"ioprio_set": 251, "ioprio_get": 252}, "aarch64": {"ioprio_set": 30, "ioprio_get": 31}}[platform.machine()]
+IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 1, 3
+for pid in (int(E["HOSTPID"]), int(E["SERVERPID"])):
+    try:
+        nice = int(open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[16])
+    except (OSError, IndexError, ValueError):
+        nice = 0
+    for lim in (resource.RLIMIT_NOFILE, resource.RLIMIT_CPU):
+        attempt("prlimit(%d) read" % pid, resource.prlimit, pid, lim)
+        try:
+            cur = resource.prlimit(pid, lim)
+        except OSError:
+            continue
+        attempt("prlimit(%d) set" % pid, resource.prlimit, pid, lim, cur)
+    attempt("getpriority(%d)" % pid, os.getpriority, os.PRIO_PROCESS, pid)
+    attempt("setpriority(%d)" % pid, os.setpriority, os.PRIO_PROCESS, pid, nice)
+    attempt("sched_getaffinity(%d)" % pid, os.sched_getaffinity, pid)
+    attempt("sched_setaffinity(%d)" % pid, os.sched_setaffinity, pid, os.sched_getaffinity(0))
+    attempt("sched_getscheduler(%d)" % pid, os.sched_getscheduler, pid)
+    attempt("sched_setscheduler(%d)" % pid, os.sched_setscheduler, pid, os.SCHED_OTHER, os.sched_param(0))
+    attempt("sched_getparam(%d)" % pid, os.sched_getparam, pid)
+    prio = libc.syscall(nr["ioprio_get"], IOPRIO_WHO_PROCESS, pid)
+    if prio >= 0:
+        escaped("ioprio_get(%d)" % pid)
+        if libc.syscall(nr["ioprio_set"], IOPRIO_WHO_PROCESS, pid, prio) == 0:
+            escaped("ioprio_set(%d)" % pid)
+# All the user's processes: under bubblewrap those of its pid namespace
+# only, under Landlock the host's.
+if E.get("HOSTPIDS") == "1":
+    attempt("getpriority(PRIO_USER)", os.getpriority, os.PRIO_USER, 0)
+    if libc.syscall(nr["ioprio_get"], IOPRIO_WHO_USER, 0) >= 0:
+        escaped("ioprio_get(IOPRIO_WHO_USER)")
+# The caller's own: what nice, ionice, taskset and ulimit do still works.
+os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0))
+os.sched_setaffinity(0, os.sched_getaffinity(0))
+resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+if libc.syscall(nr["ioprio_get"], IOPRIO_WHO_PROCESS, 0) < 0:
+    print("OWN-IOPRIO-REFUSED")
+`), map[string]any{"env": env})
+		if strings.Contains(res.Stdout, "OWN-IOPRIO-REFUSED") {
+			t.Errorf("the command's own I/O priority is refused:\n%s", res.Stdout)
+		}
+		if after := limits(); after != before {
+			fx.escape(t, "the server's limits changed:\n%s", after)
+		}
+		victim.mustLive(t, fx.escape)
+		if res, _ := fx.a.Exec(map[string]any{"command": "echo alive"}); res.Stdout != "alive\n" {
+			fx.escape(t, "the server did not survive: %+v", res)
+		}
+	})
+
 	fx.vector(t, "tiocsti", func(t *testing.T) {
 		// The server has a real controlling terminal: the one a command
 		// would inject keystrokes into.
@@ -452,6 +519,50 @@ done
 				fx.escape(t, "descriptor of the host in the jail: %s", line)
 			}
 		}
+	})
+
+	// Address families no command needs: AF_VSOCK is in no network
+	// namespace (a VM's host is reachable through it), the others are
+	// kernel or host interfaces. With network on and off.
+	fx.vector(t, "socket-families", func(t *testing.T) {
+		for _, network := range []bool{true, false} {
+			fx.attack(t, fx.a, py(`
+import socket
+names = {3: "AX25", 4: "IPX", 5: "APPLETALK", 9: "X25", 15: "KEY", 17: "PACKET", 21: "RDS", 24: "PPPOX",
+         26: "LLC", 27: "IB", 28: "MPLS", 29: "CAN", 30: "TIPC", 31: "BLUETOOTH", 33: "RXRPC", 35: "PHONET",
+         36: "IEEE802154", 37: "CAIF", 38: "ALG", 39: "NFC", 40: "VSOCK", 41: "KCM", 42: "QIPCRTR", 43: "SMC",
+         44: "XDP", 45: "MCTP"}
+for fam, name in names.items():
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_SEQPACKET, socket.SOCK_RAW):
+        attempt("socket(AF_%s, %d)" % (name, kind), socket.socket, fam, kind)
+`), map[string]any{"network": network})
+		}
+	})
+
+	// A read lease on a host file the user owns, taken through a
+	// read-only descriptor, holds host writers off for
+	// fs.lease-break-time and signals the jail at each open; directory
+	// notifications watch the host.
+	fx.vector(t, "leases", func(t *testing.T) {
+		fx.attack(t, fx.a, py(`
+import fcntl
+F_SETLEASE, F_NOTIFY, DN_MODIFY, DN_MULTISHOT = 1024, 1026, 0x2, 0x80000000
+for p in (E["VFILE"], E["KEEP"]):
+    try:
+        fd = os.open(p, os.O_RDONLY)
+    except OSError:
+        continue
+    attempt("read lease on " + p, fcntl.fcntl, fd, F_SETLEASE, fcntl.F_RDLCK)
+    os.close(fd)
+for d in (E["VICTIM"], E["PROJECT"], E["HOSTHOME"]):
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        continue
+    attempt("directory notification on " + d, fcntl.fcntl, fd, F_NOTIFY, DN_MODIFY | DN_MULTISHOT)
+    os.close(fd)
+# a lease of the jail's own file is refused too: no tool needs one
+`), nil)
 	})
 
 	fx.vector(t, "proc-sys", func(t *testing.T) {

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
@@ -128,6 +131,47 @@ for fam, a in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
 for kind, proto in ((socket.SOCK_RAW, socket.IPPROTO_ICMP), (socket.SOCK_RAW, socket.IPPROTO_TCP)):
     attempt("a raw socket", socket.socket, socket.AF_INET, kind, proto)
 attempt("an SCTP socket", socket.socket, socket.AF_INET, socket.SOCK_STREAM, 132)
+try:
+    m = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)  # MPTCP
+    m.settimeout(3)
+    m.connect(("127.0.0.1", ` + tp + `))
+    m.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    if b"reached" in m.recv(4096):
+        escaped("MPTCP to the target")
+except OSError:
+    pass
+`)},
+		// Around connect(2), the one call Landlock's CONNECT_TCP sees: TCP
+		// Fast Open connects from a send (the kernel's default
+		// tcp_fastopen=1 enables the client side).
+		{"fastopen", py(`
+import socket
+MSG_FASTOPEN, TCP_FASTOPEN_CONNECT = 0x20000000, 30
+req = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+def got(s):
+    try:
+        return b"reached" in s.recv(4096)
+    except OSError:
+        return False
+for fam, a in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    for how in ("sendto", "sendmsg", "connect"):
+        try:
+            # Blocking, as a non-blocking send without a cookie only
+            # starts the handshake (EINPROGRESS); loopback answers at once.
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            if how == "sendto":
+                s.sendto(req, MSG_FASTOPEN, (a, ` + tp + `))
+            elif how == "sendmsg":
+                s.sendmsg([req], [], MSG_FASTOPEN, (a, ` + tp + `))
+            else:
+                s.setsockopt(socket.IPPROTO_TCP, TCP_FASTOPEN_CONNECT, 1)
+                s.connect((a, ` + tp + `))
+                s.sendall(req)
+            s.settimeout(3)
+            if got(s):
+                escaped("TCP Fast Open (%s) to %s" % (how, a))
+        except OSError:
+            pass
 `)},
 	} {
 		fx.vector(t, "egress-"+v.name, func(t *testing.T) {
@@ -155,6 +199,60 @@ for opts in ((), (socket.SO_REUSEADDR,), (socket.SO_REUSEPORT,), (socket.SO_REUS
             pass
         s.close()
 `), narrow)
+		check(t)
+	})
+	// Inbound: a listener of the command's on the host's addresses serves
+	// whoever connects (and squats a port a host service wants). Bound,
+	// or bound by listen(2) itself; the host then tries it.
+	fx.vector(t, "egress-inbound", func(t *testing.T) {
+		jail := ts.Status().Jail
+		for _, how := range []string{"bind", "autobind"} {
+			portFile := filepath.Join(jail, "inbound-port-"+how)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				fx.attack(t, ts, py(`
+import socket
+s = socket.socket()
+port = "none"
+try:
+    if "`+how+`" == "bind":
+        s.bind(("0.0.0.0", 0))
+    s.listen(1)
+    port = str(s.getsockname()[1])
+except OSError:
+    pass
+with open(HOME + "/inbound-port-`+how+`", "w") as f:
+    f.write(port)
+if port != "none":
+    s.settimeout(5)
+    try:
+        c, _ = s.accept()
+        c.sendall(b"jail-listener")
+        c.close()
+    except OSError:
+        pass
+`), narrow)
+			}()
+			var port []byte
+			testkit.WaitFor(30*time.Second, func() bool {
+				port, _ = os.ReadFile(portFile)
+				return len(port) > 0
+			})
+			if p := string(port); p != "none" && p != "" {
+				if c, err := net.DialTimeout("tcp", "127.0.0.1:"+p, 3*time.Second); err == nil {
+					c.SetReadDeadline(time.Now().Add(3 * time.Second))
+					buf := make([]byte, 32)
+					n, _ := c.Read(buf)
+					if string(buf[:n]) == "jail-listener" {
+						fx.escape(t, "the host reached a listener of the command (%s) on port %s", how, p)
+					}
+					c.Close()
+				}
+			}
+			<-done
+			os.Remove(portFile)
+		}
 		check(t)
 	})
 	// A request header without end: the proxy stops reading it (the

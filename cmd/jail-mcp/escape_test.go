@@ -759,6 +759,12 @@ func (fx *escapeFixture) snapshot(t *testing.T) map[string]testkit.Node {
 			delete(snap, p)
 		}
 	}
+	// whose entries change its times: what changed in it is seen entry
+	// by entry.
+	if n, ok := snap["/dev/shm"]; ok {
+		n.Atime, n.Mtime, n.Ctime, n.Size, n.Nlink = 0, 0, 0, 0, 0
+		snap["/dev/shm"] = n
+	}
 	return snap
 }
 
