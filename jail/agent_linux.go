@@ -56,12 +56,6 @@ type agentSpare struct {
 	placement Placement
 }
 
-// AgentSpares is how many threads an agent with a Placer keeps ready,
-// which its Placer's cgroups hold beside the calls: a round of placing
-// (the agent refills when half are used) takes about one RCU grace
-// period, which back-to-back calls should not wait for.
-const AgentSpares = 6
-
 // agentCall is one call of an agent, as the server sees it.
 type agentCall struct {
 	started chan agentMsg // started or failed, once

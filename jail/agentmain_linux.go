@@ -81,6 +81,11 @@ type agent struct {
 	spareN    int
 	spares    map[uint64]chan func()
 	lastSpare uint64
+
+	// view is what each call may read (nil: the fake agent of tests,
+	// whose calls only scope), and views its last ruleset.
+	view  *readView
+	views viewCache
 }
 
 // agentRun is one call in the agent: the eventfd that wakes its thread,
@@ -173,7 +178,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		// no new privileges, the session's domain, seccomp) and forked the
 		// guard in that domain: the agent nests itself out of the guard's
 		// reach.
-		fd, err := scopeRuleset()
+		fd, err := scopeRuleset(jail)
 		if err != nil {
 			return err
 		}
@@ -195,6 +200,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 	default:
 		return fmt.Errorf("agent: unknown kind %q", m.Kind)
 	}
+	a.view = &readView{hidden: m.Hidden, shown: m.Shown, jail: m.Jail}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("not dumpable: %w", err)
 	}
@@ -312,7 +318,17 @@ func (a *agent) refill() {
 // run is a call's thread: it returns the message that ends the call.
 func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 	defer closeFiles(files)
-	fd, err := scopeRuleset()
+	var fd int
+	var err error
+	if a.view != nil {
+		var tty *os.File
+		if m.TTY {
+			tty = files[0]
+		}
+		fd, err = a.views.ruleset(*a.view, callShown(*a.view, m.Env, tty))
+	} else {
+		fd, err = scopeRuleset(nil)
+	}
 	if err == nil {
 		err = restrictThread(fd)
 	}

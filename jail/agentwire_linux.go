@@ -42,6 +42,9 @@ type agentMsg struct {
 	// reported with spare, for the server to place (Spec.Place) before a
 	// call runs on it; 0: none, each call gets a new thread.
 	Spares int `json:"spares,omitempty"`
+	// Hidden and Shown: the read view of every call (view_linux.go).
+	Hidden []string `json:"hidden,omitempty"`
+	Shown  []string `json:"shown,omitempty"`
 
 	// run (server to agent).
 	Argv []string `json:"argv,omitempty"`

@@ -124,7 +124,8 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 		case <-time.After(initGrace):
 		}
 	}
-	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Network: spec.Network, ABI: b.abi}
+	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Network: spec.Network, ABI: b.abi,
+		Hidden: viewHidden("bwrap", spec.Siblings), Shown: viewShown("bwrap", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
 	var serve func(net.Listener)
 	if spec.Egress != nil {
 		cfg.Egress, serve = true, spec.Egress.Serve
@@ -182,12 +183,12 @@ func (b *bwrap) startDirect(spec Spec, c Call) (Process, error) {
 
 func (b *bwrap) Guarantees() Guarantees {
 	var notKept map[int]string
-	p2 := "no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces, internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...), no leases or directory notifications. Known gap: flock and read locks on host files a command can read"
+	p2 := "no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces, internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...), no leases or directory notifications, other sessions' jails not in view. Known gap: flock and read locks on host files a command can read"
 	if !b.Agents() {
 		notKept = map[int]string{2: "not in full: a FIFO in the project or under HOME, opened for writing, reaches the host process reading it (a read-only mount does not stop it; without Landlock ABI 6 there is no layer that does; /tmp, /var/tmp and /run are shown empty, /dev/shm is the sandbox's own). Otherwise " + p2}
 	}
 	how := map[int]string{
-		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing; the server is outside the sandbox",
+		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing, nothing of /tmp, /var/tmp and /run read but what a command needs there (known gap: a FIFO in the project or the home opened for reading); the server is outside the sandbox",
 		7: "processes and memory exactly by cgroups where the server can create them (threads count as processes there), else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
 	return guarantees(notKept, how)

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,7 +108,18 @@ func BwrapArgs(spec Spec, shadow []string) []string {
 		}
 		args = append(args, flag, src, dst)
 	}
+	// Other sessions' jails: an empty tmpfs over their directory, made
+	// read-only once the jail is bound into it.
+	siblings := spec.Siblings != "" && spec.Jail != spec.Siblings && within(spec.Jail, spec.Siblings)
+	if siblings {
+		args = append(args, "--perms", "0755", "--tmpfs", spec.Siblings)
+	}
 	bind(spec.JailFile, true, spec.Jail, spec.Jail)
+	if siblings {
+		// git's ignore file of the directory: the jails stay ignored.
+		gi := filepath.Join(spec.Siblings, ".gitignore")
+		args = append(args, "--ro-bind-try", gi, gi, "--remount-ro", spec.Siblings)
+	}
 	// Credentials and state copies go over their places in the jail, so
 	// after it; the directory holding the state copies is hidden last.
 	for _, m := range spec.Mounts {

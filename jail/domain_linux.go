@@ -104,14 +104,25 @@ func fsRuleset(abi int, jail *os.File, network bool, proxyPort int, private ...s
 	return fd, nil
 }
 
-// scopeRuleset makes a ruleset that only scopes signals and abstract unix
+// scopeRuleset makes a ruleset that scopes signals and abstract unix
 // sockets: a domain nested with it cannot signal, trace or reach the
-// abstract sockets of what is outside it.
-func scopeRuleset() (int, error) {
+// abstract sockets of what is outside it. Given a jail, it grants renames
+// and links across its directories (REFER), which every layer denies
+// where it does not grant them, whatever it handles.
+func scopeRuleset(jail *os.File) (int, error) {
 	attr := ll.RulesetAttr{Scoped: ll.ScopeAbstractUnixSocket | ll.ScopeSignal}
+	if jail != nil {
+		attr.HandledAccessFS = ll.AccessFSRefer
+	}
 	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
 		return -1, fmt.Errorf("landlock scope: %w", err)
+	}
+	if jail != nil {
+		if err := ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: ll.AccessFSRefer, ParentFd: int(jail.Fd())}, 0); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("landlock rule for the jail: %w", err)
+		}
 	}
 	return fd, nil
 }

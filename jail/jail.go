@@ -125,6 +125,11 @@ type Spec struct {
 	// still works. They are shown read-only; the jail inside stays
 	// writable.
 	Visible []string
+	// Siblings, when set, is the directory holding the jail beside the
+	// jails of other sessions (<project>/.agent-home): the command reads
+	// nothing of it but its own jail (bwrap shows it empty but for the
+	// jail; agents grant no read beneath it but the jail).
+	Siblings string
 	// Place, when set, places each thread a session agent keeps ready for
 	// a call before the call runs on it (Process.Placement); a backend
 	// without agents ignores it.
@@ -225,3 +230,9 @@ func DescribeEgress(b Backend) (how string, gaps []string) {
 	}
 	return "", []string{}
 }
+
+// AgentSpares is how many threads an agent with a Placer keeps ready,
+// which its Placer's cgroups hold beside the calls: a round of placing
+// (the agent refills when half are used) takes about one RCU grace
+// period, which back-to-back calls should not wait for.
+const AgentSpares = 6

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -153,7 +154,8 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 		// agent starts.
 		return startGuard(guardR)
 	}
-	cfg := agentMsg{T: msgConfig, Kind: "landlock", Jail: spec.Jail, Network: spec.Network, ABI: l.abi, Root: l.root}
+	cfg := agentMsg{T: msgConfig, Kind: "landlock", Jail: spec.Jail, Network: spec.Network, ABI: l.abi, Root: l.root,
+		Hidden: viewHidden("landlock", spec.Siblings), Shown: viewShown("landlock", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
 	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, confine: confine, place: spec.Place}, launch, cfg, []*os.File{jail})
 	guardR.Close()
 	if err != nil {
@@ -183,7 +185,7 @@ func (l *landlockJail) Guarantees() Guarantees {
 		1: "Landlock does not cover changes of metadata: chmod, chown and utime of files the server's user owns outside the jail still work" + map[bool]string{true: " (as root, chmod and chown are denied by seccomp everywhere, in the jail too; utime is not)", false: ""}[l.root],
 	}
 	how := map[int]string{
-		2: "no unix sockets can be created and no unix datagram socket pairs (seccomp); netlink for routing only; SysV IPC, POSIX message queues and key rings denied (seccomp); host FIFOs denied by Landlock; signals, ptrace and abstract sockets scoped by Landlock; the server is in no domain and not dumpable; no capabilities, no new namespaces, no new privileges; no controlling terminal; internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...); limits, priorities, scheduling and affinity of the caller only (seccomp); no leases, directory notifications or inode flags; under an allowlist no bind, no listen, no TCP Fast Open. Known gap: flock and read locks on host files a command can read",
+		2: "no unix sockets can be created and no unix datagram socket pairs (seccomp); netlink for routing only; SysV IPC, POSIX message queues and key rings denied (seccomp); host FIFOs denied by Landlock; signals, ptrace and abstract sockets scoped by Landlock; the server is in no domain and not dumpable; no capabilities, no new namespaces, no new privileges; no controlling terminal; internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...); limits, priorities, scheduling and affinity of the caller only (seccomp); no leases, directory notifications or inode flags; under an allowlist no bind, no listen, no TCP Fast Open. reads of other sessions' jails, /tmp, /var/tmp, /run and /dev (but the devices a shell needs) refused. Known gaps: flock and read locks on host files a command can read; a FIFO in the project or the home opened for reading",
 		3: "no pid namespace: the session agent kills every process of a call's Landlock domain when it ends, setsid and double-forked ones included, and a guard process kills every process of the session's domain when the server dies",
 		5: "every capability and the bounding set dropped; as root, chmod and chown are denied everywhere (root owns the host's files), so tools that set modes in the jail fail: run the server as a normal user, or use bwrap",
 		7: "processes and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",

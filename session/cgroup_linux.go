@@ -337,16 +337,11 @@ func (p *callPlacement) Remove() { p.m.removeCgroups(p.cc) }
 
 // agentPlacer returns the Placer of a session agent whose cgroups are
 // agent: the agent's own threads stay there; its calls go to a cgroup
-// "calls" nested in it, which holds them together to --max-procs and
-// --max-memory (plus the threads waiting for calls), so that no call can
-// take from the agent the threads and memory it needs to serve; and each
-// call to one of its own in that.
+// "calls" nested in it, which holds them together (callsProcs, and
+// --max-memory), so that no call can take from the agent the threads and
+// memory it needs to serve; and each call to one of its own in that.
 func (m *Manager) agentPlacer(agent *callCgroup) jail.Placer {
-	procs := m.cfg.MaxProcs
-	if procs > 0 {
-		procs += 1 + jail.AgentSpares
-	}
-	calls := agent.sub("calls", procs, m.cfg.MaxMemory)
+	calls := agent.sub("calls", callsProcs(m.cfg.MaxProcs), m.cfg.MaxMemory)
 	if calls == nil {
 		return nil
 	}

@@ -243,8 +243,10 @@ func mayChange(backend string, a attempt) bool {
 		return false // bwrap: read-only binds, nothing gives
 	}
 	switch a.kind {
-	case "place":
-		// Only the jail's own link goes; the host file stays.
+	case "place", "link":
+		// Only the jail's own link goes, or is linked again (renames
+		// and links across the jail's directories work); the host file
+		// stays.
 		return a.onLink
 	case "time":
 		// Landlock does not cover utime (declared: promise 1 not kept).

@@ -3,6 +3,8 @@ package session
 import (
 	"fmt"
 	"sync"
+
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // A manager keeps up to spareLaunchers launchers ready and makes more, in
@@ -137,9 +139,20 @@ func (m *Manager) procLimit() int64 {
 		return 0
 	}
 	if m.cfg.Backend.Agents() {
-		return m.cfg.MaxProcs + agentThreads
+		return callsProcs(m.cfg.MaxProcs) + agentThreads
 	}
 	return m.cfg.MaxProcs + 3
+}
+
+// callsProcs is the pids.max of a session agent's calls together: twice
+// what one call may have (its processes and its thread), so that a call
+// at its bound leaves a whole one to the others (a neighbour's fork is
+// not refused for it), plus the threads waiting for calls.
+func callsProcs(maxProcs int64) int64 {
+	if maxProcs <= 0 {
+		return 0
+	}
+	return 2*(maxProcs+1) + jail.AgentSpares
 }
 
 // agentThreads is what a session agent's cgroups allow beyond --max-procs

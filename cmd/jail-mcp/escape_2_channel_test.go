@@ -450,6 +450,22 @@ if libc.syscall(nr["ioprio_get"], IOPRIO_WHO_PROCESS, 0) < 0:
 		}
 	})
 
+	// The host's terminals, read: a reader competes with the program
+	// reading that terminal and takes what the user types (a password).
+	// The server runs on one; under bubblewrap /dev is the sandbox's own.
+	fx.vector(t, "terminal-read", func(t *testing.T) {
+		res := fx.attack(t, fx.a, py(`
+import glob
+for p in ["/dev/console", "/dev/tty0"] + glob.glob("/dev/pts/[0-9]*") + glob.glob("/dev/tty[0-9]*") + glob.glob("/dev/vcs*") + glob.glob("/dev/input/*"):
+    if p == E["SERVERTTY"] and os.path.exists(p):
+        print("SEEN")
+    attempt("open %s for reading" % p, os.open, p, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+`), map[string]any{"env": map[string]any{"SERVERTTY": fx.tty.Name()}})
+		if fx.landlock() && !strings.Contains(res.Stdout, "SEEN") {
+			t.Errorf("the server's terminal %s is not seen in the jail: the attack proves nothing\n%s", fx.tty.Name(), res.Stdout)
+		}
+	})
+
 	fx.vector(t, "tiocsti", func(t *testing.T) {
 		// The server has a real controlling terminal: the one a command
 		// would inject keystrokes into.
@@ -831,6 +847,20 @@ if stat.S_ISFIFO(os.stat(E["FIFO"]).st_mode if os.path.exists(E["FIFO"]) else 0)
 			if f.inView(fx.backend.Name) && !strings.Contains(res.Stdout, "SEEN\n") {
 				t.Errorf("the FIFO %s is not seen in the jail: the attack proves nothing\n%s", f.path, res.Stdout)
 			}
+		})
+		// The read side: a reader in the jail takes what a host writer
+		// meant for its host reader. Calls read nothing of /tmp, /var/tmp,
+		// /run and (landlock) /dev but what they need there; a FIFO in the
+		// project or under HOME is a known gap (Landlock's read right
+		// cannot tell a FIFO from a file).
+		fx.vector(t, strings.Replace(f.vector, "fifo-", "fifo-read-", 1), func(t *testing.T) {
+			r := f.read(t)
+			defer r.close()
+			fx.attack(t, fx.a, py(`
+import stat
+if os.path.exists(E["FIFO"]) and stat.S_ISFIFO(os.stat(E["FIFO"]).st_mode):
+    attempt("open the host's FIFO for reading", os.open, E["FIFO"], os.O_RDONLY | os.O_NONBLOCK)
+`), map[string]any{"env": map[string]any{"FIFO": f.path}})
 		})
 	}
 }

@@ -27,6 +27,25 @@ func (fx *escapeFixture) secretsStayOut(t *testing.T) {
 		"ANTHROPIC_API_KEY":        "sk-ant-" + fx.marker,
 		"NPM_TOKEN":                "npm-" + fx.marker,
 	}
+	// Another session's jail: its files, its job outputs, its CLI state,
+	// read or run by name, through /proc/self/root, and by a link.
+	fx.vector(t, "other-session-read", func(t *testing.T) {
+		res := fx.attack(t, fx.a, `
+for f in "$OTHER/b-secret" "/proc/self/root$OTHER/b-secret"; do
+	cat "$f" 2>/dev/null | grep -q b-secret && echo "ESCAPED: read $f"
+done
+ln -sfn "$OTHER" "$HOME/.tmp/other-link"
+cat "$HOME/.tmp/other-link/b-secret" 2>/dev/null | grep -q b-secret && echo "ESCAPED: read through a link"
+cp "$OTHER/b-secret" "$HOME/.tmp/copied" 2>/dev/null && grep -q b-secret "$HOME/.tmp/copied" && echo "ESCAPED: copied"
+printf '#!/bin/sh\necho ran\n' > /dev/null
+[ -e "$OTHER" ] && echo "OTHER-LISTED"
+true
+`, nil)
+		if !fx.landlock() && strings.Contains(res.Stdout, "OTHER-LISTED") {
+			fx.escape(t, "another session's jail is in view under bubblewrap")
+		}
+	})
+
 	var extra []string
 	for k, v := range secrets {
 		extra = append(extra, k+"="+v)

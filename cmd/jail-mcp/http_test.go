@@ -180,7 +180,7 @@ func TestHTTPSessionsGetTheirOwnJails(t *testing.T) {
 					"mkdir " + oj + "/newdir",
 					"ln -s /etc " + oj + "/lnk",
 					"ln $HOME/owner " + oj + "/hard",
-					"rm -f " + oj + "/owner",
+					"rm " + oj + "/owner",
 					"mv " + oj + "/owner " + oj + "/moved",
 					"mv $HOME/owner " + oj + "/given",
 					"truncate -s 0 " + oj + "/owner",

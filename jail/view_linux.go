@@ -1,0 +1,323 @@
+package jail
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// A call's read view: its commands read everything but what lies beneath
+// a hidden path, save for what lies beneath a shown one; of the hidden and
+// shown paths a path lies beneath, the deepest decides. Landlock's rules
+// only allow, and allow a whole hierarchy, so the view is granted by
+// enumeration: each directory on the way to a hidden or shown path is
+// listed, and each of its entries is granted (or not) whole. Listing stays
+// allowed everywhere (the agent's layer grants it): what is hidden is the
+// content of files, which a command can neither read nor execute.
+//
+// Hidden are the other sessions' jails (their directory, the jail shown);
+// under landlock /dev (save for the few devices a shell needs, and the
+// call's own terminal), whose terminals would give a command what the user
+// types; and, as bubblewrap without agents shadows them, /tmp, /var/tmp and
+// /run, where host programs keep their FIFOs, save for what a command
+// needs there (the project, PATH directories, /etc/resolv.conf's target).
+
+// readView is the hidden and shown paths of a call, canonical.
+type readView struct {
+	hidden, shown []string
+	jail          string // shown, and where renames and links across directories are granted
+}
+
+// viewHidden are the host directories a call reads nothing of, but for
+// what is shown in them, on backend kind ("landlock" or "bwrap").
+func viewHidden(kind, siblings string) []string {
+	hidden := []string{"/tmp", "/var/tmp", "/run"}
+	if kind == "landlock" {
+		// bwrap's /dev is the sandbox's own.
+		hidden = append(hidden, "/dev")
+	}
+	if siblings != "" {
+		hidden = append(hidden, siblings)
+	}
+	return canonical(hidden)
+}
+
+// siblingsShown is what a call sees of the jails' directory beside its
+// jail: git's ignore file, so that the jails stay ignored.
+func siblingsShown(siblings string) []string {
+	if siblings == "" {
+		return nil
+	}
+	return []string{filepath.Join(siblings, ".gitignore")}
+}
+
+// viewShown are what a call always sees of hidden directories: its jail,
+// the paths the session names visible (the project, the operator's home
+// where the credentials it is shown live), /etc/resolv.conf's target, and under landlock the devices a shell
+// needs.
+func viewShown(kind, jail string, visible []string) []string {
+	shown := append([]string{jail}, visible...)
+	if t, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil {
+		shown = append(shown, t)
+	}
+	if kind == "landlock" {
+		return canonical(append(shown, landlockDevices...))
+	}
+	// The sandbox's own, which the host may lack.
+	return append(canonical(shown), "/dev/mqueue")
+}
+
+// canonical resolves each path that exists (a hidden /var/run is /run)
+// and drops those that do not, and duplicates.
+func canonical(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if !filepath.IsAbs(p) {
+			continue
+		}
+		r, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			continue
+		}
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// callShown are the paths a call shows besides the view's: its PATH
+// directories (a directory in a hidden one with its parent, the prefix of
+// an installation whose bin holds links into it) and the terminal it runs
+// on, if any.
+func callShown(v readView, env []string, tty *os.File) []string {
+	var extra []string
+	for _, d := range filepath.SplitList(envValue(env, "PATH")) {
+		if !filepath.IsAbs(d) {
+			continue
+		}
+		r, err := filepath.EvalSymlinks(d)
+		if err != nil || !v.hiddenPath(r) {
+			continue
+		}
+		if parent := filepath.Dir(r); !v.coversHidden(parent) {
+			r = parent
+		}
+		extra = append(extra, r)
+	}
+	if tty != nil {
+		if p, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", tty.Fd())); err == nil && strings.HasPrefix(p, "/dev/pts/") {
+			extra = append(extra, p)
+		}
+	}
+	slices.Sort(extra)
+	return slices.Compact(extra)
+}
+
+// hiddenPath reports whether p is hidden by the view alone.
+func (v readView) hiddenPath(p string) bool {
+	depth, hidden := -1, false
+	for _, h := range v.hidden {
+		if within(p, h) && len(h) > depth {
+			depth, hidden = len(h), true
+		}
+	}
+	for _, s := range v.shown {
+		if within(p, s) && len(s) > depth {
+			depth, hidden = len(s), false
+		}
+	}
+	return hidden
+}
+
+// coversHidden reports whether showing p whole would show a hidden path:
+// p is a hidden path or lies above one.
+func (v readView) coversHidden(p string) bool {
+	for _, h := range v.hidden {
+		if within(h, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// dirStamp is what tells that a listed directory changed: an entry added,
+// removed or renamed changes its times, a directory put in its place its
+// inode.
+type dirStamp struct {
+	path         string
+	ino          uint64
+	mtime, ctime unix.Timespec
+}
+
+func stampOf(path string) (dirStamp, bool) {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil {
+		return dirStamp{}, false
+	}
+	return dirStamp{path: path, ino: st.Ino, mtime: st.Mtim, ctime: st.Ctim}, true
+}
+
+// viewRuleset makes the ruleset of a call's nested domain: signals and
+// abstract unix sockets scoped; file reads (and executions, which read)
+// granted as view v with extra shown; renames and links across
+// directories granted in the jail, where the agent's layer allows them (a
+// layer denies them wherever it does not grant them, handled or not). It
+// returns the directories it listed.
+func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
+	attr := ll.RulesetAttr{
+		HandledAccessFS: ll.AccessFSReadFile | ll.AccessFSRefer,
+		Scoped:          ll.ScopeAbstractUnixSocket | ll.ScopeSignal,
+	}
+	fd, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return -1, nil, fmt.Errorf("landlock call ruleset: %w", err)
+	}
+	shown := append(slices.Clone(v.shown), extra...)
+	marked := append(slices.Clone(v.hidden), shown...)
+	var stamps []dirStamp
+	grant := func(path string, access uint64) error {
+		f, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil // gone meanwhile: nothing to grant
+		}
+		defer unix.Close(f)
+		var st unix.Stat_t
+		if unix.Fstat(f, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return nil // a link: what it points to decides
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			access &= ll.AccessFSReadFile // a file takes file rights only
+		}
+		err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: access, ParentFd: f}, 0)
+		if err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("landlock rule for %s: %w", path, err)
+		}
+		return nil
+	}
+	// walk decides dir, shown or not: whole when nothing marked lies
+	// below it, else entry by entry.
+	var walk func(dir string, show bool) error
+	walk = func(dir string, show bool) error {
+		below := false
+		for _, m := range marked {
+			if m != dir && within(m, dir) {
+				below = true
+				break
+			}
+		}
+		if !below {
+			if !show {
+				return nil
+			}
+			access := uint64(ll.AccessFSReadFile)
+			if within(dir, v.jail) {
+				access |= ll.AccessFSRefer
+			}
+			return grant(dir, access)
+		}
+		if st, ok := stampOf(dir); ok {
+			stamps = append(stamps, st)
+		}
+		d, err := os.Open(dir)
+		if err != nil {
+			return nil // not listable: what lies in it stays unread
+		}
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		for _, name := range names {
+			p := filepath.Join(dir, name)
+			s := show
+			if slices.Contains(v.hidden, p) {
+				s = false
+			}
+			if slices.Contains(shown, p) {
+				s = true
+			}
+			var st unix.Stat_t
+			if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				continue
+			}
+			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+				if s {
+					if err := grant(p, ll.AccessFSReadFile); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if err := walk(p, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	show := !slices.Contains(v.hidden, "/")
+	err = walk("/", show)
+	// Each shown path again, by itself: a mount's root the walk does not
+	// reach by its path (the IPC namespace's message queues, opened
+	// through the kernel's own mount of it) takes its rule from there.
+	for _, p := range shown {
+		if err == nil && !v.coversHidden(p) {
+			access := uint64(ll.AccessFSReadFile)
+			if within(p, v.jail) {
+				access |= ll.AccessFSRefer
+			}
+			err = grant(p, access)
+		}
+	}
+	if err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	return fd, stamps, nil
+}
+
+// viewCache keeps the last call ruleset for as long as the directories it
+// listed are unchanged: a call then costs a look at each, not a walk.
+type viewCache struct {
+	mu     sync.Mutex
+	key    string
+	fd     int
+	stamps []dirStamp
+}
+
+// ruleset returns a ruleset of v with extra shown, a descriptor of the
+// caller's to close.
+func (c *viewCache) ruleset(v readView, extra []string) (int, error) {
+	key := strings.Join(extra, "\x00")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stamps != nil && c.key == key && fresh(c.stamps) {
+		return unix.Dup(c.fd)
+	}
+	fd, stamps, err := viewRuleset(v, extra)
+	if err != nil {
+		return -1, err
+	}
+	if c.stamps != nil {
+		unix.Close(c.fd)
+	}
+	c.key, c.fd, c.stamps = key, fd, stamps
+	if c.stamps == nil {
+		c.stamps = []dirStamp{}
+	}
+	return unix.Dup(fd)
+}
+
+// fresh reports whether every listed directory is as it was.
+func fresh(stamps []dirStamp) bool {
+	for _, s := range stamps {
+		if now, ok := stampOf(s.path); !ok || now != s {
+			return false
+		}
+	}
+	return true
+}
