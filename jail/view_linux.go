@@ -17,8 +17,9 @@ import (
 // a hidden path, save for what lies beneath a shown one; of the hidden and
 // shown paths a path lies beneath, the deepest decides. Landlock's rules
 // only allow, and allow a whole hierarchy, so the view is granted by
-// enumeration: each directory on the way to a hidden or shown path is
-// listed, and each of its entries is granted (or not) whole. Listing stays
+// enumeration: each shown directory on the way to a hidden path is
+// listed, and each of its entries is granted (or not) whole; a hidden one
+// on the way to a shown path is only walked through. Listing stays
 // allowed everywhere (the agent's layer grants it): what is hidden is the
 // content of files, which a command can neither read nor execute.
 //
@@ -223,15 +224,29 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 			}
 			return grant(dir, access)
 		}
-		if st, ok := stampOf(dir); ok {
-			stamps = append(stamps, st)
+		var names []string
+		if show {
+			if st, ok := stampOf(dir); ok {
+				stamps = append(stamps, st)
+			}
+			d, err := os.Open(dir)
+			if err != nil {
+				return nil // not listable: what lies in it stays unread
+			}
+			names, _ = d.Readdirnames(-1)
+			d.Close()
+		} else {
+			// Hidden: only the way to what is marked below it, not a
+			// listing (/tmp and /run change all the time).
+			for _, m := range marked {
+				if rest, ok := strings.CutPrefix(m, strings.TrimSuffix(dir, "/")+"/"); ok && rest != "" {
+					name, _, _ := strings.Cut(rest, "/")
+					if !slices.Contains(names, name) {
+						names = append(names, name)
+					}
+				}
+			}
 		}
-		d, err := os.Open(dir)
-		if err != nil {
-			return nil // not listable: what lies in it stays unread
-		}
-		names, _ := d.Readdirnames(-1)
-		d.Close()
 		for _, name := range names {
 			p := filepath.Join(dir, name)
 			s := show
