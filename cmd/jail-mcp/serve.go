@@ -7,7 +7,9 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -46,6 +48,7 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		}
 		return err
 	}
+	environ, getenv = withoutToken(environ, getenv)
 	log := cli.NewLogger(stderr, cfg.LogLevel)
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
@@ -89,7 +92,7 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		}
 		sessions = newHTTPSessions(m, log, cfg.MaxSessions)
 		h.Session = sessions.session
-		cli.LogStart(log, cfg, st, m, "", "", "listen", "http://"+ln.Addr().String()+"/mcp", "token", cfg.Token != "", "max_sessions", cfg.MaxSessions)
+		cli.LogStart(log, cfg, st, m, "", "", "listen", "http://"+ln.Addr().String()+"/mcp", "token", cfg.Token != "", "token_file", cfg.TokenFile, "max_sessions", cfg.MaxSessions)
 		err = serveHTTP(ctx, ln, srv, sessions, met, cfg, log)
 		log.Info("stopping")
 		return err
@@ -111,6 +114,26 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return nil // SIGTERM or SIGINT: a clean stop
 	}
 	return err
+}
+
+// withoutToken takes the bearer token's variable out of the server's
+// environment once the configuration has read it, before anything starts:
+// out of the process's own (which a child started with it would inherit)
+// and out of environ and getenv, from which the commands' environment is
+// made. The commands' allowlist never passes it either (session/env.go).
+// The server's /proc/PID/environ still holds it, but the server is not
+// dumpable (session.PrepareProcess), so no process of its user can read
+// that file.
+func withoutToken(environ []string, getenv func(string) string) ([]string, func(string) string) {
+	const name = "JAIL_MCP_TOKEN"
+	os.Unsetenv(name)
+	environ = slices.DeleteFunc(slices.Clone(environ), func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+	return environ, func(k string) string {
+		if k == name {
+			return ""
+		}
+		return getenv(k)
+	}
 }
 
 // serveBadConfig is a stdio server whose configuration is bad, started by
