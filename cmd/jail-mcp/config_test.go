@@ -154,6 +154,11 @@ func TestBadConfig(t *testing.T) {
 		// The variable alone is not an error without --listen (see
 		// TestMaxSessionsNeedsListen): only the flag is.
 		{name: "max-sessions without listen", flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", value: cfgValue("5"), want: []string{"set --listen too"}, noEnv: true},
+		{name: "max-conns zero", flag: "max-conns", env: "JAIL_MCP_MAX_CONNS", value: cfgValue("0"), want: []string{"positive integer"}},
+		{name: "max-conns word", flag: "max-conns", env: "JAIL_MCP_MAX_CONNS", value: cfgValue("many"), want: []string{"positive integer"}},
+		{name: "max-conns-per-addr zero", flag: "max-conns-per-addr", env: "JAIL_MCP_MAX_CONNS_PER_ADDR", value: cfgValue("0"), want: []string{"positive integer"}},
+		{name: "max-conns without listen", flag: "max-conns", env: "JAIL_MCP_MAX_CONNS", value: cfgValue("5"), want: []string{"set --listen too"}, noEnv: true},
+		{name: "max-conns-per-addr without listen", flag: "max-conns-per-addr", env: "JAIL_MCP_MAX_CONNS_PER_ADDR", value: cfgValue("5"), want: []string{"set --listen too"}, noEnv: true},
 	}
 	for _, tt := range tests {
 		for _, by := range []string{"flag", "env"} {
@@ -217,6 +222,8 @@ func TestMaxSessionsNeedsListen(t *testing.T) {
 		{"variable", nil, []string{"JAIL_MCP_MAX_SESSIONS=5"}, 0},
 		{"variable and run", []string{"run", "--", "true"}, []string{"JAIL_MCP_MAX_SESSIONS=5"}, 0},
 		{"bad variable and run", []string{"run", "--", "true"}, []string{"JAIL_MCP_MAX_SESSIONS=many"}, 0},
+		{"connections' variables", nil, []string{"JAIL_MCP_MAX_CONNS=5", "JAIL_MCP_MAX_CONNS_PER_ADDR=9"}, 0},
+		{"per address above all", []string{"--listen", "127.0.0.1:0", "--max-conns", "10", "--max-conns-per-addr", "20"}, nil, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -233,7 +240,11 @@ func TestMaxSessionsNeedsListen(t *testing.T) {
 			}
 			if tt.code == 2 {
 				cfgOneLine(t, res.stderr)
-				if !strings.Contains(res.stderr, "--max-sessions") || !strings.Contains(res.stderr, "--listen") {
+				if tt.name == "per address above all" {
+					if !strings.Contains(res.stderr, "invalid --max-conns-per-addr 20: more than --max-conns 10") {
+						t.Errorf("stderr:\n%s", res.stderr)
+					}
+				} else if !strings.Contains(res.stderr, "--max-sessions") || !strings.Contains(res.stderr, "--listen") {
 					t.Errorf("stderr does not name --max-sessions and --listen:\n%s", res.stderr)
 				}
 			}

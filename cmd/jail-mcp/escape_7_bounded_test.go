@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -156,7 +157,7 @@ os.remove(HOME + "/big-py")
 		}
 	})
 	fx.vector(t, "http-sessions", fx.httpSessions)
-	// HOLD-9
+	fx.vector(t, "http-flood", fx.httpFlood)
 	fx.vector(t, "disk-burst", func(t *testing.T) {
 		// Past the bound between two looks of the watchdog, and exit 0:
 		// the call must still say so, and the next must not start.
@@ -249,6 +250,21 @@ func (fx *escapeFixture) httpFlood(t *testing.T) {
 	defer c.Close()
 	if r, err := testkit.ExecVia(callCtx, c, map[string]any{"command": "echo new"}); err != nil || r.Stdout != "new\n" {
 		fx.escape(t, "a new session's call under the flood: %+v %v", r, err)
+	}
+	// The server kept its connections under half its descriptors
+	// (--max-conns by default) by closing the flood's.
+	code, text := httpGet(t, hs, http.MethodGet, "/metrics", "Bearer "+token)
+	shed := 0.0
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, "jail_mcp_http_connections_shed_total{"); ok {
+			if _, v, ok := strings.Cut(rest, "} "); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				shed += n
+			}
+		}
+	}
+	if open := metricValue(text, "jail_mcp_http_connections"); code != http.StatusOK || shed == 0 || open < 0 || open > httpFloodFiles/2 {
+		fx.escape(t, "metrics after the flood: status %d, %v open connections, %v shed; want at most %d open", code, open, shed, httpFloodFiles/2)
 	}
 }
 

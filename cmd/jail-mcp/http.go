@@ -305,9 +305,16 @@ func httpHandler(mcpHTTP http.Handler, sessions *httpSessions, met *metrics.Metr
 // comparing in constant time; with no token configured it passes all.
 // Each refusal is logged with where it came from and why, never with what
 // was sent: a wrong token may be a right one of another server.
+//
+// A request that passes marks its connection as authenticated (trustConn):
+// the connection bounds shed it last. Without a token, every request
+// passes, so every connection that carried one to /mcp or /metrics is.
 func requireToken(token string, log *slog.Logger, next http.Handler) http.Handler {
 	if token == "" {
-		return next
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			trustConn(r)
+			next.ServeHTTP(w, r)
+		})
 	}
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -328,6 +335,7 @@ func requireToken(token string, log *slog.Logger, next http.Handler) http.Handle
 			http.Error(w, body, http.StatusUnauthorized)
 			return
 		}
+		trustConn(r)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -453,23 +461,60 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, id, code, message)
 }
 
+// httpLimits bound the HTTP server's connections: how many are open at
+// once, in all and of one remote address (connLimiter), and how long each
+// may take. readHeader bounds reading a request's header, read its header
+// and body (a client that sends either slowly holds a connection no
+// longer); idle bounds the wait for the next request on a kept-alive
+// connection. None cuts a long tool call or a GET stream: net/http clears
+// the read deadline once a request's body is read (pinSessions reads a
+// POST's whole body first), and nothing bounds writing, as a call's answer
+// streams for up to --max-timeout and a GET stream for the session's life.
+type httpLimits struct {
+	maxConns, maxConnsPerAddr int
+	readHeader, read, idle    time.Duration
+}
+
+// newHTTPLimits are the limits of cfg. The idle time is above what
+// clients keep an idle connection (Go's 90 s, Node's 5 s), so that the
+// client closes it first: closed here first, a request the client sends
+// on it meanwhile fails.
+func newHTTPLimits(cfg cli.Config) httpLimits {
+	return httpLimits{
+		maxConns: cfg.MaxConns, maxConnsPerAddr: cfg.MaxConnsPerAddr,
+		readHeader: 10 * time.Second, read: time.Minute, idle: 2 * time.Minute,
+	}
+}
+
 // serveHTTP serves streamable HTTP on ln until ctx ends (SIGTERM, SIGINT),
 // then stops accepting, ends every session (killing its commands, keeping
 // its files) and returns within a few seconds.
-func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, met *metrics.Metrics, cfg cli.Config, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, met *metrics.Metrics, cfg cli.Config, lim httpLimits, log *slog.Logger) error {
 	mcpHTTP := server.NewStreamableHTTPServer(srv,
 		server.WithSessionIdManagerResolver(sessions),
 		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		server.WithSessionIdleTTL(cli.IdleTimeout(cfg.MaxTimeout)),
 		server.WithStreamableHTTPLogger(slog.New(withoutSessionIDs{log.Handler()})),
 	)
+	var obs connObserver
+	if met != nil {
+		obs = met
+	}
+	conns := newConnLimiter(ln, lim.maxConns, lim.maxConnsPerAddr, obs, log)
+	if met != nil {
+		met.Connections(conns.count)
+	}
 	hs := &http.Server{
 		Handler:           httpHandler(mcpHTTP, sessions, met, cfg.Token),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: lim.readHeader,
+		ReadTimeout:       lim.read,
+		IdleTimeout:       lim.idle,
+		ConnState:         conns.connState,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
+	go func() { done <- hs.Serve(conns) }()
 	select {
 	case err := <-done:
 		sessions.endAll()

@@ -58,7 +58,8 @@ func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*testkit.HTTPSer
 	}
 	hs := testkit.InProcess(t, ln, stderr, func(ctx context.Context) error {
 		met := metrics.New(sessions.count, func() int { return 0 })
-		return serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, met, cli.Config{MaxTimeout: time.Minute}, log)
+		cfg := cli.Config{MaxTimeout: time.Minute, MaxConns: cli.DefaultMaxConns, MaxConnsPerAddr: cli.DefaultMaxConns}
+		return serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, met, cfg, newHTTPLimits(cfg), log)
 	})
 	return hs, sessions
 }

@@ -50,7 +50,14 @@ type Config struct {
 	MaxMemory   int64
 	MaxDisk     int64
 	MaxSessions int
-	LogLevel    slog.Level
+	// MaxConns and MaxConnsPerAddr bound the open HTTP connections, in
+	// all and of one remote address; MaxConnsSet: the operator set
+	// MaxConns (otherwise the server may lower it to fit its descriptor
+	// limit).
+	MaxConns        int
+	MaxConnsPerAddr int
+	MaxConnsSet     bool
+	LogLevel        slog.Level
 	// Warnings about the configuration, for the log once it exists.
 	Warnings []string
 }
@@ -60,6 +67,13 @@ type Config struct {
 // developer or a small team opens, while it bounds the descriptors and
 // memory a client that never ends its sessions can take.
 const DefaultMaxSessions = 256
+
+// DefaultMaxConns bounds the open HTTP connections: a session holds one
+// for its GET stream and one for each call in flight, so 1024 serves the
+// default 256 sessions with calls running in each, while it keeps the
+// descriptors a flood of connections can take far from the limit (the
+// server lowers it to half the descriptor limit where that is lower).
+const DefaultMaxConns = 1024
 
 // option is one row of the contract's configuration table: the flag, its
 // variable, its default and usage, and parse, which sets the field of
@@ -102,6 +116,8 @@ var options = []option{
 	{"max-memory", "JAIL_MCP_MAX_MEMORY", "4GiB", "memory `BYTES` of a command's processes together", bytesOf(func(c *Config) *int64 { return &c.MaxMemory })},
 	{"max-disk", "JAIL_MCP_MAX_DISK", "10GiB", "disk usage `BYTES` of one session's jail", bytesOf(func(c *Config) *int64 { return &c.MaxDisk })},
 	{"max-sessions", "JAIL_MCP_MAX_SESSIONS", strconv.Itoa(DefaultMaxSessions), "live MCP sessions served at once over HTTP (`N`)", countOf(func(c *Config) *int { return &c.MaxSessions }, math.MaxInt32)},
+	{"max-conns", "JAIL_MCP_MAX_CONNS", strconv.Itoa(DefaultMaxConns), "open HTTP connections at once (`N`); beyond them the least needed are closed (at most half the descriptor limit)", countOf(func(c *Config) *int { return &c.MaxConns }, math.MaxInt32)},
+	{"max-conns-per-addr", "JAIL_MCP_MAX_CONNS_PER_ADDR", "", "open HTTP connections of one remote address (`N`; default: --max-conns)", parseMaxConnsPerAddr},
 	{"log-level", "JAIL_MCP_LOG_LEVEL", "info", "`LEVEL`: debug, info, warn, error", parseLogLevel},
 }
 
@@ -332,6 +348,14 @@ func parsePassEnv(c *Config, v string) error {
 	return nil
 }
 
+func parseMaxConnsPerAddr(c *Config, v string) error {
+	if v == "" {
+		c.MaxConnsPerAddr = c.MaxConns
+		return nil
+	}
+	return countOf(func(c *Config) *int { return &c.MaxConnsPerAddr }, math.MaxInt32)(c, v)
+}
+
 func parseLogLevel(c *Config, v string) error {
 	levels := []string{"debug", "info", "warn", "error"}
 	if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil || !slices.Contains(levels, strings.ToLower(v)) {
@@ -376,15 +400,18 @@ func bytesize(s string) (int64, error) {
 
 // checkListen validates --listen and --token together: HTTP on a
 // non-loopback address needs a token, a token needs HTTP, and --session
-// is for stdio, where one server is one session. --max-sessions given
-// without --listen is refused as a mistake; JAIL_MCP_MAX_SESSIONS is
-// not, as a variable exported for HTTP servers must not break the stdio
-// servers of the same shell.
+// is for stdio, where one server is one session. --max-sessions and
+// --max-conns given without --listen are refused as a mistake; their
+// variables are not, as a variable exported for HTTP servers must not
+// break the stdio servers of the same shell.
 func checkListen(c *Config, rc *RawConfig) error {
 	by := rc.by
-	if c.Listen == "" && rc.set["max-sessions"] == "--max-sessions" {
-		return errors.New("--max-sessions is for HTTP; set --listen too")
+	for _, f := range []string{"max-sessions", "max-conns", "max-conns-per-addr"} {
+		if c.Listen == "" && rc.set[f] == "--"+f {
+			return fmt.Errorf("--%s is for HTTP; set --listen too", f)
+		}
 	}
+	c.MaxConnsSet = rc.set["max-conns"] != ""
 	tokenBy := by("token")
 	if c.TokenFile != "" {
 		tokenBy = by("token-file")
@@ -422,6 +449,9 @@ func checkListen(c *Config, rc *RawConfig) error {
 	}
 	if rc.set["session"] != "" {
 		return fmt.Errorf("%s is for stdio: over HTTP each MCP session gets its own jail", rc.set["session"])
+	}
+	if c.MaxConnsPerAddr > c.MaxConns {
+		return fmt.Errorf("invalid %s %d: more than %s %d", by("max-conns-per-addr"), c.MaxConnsPerAddr, by("max-conns"), c.MaxConns)
 	}
 	if !loopback(host) && c.Token == "" {
 		return fmt.Errorf("%s %s is not a loopback address: set a token (JAIL_MCP_TOKEN or --token-file) so that only your clients can run commands", by("listen"), c.Listen)
