@@ -11,6 +11,11 @@ import (
 // baseEnv are the host variables every command gets (contract: --pass-env).
 var baseEnv = []string{"PATH", "LANG", "LC_*", "TERM", "TZ", "USER", "LOGNAME", "SHELL"}
 
+// neverPassed are host variables no command gets, whatever --pass-env
+// says: the HTTP server's bearer token, which would let a command drive
+// every session of its server.
+var neverPassed = []string{"JAIL_MCP_TOKEN"}
+
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -31,6 +36,9 @@ func ValidPassEnv(entry string) error {
 	}
 	if Reserved(name) && !strings.HasSuffix(entry, "*") {
 		return fmt.Errorf("invalid --pass-env entry %q: %s is set by the jail", entry, name)
+	}
+	if slices.Contains(neverPassed, entry) {
+		return fmt.Errorf("invalid --pass-env entry %q: the server's secret is never passed to commands", entry)
 	}
 	return nil
 }
@@ -84,7 +92,7 @@ func buildEnv(environ, pass []string, jail string, creds []string, extra map[str
 	vars := map[string]string{}
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && envNameRE.MatchString(k) && !Reserved(k) && matches(k, allow) {
+		if ok && envNameRE.MatchString(k) && !Reserved(k) && !slices.Contains(neverPassed, k) && matches(k, allow) {
 			vars[k] = v
 		}
 	}

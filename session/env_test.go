@@ -91,6 +91,13 @@ func TestBuildEnv(t *testing.T) {
 			want:    sorted(baseWant, jailEnv, []string{"GOFLAGS=-mod=mod", "NPM_CONFIG_REGISTRY=https://registry.example"}),
 		},
 		{
+			// The HTTP server's bearer token, whatever the prefix.
+			name:    "pass-env never brings the server's token",
+			environ: append(slices.Clone(hostEnv), "JAIL_MCP_TOKEN=http-secret", "JAIL_MCP_MARK=1"),
+			pass:    []string{"JAIL_*"},
+			want:    sorted(baseWant, jailEnv, []string{"JAIL_MCP_MARK=1"}),
+		},
+		{
 			name:    "operator passes a socket explicitly",
 			environ: hostEnv,
 			pass:    []string{"DISPLAY"},
@@ -212,6 +219,8 @@ func TestValidPassEnv(t *testing.T) {
 		{"HOME", false},
 		{"TMPDIR", false},
 		{"XDG_CONFIG_HOME", false},
+		{"JAIL_MCP_TOKEN", false},
+		{"JAIL_MCP_*", true}, // harmless: buildEnv never passes the token
 	}
 	for _, tt := range tests {
 		t.Run(tt.entry, func(t *testing.T) {

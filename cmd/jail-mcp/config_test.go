@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,6 +115,7 @@ func TestBadConfig(t *testing.T) {
 		{name: "max-output negative", flag: "max-output", env: "JAIL_MCP_MAX_OUTPUT", value: cfgValue("-1000")},
 		{name: "pass-env HOME", flag: "pass-env", env: "JAIL_MCP_PASS_ENV", value: cfgValue("HOME"), want: []string{"set by the jail"}},
 		{name: "pass-env A-B", flag: "pass-env", env: "JAIL_MCP_PASS_ENV", value: cfgValue("A-B"), want: []string{"variable name"}},
+		{name: "pass-env the token", flag: "pass-env", env: "JAIL_MCP_PASS_ENV", value: cfgValue("PATH,JAIL_MCP_TOKEN"), want: []string{"never passed"}},
 		{name: "pass-env star", flag: "pass-env", env: "JAIL_MCP_PASS_ENV", value: cfgValue("*"), want: []string{"allowlist"}},
 		{name: "pass-env second entry", flag: "pass-env", env: "JAIL_MCP_PASS_ENV", value: cfgValue("GOPATH,XDG_CONFIG_HOME")},
 		{name: "log-level loud", flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", value: cfgValue("loud"), want: []string{"debug, info, warn or error"}},
@@ -137,9 +139,10 @@ func TestBadConfig(t *testing.T) {
 		}},
 		{name: "listen without port", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("127.0.0.1"), want: []string{"want HOST:PORT"}},
 		{name: "listen bad port", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("127.0.0.1:99999"), want: []string{"want HOST:PORT"}},
-		{name: "listen on every interface without token", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue(":8765"), want: []string{"not a loopback address", "--token"}},
+		{name: "listen on every interface without token", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue(":8765"), want: []string{"not a loopback address", "JAIL_MCP_TOKEN or --token-file"}},
 		{name: "listen on a LAN address without token", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("192.0.2.1:8765"), want: []string{"not a loopback address"}},
-		{name: "token without listen", flag: "token", env: "JAIL_MCP_TOKEN", value: cfgValue("0123456789abcdef"), want: []string{"set --listen too"}, noEnv: true},
+		{name: "token on the command line", flag: "token", env: "JAIL_MCP_TOKEN", value: cfgValue("0123456789abcdef"), want: []string{"no value on the command line", "JAIL_MCP_TOKEN", "--token-file"}, noEnv: true},
+		{name: "token-file without listen", flag: "token-file", env: "JAIL_MCP_TOKEN_FILE", value: cfgValue("/nonexistent"), want: []string{"set --listen too"}, noEnv: true},
 		{name: "max-procs zero", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("0"), want: []string{"positive integer"}},
 		{name: "max-procs word", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("many"), want: []string{"positive integer"}},
 		{name: "max-memory word", flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", value: cfgValue("lots"), want: []string{"byte count"}},
@@ -151,6 +154,11 @@ func TestBadConfig(t *testing.T) {
 		// The variable alone is not an error without --listen (see
 		// TestMaxSessionsNeedsListen): only the flag is.
 		{name: "max-sessions without listen", flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", value: cfgValue("5"), want: []string{"set --listen too"}, noEnv: true},
+		{name: "max-conns zero", flag: "max-conns", env: "JAIL_MCP_MAX_CONNS", value: cfgValue("0"), want: []string{"positive integer"}},
+		{name: "max-conns word", flag: "max-conns", env: "JAIL_MCP_MAX_CONNS", value: cfgValue("many"), want: []string{"positive integer"}},
+		{name: "max-conns-per-addr zero", flag: "max-conns-per-addr", env: "JAIL_MCP_MAX_CONNS_PER_ADDR", value: cfgValue("0"), want: []string{"positive integer"}},
+		{name: "max-conns without listen", flag: "max-conns", env: "JAIL_MCP_MAX_CONNS", value: cfgValue("5"), want: []string{"set --listen too"}, noEnv: true},
+		{name: "max-conns-per-addr without listen", flag: "max-conns-per-addr", env: "JAIL_MCP_MAX_CONNS_PER_ADDR", value: cfgValue("5"), want: []string{"set --listen too"}, noEnv: true},
 	}
 	for _, tt := range tests {
 		for _, by := range []string{"flag", "env"} {
@@ -214,6 +222,8 @@ func TestMaxSessionsNeedsListen(t *testing.T) {
 		{"variable", nil, []string{"JAIL_MCP_MAX_SESSIONS=5"}, 0},
 		{"variable and run", []string{"run", "--", "true"}, []string{"JAIL_MCP_MAX_SESSIONS=5"}, 0},
 		{"bad variable and run", []string{"run", "--", "true"}, []string{"JAIL_MCP_MAX_SESSIONS=many"}, 0},
+		{"connections' variables", nil, []string{"JAIL_MCP_MAX_CONNS=5", "JAIL_MCP_MAX_CONNS_PER_ADDR=9"}, 0},
+		{"per address above all", []string{"--listen", "127.0.0.1:0", "--max-conns", "10", "--max-conns-per-addr", "20"}, nil, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,7 +240,11 @@ func TestMaxSessionsNeedsListen(t *testing.T) {
 			}
 			if tt.code == 2 {
 				cfgOneLine(t, res.stderr)
-				if !strings.Contains(res.stderr, "--max-sessions") || !strings.Contains(res.stderr, "--listen") {
+				if tt.name == "per address above all" {
+					if !strings.Contains(res.stderr, "invalid --max-conns-per-addr 20: more than --max-conns 10") {
+						t.Errorf("stderr:\n%s", res.stderr)
+					}
+				} else if !strings.Contains(res.stderr, "--max-sessions") || !strings.Contains(res.stderr, "--listen") {
 					t.Errorf("stderr does not name --max-sessions and --listen:\n%s", res.stderr)
 				}
 			}
@@ -238,23 +252,141 @@ func TestMaxSessionsNeedsListen(t *testing.T) {
 	}
 }
 
-// TestTokenNeedsListen: --token without --listen is a mistake, refused;
-// JAIL_MCP_TOKEN inherited by a stdio server (a client passing its whole
-// environment, exported for an HTTP server) is ignored with a warning.
+// TestTokenNeedsListen: a token (JAIL_MCP_TOKEN, JAIL_MCP_TOKEN_FILE)
+// inherited by a stdio server (a client passing its whole environment,
+// exported for an HTTP server) is ignored with a warning, and the file is
+// not even read.
 func TestTokenNeedsListen(t *testing.T) {
 	t.Parallel()
 	p := cfgProject(t)
-	res := runInProcess(t, []string{"--project", p, "--token", "0123456789abcdef"}, cfgEnv())
-	if res.code != 2 || !strings.Contains(res.stderr, "--token") || !strings.Contains(res.stderr, "--listen") {
-		t.Errorf("the flag: exit %d, stderr:\n%s", res.code, res.stderr)
-	}
-	for _, args := range [][]string{{"--project", p}, {"run", "--project", p, "--", "true"}} {
-		res := runInProcess(t, args, cfgEnv("JAIL_MCP_TOKEN=0123456789abcdef"))
-		if res.code != 0 {
-			t.Errorf("%v with the variable: exit %d, stderr:\n%s", args, res.code, res.stderr)
+	for _, v := range []string{"JAIL_MCP_TOKEN=0123456789abcdef", "JAIL_MCP_TOKEN_FILE=/nonexistent"} {
+		name, _, _ := strings.Cut(v, "=")
+		for _, args := range [][]string{{"--project", p}, {"run", "--project", p, "--", "true"}} {
+			res := runInProcess(t, args, cfgEnv(v))
+			if res.code != 0 {
+				t.Errorf("%v with %s: exit %d, stderr:\n%s", args, name, res.code, res.stderr)
+			}
+			if args[0] != "run" && !strings.Contains(res.stderr, name+" is set but this server serves stdio") {
+				t.Errorf("no warning on stderr:\n%s", res.stderr)
+			}
 		}
-		if args[0] != "run" && !strings.Contains(res.stderr, "JAIL_MCP_TOKEN is set but this server serves stdio") {
-			t.Errorf("no warning on stderr:\n%s", res.stderr)
+	}
+}
+
+// TestTokenNotOnCommandLine: the bearer token is refused as a flag, in
+// either form and wherever it stands, before anything starts, and the
+// refusal never repeats it; -h does not show the variable's value as the
+// flag's default either. Every local process can read a command line
+// (/proc/PID/cmdline), and under the landlock backend so can a jailed
+// command.
+func TestTokenNotOnCommandLine(t *testing.T) {
+	t.Parallel()
+	const secret = "jail-mcp-secret-0123456789"
+	p := cfgProject(t)
+	for _, args := range [][]string{
+		{"--token", secret},
+		{"--token=" + secret},
+		{"--listen", "127.0.0.1:0", "--token", secret},
+		{"serve", "--listen", "127.0.0.1:0", "--token=" + secret},
+		{"--listen", "0.0.0.0:0", "--token", secret},
+	} {
+		res := runInProcess(t, append(args, "--project", p), cfgEnv())
+		if res.code != 2 {
+			t.Fatalf("%v: exit %d, want 2; stderr:\n%s", args, res.code, res.stderr)
+		}
+		cfgOneLine(t, res.stderr)
+		for _, w := range []string{"--token takes no value on the command line", "JAIL_MCP_TOKEN", "--token-file PATH"} {
+			if !strings.Contains(res.stderr, w) {
+				t.Errorf("%v: stderr does not say %q:\n%s", args, w, res.stderr)
+			}
+		}
+		if strings.Contains(res.stderr, secret) {
+			t.Errorf("%v: the refusal repeats the token:\n%s", args, res.stderr)
+		}
+	}
+	res := runInProcess(t, []string{"serve", "-h"}, cfgEnv("JAIL_MCP_TOKEN="+secret))
+	if res.code != 0 || !strings.Contains(res.stdout, "-token-file") || strings.Contains(res.stdout, secret) {
+		t.Errorf("serve -h with JAIL_MCP_TOKEN set: exit %d, shows the token %t:\n%s", res.code, strings.Contains(res.stdout, secret), res.stdout)
+	}
+}
+
+// TestTokenFileRefused: --token-file (and JAIL_MCP_TOKEN_FILE) is refused,
+// in one line and before the server listens, unless it names a regular
+// file only its owner may access that holds a token.
+func TestTokenFileRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good", "jail-mcp-token-0123456789\n", 0o600)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		path string
+		env  []string
+		want string
+	}{
+		{"group-readable", write("group", "jail-mcp-token-0123456789\n", 0o640), nil, "group or others may access it (mode 0640): chmod 600 it"},
+		{"world-readable", write("world", "jail-mcp-token-0123456789\n", 0o604), nil, "mode 0604"},
+		{"group-writable", write("gw", "jail-mcp-token-0123456789\n", 0o620), nil, "mode 0620"},
+		{"directory", dir, nil, "not a regular file"},
+		{"fifo", fifo, nil, "not a regular file"},
+		{"missing", filepath.Join(dir, "missing"), nil, "no such file or directory"},
+		{"empty", write("empty", "\n", 0o600), nil, "empty"},
+		{"short", write("short", "short\n", 0o600), nil, "at least 16 printable characters"},
+		{"two lines", write("lines", "jail-mcp-token-0123456789\nmore\n", 0o600), nil, "at least 16 printable characters, no spaces"},
+		{"too long", write("long", strings.Repeat("x", 5000), 0o600), nil, "longer than 4096 bytes"},
+		{"and the variable", good, []string{"JAIL_MCP_TOKEN=jail-mcp-token-0123456789"}, "JAIL_MCP_TOKEN and --token-file both set: set one"},
+	}
+	if os.Geteuid() != 0 {
+		// (Root reads a file of mode 0000 all the same.)
+		tests = append(tests, struct {
+			name string
+			path string
+			env  []string
+			want string
+		}{"unreadable", write("none", "jail-mcp-token-0123456789\n", 0o000), nil, "permission denied"})
+	}
+	for _, tt := range tests {
+		for _, by := range []string{"flag", "env"} {
+			t.Run(tt.name+"/"+by, func(t *testing.T) {
+				t.Parallel()
+				args := []string{"--project", cfgProject(t), "--listen", "127.0.0.1:0"}
+				env := cfgEnv(tt.env...)
+				name := "--token-file"
+				if by == "flag" {
+					args = append(args, "--token-file", tt.path)
+				} else {
+					env = append(env, "JAIL_MCP_TOKEN_FILE="+tt.path)
+					name = "JAIL_MCP_TOKEN_FILE"
+				}
+				want := tt.want
+				if by == "env" && strings.Contains(want, "--token-file") {
+					want = strings.ReplaceAll(want, "--token-file", name)
+				}
+				res := runInProcess(t, args, env)
+				if res.code != 2 {
+					t.Fatalf("exit %d, want 2; stderr:\n%s", res.code, res.stderr)
+				}
+				cfgOneLine(t, res.stderr)
+				if !strings.Contains(res.stderr, name) || !strings.Contains(res.stderr, want) {
+					t.Errorf("stderr does not name %s and say %q:\n%s", name, want, res.stderr)
+				}
+				if strings.Contains(res.stderr, "jail-mcp-token-0123456789") {
+					t.Errorf("the refusal shows the token:\n%s", res.stderr)
+				}
+			})
 		}
 	}
 }

@@ -1207,7 +1207,7 @@ func (fr *fifoReader) close() int64 {
 func (fx *escapeFixture) httpSessions(t *testing.T) {
 	token := "escape-token-" + fx.marker
 	project := testkit.NewProject(t)
-	hs := testkit.StartHTTP(t, project, append(fx.env(), fx.backend.Env...), append(slices.Clone(fx.backend.Args), "--token", token, "--max-sessions", "2")...)
+	hs := testkit.StartHTTP(t, project, append(fx.env("JAIL_MCP_TOKEN="+token), fx.backend.Env...), append(slices.Clone(fx.backend.Args), "--max-sessions", "2")...)
 	wrong := "wrong-token-" + fx.marker + "-attacker"
 	for _, auth := range []string{"", "Bearer " + wrong, "Basic " + wrong} {
 		r := hs.MustRaw(t, http.MethodPost, "", map[string]string{"Authorization": auth}, testkit.InitializeRPC(1))

@@ -3,9 +3,14 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
@@ -78,5 +83,110 @@ true
 				}
 			}
 		})
+	}
+	fx.vector(t, "http-token", fx.httpToken)
+	fx.vector(t, "http-session-ids", fx.httpSessionIDs)
+	fx.vector(t, "http-token-file", fx.httpTokenFile)
+}
+
+// httpToken: the HTTP server's bearer token is nowhere a command can read
+// it. Under landlock the host's /proc is in view and the server is its
+// agent's parent, so the command reads /proc/$PPID and every process's
+// command line and environment it can open; it is given only the public
+// prefix of the token, to pick out lines that would hold it.
+func (fx *escapeFixture) httpToken(t *testing.T) {
+	prefix := "escape-token-" + fx.marker
+	token := prefix + "-" + uuid.NewString()
+	hs := testkit.StartHTTP(t, testkit.NewProject(t), append(fx.env("JAIL_MCP_TOKEN="+token), fx.backend.Env...), fx.backend.Args...)
+	s := hs.Connect(t, "")
+	res, raw := s.Exec(map[string]any{"command": `
+read=0
+for f in /proc/$PPID/cmdline /proc/$PPID/environ /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do
+	c=$(tr '\0' '\n' < "$f" 2>/dev/null) || continue
+	read=$((read+1))
+	printf '%s\n' "$c" | grep -F -e "$PREFIX" | sed "s|^|$f: |"
+done
+echo "server: $(tr '\0' ' ' < /proc/$SERVERPID/cmdline 2>/dev/null)"
+echo "read $read"
+`, "env": map[string]any{"PREFIX": prefix, "SERVERPID": strconv.Itoa(hs.Cmd.Process.Pid)}, "timeout_ms": 60000})
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "\nread ") {
+		t.Fatalf("attack did not run: %+v %s", res, testkit.ResultText(raw))
+	}
+	if fx.landlock() && !strings.Contains(res.Stdout, " serve --project ") {
+		t.Errorf("the server's command line was not read: the attack proves less than it should\n%s", testkit.Tail(res.Stdout))
+	}
+	if strings.Contains(res.Stdout, token) {
+		for _, line := range strings.Split(res.Stdout, "\n") {
+			if strings.Contains(line, token) {
+				fx.escape(t, "the server's bearer token is readable in the jail: %s", strings.ReplaceAll(line, token, "<token>"))
+			}
+		}
+	}
+}
+
+// httpSessionIDs: a command must not learn another session's MCP session
+// id, which with the token drives that session (its commands run in that
+// session's jail). The jails' names are in view (.agent-home is readable);
+// the command tries each as Mcp-Session-Id, with the right token (given to
+// it here to isolate this link), and must be refused every time.
+func (fx *escapeFixture) httpSessionIDs(t *testing.T) {
+	token := "escape-ids-" + fx.marker
+	project := testkit.NewProject(t)
+	hs := testkit.StartHTTP(t, project, append(fx.env("JAIL_MCP_TOKEN="+token), fx.backend.Env...), fx.backend.Args...)
+	victim := hs.Connect(t, "")
+	if res, raw := victim.Exec(map[string]any{"command": "echo $HOME"}); res.ExitCode != 0 {
+		t.Fatalf("victim: %+v %s", res, testkit.ResultText(raw))
+	}
+	attacker := hs.Connect(t, "")
+	res, raw := attacker.Exec(map[string]any{"command": `
+for n in $(ls "$BASE"); do
+	code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $TOKEN" -H "Mcp-Session-Id: $n" \
+		-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -H "MCP-Protocol-Version: $VERSION" \
+		--data '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"jailed_exec","arguments":{"command":"echo driven > $HOME/driven-` + fx.marker + `"}}}' "$URL")
+	echo "tried $n $code"
+done
+`, "env": map[string]any{"BASE": filepath.Join(project, ".agent-home"), "TOKEN": token, "URL": hs.URL, "VERSION": testkit.LegacyVersion}, "timeout_ms": 60000})
+	if res.ExitCode != 0 {
+		t.Fatalf("attack did not run: %+v %s", res, testkit.ResultText(raw))
+	}
+	tried := 0
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[0] != "tried" {
+			continue
+		}
+		tried++
+		if f[2] != "404" {
+			fx.escape(t, "a jail's name %s taken as a session id: HTTP %s, want 404", f[1], f[2])
+		}
+	}
+	switch {
+	case !fx.landlock() && tried > 1:
+		// bubblewrap shows a session its own jail alone.
+		fx.escape(t, "the command listed %d jails, want its own only\n%s", tried, res.Stdout)
+	case fx.landlock() && tried < 2:
+		t.Errorf("the command tried %d jails' names, want both sessions': the attack proves less than it should\n%s", tried, res.Stdout)
+	}
+	if httpFoundUnder(filepath.Join(project, ".agent-home"), "driven-"+fx.marker) {
+		fx.escape(t, "a command drove another session over HTTP: its jail has the file")
+	}
+}
+
+// httpTokenFile: a token file (--token-file) is read like any other file
+// of the server's user: reads are not confined, so a command that knows
+// (or finds) its path reads the token. A known gap on every backend
+// (knownGaps): the docs say to prefer JAIL_MCP_TOKEN, or to remove the
+// file once the server has started.
+func (fx *escapeFixture) httpTokenFile(t *testing.T) {
+	token := "escape-token-file-" + fx.marker + "-" + uuid.NewString()
+	file := filepath.Join(testkit.HostDir(t), "token")
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hs := testkit.StartHTTP(t, testkit.NewProject(t), append(fx.env(), fx.backend.Env...), append(slices.Clone(fx.backend.Args), "--token-file", file)...)
+	s := hs.Connect(t, "")
+	res, _ := s.Exec(map[string]any{"command": `tr '\0' ' ' < /proc/$PPID/cmdline; echo; cat "$FILE"`, "env": map[string]any{"FILE": file}})
+	if strings.Contains(res.Stdout, token) {
+		fx.escape(t, "the token file %s is readable in the jail", file)
 	}
 }

@@ -3,7 +3,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -154,6 +157,7 @@ os.remove(HOME + "/big-py")
 		}
 	})
 	fx.vector(t, "http-sessions", fx.httpSessions)
+	fx.vector(t, "http-flood", fx.httpFlood)
 	fx.vector(t, "disk-burst", func(t *testing.T) {
 		// Past the bound between two looks of the watchdog, and exit 0:
 		// the call must still say so, and the next must not start.
@@ -173,3 +177,144 @@ os.remove(HOME + "/big-py")
 		}
 	})
 }
+
+// httpFloodFiles is the descriptors the server of httpFlood may open.
+const httpFloodFiles = 1024
+
+// httpFlood: a command with network on floods its own server's HTTP port
+// with connections: three processes, each opening 900 (more than the
+// server's descriptors together), each asking /healthz and keeping the
+// connection alive, and opening another in place of each the server
+// closes. Another session's calls and a new session must still be
+// served.
+func (fx *escapeFixture) httpFlood(t *testing.T) {
+	const procs, per = 3, 900
+	token := "escape-flood-" + fx.marker
+	hs := testkit.StartHTTPCmd(t, testkit.NewProject(t), "127.0.0.1:0", append(fx.env("JAIL_MCP_TOKEN="+token), fx.backend.Env...), testkit.LimitFiles(httpFloodFiles),
+		fx.backend.Args...)
+	victim := hs.Connect(t, "")
+	if res, raw := victim.Exec(map[string]any{"command": "echo before"}); res.Stdout != "before\n" {
+		t.Fatalf("victim: %+v %s", res, testkit.ResultText(raw))
+	}
+	attacker := hs.Connect(t, "")
+	res, _ := attacker.Exec(map[string]any{"command": "echo $HOME"})
+	jail := strings.TrimSpace(res.Stdout)
+	u, err := url.Parse(hs.URL)
+	if err != nil || jail == "" {
+		t.Fatalf("url %q, jail %q: %v", hs.URL, jail, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan testkit.CallResult, 1)
+	env := fx.vars(nil)
+	env["PORT"], env["PER"], env["PROCS"] = u.Port(), strconv.Itoa(per), strconv.Itoa(procs)
+	go func() {
+		r, err := attacker.Call(ctx, "jailed_exec", map[string]any{"command": py(httpFloodScript), "timeout_ms": 600000, "env": env})
+		done <- testkit.CallResult{Res: r, Err: err}
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var counts []string
+	if !testkit.WaitFor(3*time.Minute, func() bool {
+		counts, _ = filepath.Glob(filepath.Join(jail, "flooding-*"))
+		return len(counts) == procs
+	}) {
+		select {
+		case r := <-done:
+			done <- r
+			t.Fatalf("the flood ended before it flooded: %v %s", r.Err, testkit.ResultText(r.Res))
+		default:
+		}
+		t.Fatalf("the flood did not start within 3 minutes: %d of %d processes", len(counts), procs)
+	}
+	opened := 0
+	for _, c := range counts {
+		n, _ := strconv.Atoi(strings.TrimSpace(testkit.MustRead(t, c)))
+		opened += n
+	}
+	if opened <= httpFloodFiles {
+		t.Errorf("the flood opened %d connections, not more than the server's %d descriptors: the attack proves less than it should", opened, httpFloodFiles)
+	}
+	// The flood goes on while both are served.
+	callCtx, callCancel := context.WithTimeout(t.Context(), time.Minute)
+	defer callCancel()
+	if r, err := testkit.ExecVia(callCtx, victim.Client, map[string]any{"command": "echo during"}); err != nil || r.Stdout != "during\n" {
+		fx.escape(t, "another session's call under the flood: %+v %v", r, err)
+	}
+	c, _, err := hs.Dial(callCtx, "", token)
+	if err != nil {
+		fx.escape(t, "a new session under the flood: %v", err)
+		return
+	}
+	defer c.Close()
+	if r, err := testkit.ExecVia(callCtx, c, map[string]any{"command": "echo new"}); err != nil || r.Stdout != "new\n" {
+		fx.escape(t, "a new session's call under the flood: %+v %v", r, err)
+	}
+	// The server kept its connections under half its descriptors
+	// (--max-conns by default) by closing the flood's.
+	code, text := httpGet(t, hs, http.MethodGet, "/metrics", "Bearer "+token)
+	shed := 0.0
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, "jail_mcp_http_connections_shed_total{"); ok {
+			if _, v, ok := strings.Cut(rest, "} "); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				shed += n
+			}
+		}
+	}
+	if open := metricValue(text, "jail_mcp_http_connections"); code != http.StatusOK || shed == 0 || open < 0 || open > httpFloodFiles/2 {
+		fx.escape(t, "metrics after the flood: status %d, %v open connections, %v shed; want at most %d open", code, open, shed, httpFloodFiles/2)
+	}
+}
+
+// httpFloodScript is httpFlood's attack.
+const httpFloodScript = `
+import selectors, socket
+port, per, procs = int(E["PORT"]), int(E["PER"]), int(E["PROCS"])
+req = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+def connect():
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        s.sendall(req)
+        s.setblocking(False)
+        return s
+    except OSError:
+        return None
+def flood(i):
+    sel = selectors.DefaultSelector()
+    n = 0
+    for _ in range(per):
+        s = connect()
+        if s:
+            sel.register(s, selectors.EVENT_READ)
+            n += 1
+    with open(os.path.join(HOME, "flooding-%d" % i), "w") as f:
+        f.write("%d\n" % n)
+    while True:
+        for key, _ in sel.select(1):
+            s = key.fileobj
+            try:
+                if s.recv(65536):
+                    continue
+            except BlockingIOError:
+                continue
+            except OSError:
+                pass
+            sel.unregister(s)
+            s.close()
+            s = connect()
+            if s:
+                sel.register(s, selectors.EVENT_READ)
+kids = []
+for i in range(procs):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            flood(i)
+        finally:
+            os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+`

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,15 @@ import (
 // accepts any well-formed id, even a terminated one.) At most maxLive
 // (--max-sessions) sessions are live at once: an initialize beyond them is
 // refused, exactly, however many arrive together (see slot).
+//
+// An MCP session id is, with the token, the key to its session: whoever
+// sends it runs commands in that session's jail. So it is kept in this
+// table only, never shown to a command: each session's jail has a name of
+// its own, another random UUID unrelated to the id (a command lists
+// .agent-home and sees every jail's name), and the log names the jail,
+// never the id (a command can read a log file of its user). The result of
+// a tool call gives the jail's name as its session, which is what the
+// client sees and the operator finds in the log and under .agent-home.
 type httpSessions struct {
 	m       *session.Manager
 	log     *slog.Logger
@@ -45,10 +55,17 @@ type httpSessions struct {
 	now      func() time.Time
 
 	mu         sync.Mutex
-	live       map[string]*session.Session // nil: minted, no command run yet
-	starting   int                         // slots taken and not yet minted or given back
-	ended      map[string]bool
-	endedOrder []endedID // the ids of ended, oldest first
+	live       map[string]*liveSession // by MCP session id
+	starting   int                     // slots taken and not yet minted or given back
+	ended      map[string]string       // MCP session id -> its jail's name
+	endedOrder []endedID               // the ids of ended, oldest first
+}
+
+// liveSession is a live MCP session: the name of its jail, chosen when its
+// id was minted, and the jail, opened on its first use (nil until then).
+type liveSession struct {
+	name string
+	s    *session.Session
 }
 
 // An ended session's id is remembered only so that its client is told the
@@ -80,7 +97,7 @@ func newHTTPSessions(m *session.Manager, log *slog.Logger, maxSessions int) *htt
 		// At least maxLive, so that the sessions ended together at shutdown
 		// are all still known when mcp-go ends them once more.
 		maxEnded: max(endedMax, maxSessions), endedTTL: endedTTL, now: time.Now,
-		live: map[string]*session.Session{}, ended: map[string]bool{},
+		live: map[string]*liveSession{}, ended: map[string]string{},
 	}
 }
 
@@ -157,22 +174,22 @@ func (h *httpSessions) ResolveSessionIdManager(r *http.Request) server.SessionId
 // never live, so it is refused on first use rather than over the bound.
 func (h *httpSessions) Generate() string { return h.mint(nil) }
 
-// mint mints the id of a new session in slot s.
+// mint mints the id of a new session in slot s, and names its jail.
 func (h *httpSessions) mint(s *slot) string {
-	id := uuid.NewString()
+	id, name := uuid.NewString(), uuid.NewString()
 	h.mu.Lock()
 	ok := s != nil && !s.used
 	if ok {
 		s.used = true
 		h.starting--
-		h.live[id] = nil
+		h.live[id] = &liveSession{name: name}
 	}
 	h.mu.Unlock()
 	if !ok {
-		h.log.Error("MCP session id minted without a slot: it will be refused", "session", id)
+		h.log.Error("MCP session id minted without a slot: it will be refused")
 		return id
 	}
-	h.log.Info("MCP session started", "session", id)
+	h.log.Info("MCP session started", "jail", name)
 	return id
 }
 
@@ -183,7 +200,7 @@ func (h *httpSessions) Validate(id string) (isTerminated bool, err error) {
 	if _, ok := h.live[id]; ok {
 		return false, nil
 	}
-	if h.ended[id] {
+	if _, ok := h.ended[id]; ok {
 		return true, nil
 	}
 	return false, errUnknownSession
@@ -194,9 +211,9 @@ func (h *httpSessions) Validate(id string) (isTerminated bool, err error) {
 func (h *httpSessions) Terminate(id string) (isNotAllowed bool, err error) {
 	h.mu.Lock()
 	h.forget()
-	s, ok := h.live[id]
+	ls, ok := h.live[id]
 	if !ok {
-		ended := h.ended[id]
+		_, ended := h.ended[id]
 		h.mu.Unlock()
 		if ended {
 			return false, nil
@@ -204,16 +221,16 @@ func (h *httpSessions) Terminate(id string) (isNotAllowed bool, err error) {
 		return false, errUnknownSession
 	}
 	delete(h.live, id)
-	h.ended[id] = true
+	h.ended[id] = ls.name
 	h.endedOrder = append(h.endedOrder, endedID{id, h.now()})
 	h.forget()
 	h.mu.Unlock()
 	killed := 0
-	if s != nil {
-		killed = s.Running()
-		s.Close()
+	if ls.s != nil {
+		killed = ls.s.Running()
+		ls.s.Close()
 	}
-	h.log.Info("MCP session ended", "session", id, "killed", killed)
+	h.log.Info("MCP session ended", "jail", ls.name, "killed", killed)
 	return false, nil
 }
 
@@ -248,20 +265,21 @@ func (h *httpSessions) session(ctx context.Context) (*session.Session, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.forget()
-	s, ok := h.live[id]
-	switch {
-	case !ok && h.ended[id]:
-		return nil, errEndedSession
-	case !ok:
+	ls, ok := h.live[id]
+	if !ok {
+		if _, ended := h.ended[id]; ended {
+			return nil, errEndedSession
+		}
 		return nil, errUnknownSession
-	case s != nil:
-		return s, nil
 	}
-	s, err := h.m.Open(id)
+	if ls.s != nil {
+		return ls.s, nil
+	}
+	s, err := h.m.Open(ls.name)
 	if err != nil {
 		return nil, err
 	}
-	h.live[id] = s
+	ls.s = s
 	return s, nil
 }
 
@@ -287,9 +305,16 @@ func httpHandler(mcpHTTP http.Handler, sessions *httpSessions, met *metrics.Metr
 // comparing in constant time; with no token configured it passes all.
 // Each refusal is logged with where it came from and why, never with what
 // was sent: a wrong token may be a right one of another server.
+//
+// A request that passes marks its connection as authenticated (trustConn):
+// the connection bounds shed it last. Without a token, every request
+// passes, so every connection that carried one to /mcp or /metrics is.
 func requireToken(token string, log *slog.Logger, next http.Handler) http.Handler {
 	if token == "" {
-		return next
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			trustConn(r)
+			next.ServeHTTP(w, r)
+		})
 	}
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -297,19 +322,20 @@ func requireToken(token string, log *slog.Logger, next http.Handler) http.Handle
 		got, ok := strings.CutPrefix(header, "Bearer ")
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			reason, body := "wrong", "wrong bearer token: it is not this server's --token"
+			reason, body := "wrong", "wrong bearer token: it is not this server's token (JAIL_MCP_TOKEN or --token-file)"
 			switch {
 			case header == "" || header == "Bearer":
 				// (A header's trailing blanks are trimmed: "Bearer " is "Bearer".)
-				reason, body = "missing", "missing bearer token: send Authorization: Bearer <the server's --token>"
+				reason, body = "missing", "missing bearer token: send Authorization: Bearer <the server's token (JAIL_MCP_TOKEN or --token-file)>"
 			case !ok:
-				reason, body = "not a bearer token", "the Authorization header is not a bearer token: send Authorization: Bearer <the server's --token>"
+				reason, body = "not a bearer token", "the Authorization header is not a bearer token: send Authorization: Bearer <the server's token (JAIL_MCP_TOKEN or --token-file)>"
 			}
 			log.Warn("bearer token refused", "remote", r.RemoteAddr, "method", r.Method, "reason", reason)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="jail-mcp"`)
 			http.Error(w, body, http.StatusUnauthorized)
 			return
 		}
+		trustConn(r)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -367,7 +393,6 @@ func pinSessions(sessions *httpSessions, next http.Handler) http.Handler {
 	})
 }
 
-// refuse answers 404 when id is not a live session, and logs it; it
 // refuseID answers a request that names no session (missing: what it
 // says then) or one refuse refuses; it reports whether it did.
 func (h *httpSessions) refuseID(w http.ResponseWriter, r *http.Request, missing string) bool {
@@ -379,30 +404,29 @@ func (h *httpSessions) refuseID(w http.ResponseWriter, r *http.Request, missing 
 	return h.refuse(w, r, id)
 }
 
-// reports whether it did.
+// refuse answers 404 when id is not a live session, and logs it; it
+// reports whether it did. The log names an ended session's jail, and
+// nothing of an unknown id: no id is ever logged (see httpSessions), and
+// one this server does not know may be live on another behind the same
+// balancer.
 func (h *httpSessions) refuse(w http.ResponseWriter, r *http.Request, id string) bool {
-	ended, err := h.Validate(id)
-	if err == nil && !ended {
+	h.mu.Lock()
+	h.forget()
+	_, live := h.live[id]
+	name, ended := h.ended[id]
+	h.mu.Unlock()
+	if live {
 		return false
 	}
-	reason, msg := "unknown", errUnknownSession
+	attrs := []any{"remote", r.RemoteAddr, "method", r.Method, "reason", "unknown"}
+	msg := errUnknownSession
 	if ended {
-		reason, msg = "ended", errEndedSession
+		attrs = []any{"remote", r.RemoteAddr, "method", r.Method, "reason", "ended", "jail", name}
+		msg = errEndedSession
 	}
-	h.log.Warn("MCP session id refused", "remote", r.RemoteAddr, "method", r.Method, "session", logID(id), "reason", reason)
+	h.log.Warn("MCP session id refused", attrs...)
 	http.Error(w, msg.Error(), http.StatusNotFound)
 	return true
-}
-
-// logID is a session id as sent, cut to a length well above the ids this
-// server mints: a header can be a megabyte long, and a flood of them must
-// not write a megabyte a line.
-func logID(id string) string {
-	const maxLen = 80
-	if len(id) > maxLen {
-		return id[:maxLen] + "..."
-	}
-	return id
 }
 
 // modernMeta reports whether a request's _meta names the sessionless
@@ -437,23 +461,60 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, id, code, message)
 }
 
+// httpLimits bound the HTTP server's connections: how many are open at
+// once, in all and of one remote address (connLimiter), and how long each
+// may take. readHeader bounds reading a request's header, read its header
+// and body (a client that sends either slowly holds a connection no
+// longer); idle bounds the wait for the next request on a kept-alive
+// connection. None cuts a long tool call or a GET stream: net/http clears
+// the read deadline once a request's body is read (pinSessions reads a
+// POST's whole body first), and nothing bounds writing, as a call's answer
+// streams for up to --max-timeout and a GET stream for the session's life.
+type httpLimits struct {
+	maxConns, maxConnsPerAddr int
+	readHeader, read, idle    time.Duration
+}
+
+// newHTTPLimits are the limits of cfg. The idle time is above what
+// clients keep an idle connection (Go's 90 s, Node's 5 s), so that the
+// client closes it first: closed here first, a request the client sends
+// on it meanwhile fails.
+func newHTTPLimits(cfg cli.Config) httpLimits {
+	return httpLimits{
+		maxConns: cfg.MaxConns, maxConnsPerAddr: cfg.MaxConnsPerAddr,
+		readHeader: 10 * time.Second, read: time.Minute, idle: 2 * time.Minute,
+	}
+}
+
 // serveHTTP serves streamable HTTP on ln until ctx ends (SIGTERM, SIGINT),
 // then stops accepting, ends every session (killing its commands, keeping
 // its files) and returns within a few seconds.
-func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, met *metrics.Metrics, cfg cli.Config, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sessions *httpSessions, met *metrics.Metrics, cfg cli.Config, lim httpLimits, log *slog.Logger) error {
 	mcpHTTP := server.NewStreamableHTTPServer(srv,
 		server.WithSessionIdManagerResolver(sessions),
 		server.WithStreamableHTTPProtocolVersions(mcp.LegacyProtocolVersions()...),
 		server.WithSessionIdleTTL(cli.IdleTimeout(cfg.MaxTimeout)),
-		server.WithStreamableHTTPLogger(log),
+		server.WithStreamableHTTPLogger(slog.New(withoutSessionIDs{log.Handler()})),
 	)
+	var obs connObserver
+	if met != nil {
+		obs = met
+	}
+	conns := newConnLimiter(ln, lim.maxConns, lim.maxConnsPerAddr, obs, log)
+	if met != nil {
+		met.Connections(conns.count)
+	}
 	hs := &http.Server{
 		Handler:           httpHandler(mcpHTTP, sessions, met, cfg.Token),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: lim.readHeader,
+		ReadTimeout:       lim.read,
+		IdleTimeout:       lim.idle,
+		ConnState:         conns.connState,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	done := make(chan error, 1)
-	go func() { done <- hs.Serve(ln) }()
+	go func() { done <- hs.Serve(conns) }()
 	select {
 	case err := <-done:
 		sessions.endAll()
@@ -473,3 +534,62 @@ func serveHTTP(ctx context.Context, ln net.Listener, srv *server.MCPServer, sess
 	}
 	return nil
 }
+
+// withoutSessionIDs is the handler of mcp-go's log: it drops the MCP
+// session ids that some of mcp-go's lines name (an expiring session's, a
+// session's in a delivery error), by key and anywhere in the text, so that
+// the log holds none (see httpSessions). mcp-go's ids are this server's,
+// random UUIDs; any UUID in a line of mcp-go is masked.
+type withoutSessionIDs struct{ slog.Handler }
+
+var uuidRE = regexp.MustCompile(`(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+func (h withoutSessionIDs) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, maskIDs(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if a, ok := withoutID(a); ok {
+			out.AddAttrs(a)
+		}
+		return true
+	})
+	return h.Handler.Handle(ctx, out)
+}
+
+func (h withoutSessionIDs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	var kept []slog.Attr
+	for _, a := range attrs {
+		if a, ok := withoutID(a); ok {
+			kept = append(kept, a)
+		}
+	}
+	return withoutSessionIDs{h.Handler.WithAttrs(kept)}
+}
+
+func (h withoutSessionIDs) WithGroup(name string) slog.Handler {
+	return withoutSessionIDs{h.Handler.WithGroup(name)}
+}
+
+// withoutID is a with its ids masked, or false for an attribute that is
+// a session id.
+func withoutID(a slog.Attr) (slog.Attr, bool) {
+	switch strings.ToLower(strings.ReplaceAll(a.Key, "_", "")) {
+	case "session", "sessionid":
+		return a, false
+	}
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindGroup:
+		var kept []any
+		for _, g := range v.Group() {
+			if g, ok := withoutID(g); ok {
+				kept = append(kept, g)
+			}
+		}
+		return slog.Group(a.Key, kept...), true
+	case slog.KindString, slog.KindAny:
+		return slog.String(a.Key, maskIDs(v.String())), true
+	}
+	return a, true
+}
+
+func maskIDs(s string) string { return uuidRE.ReplaceAllString(s, "<id>") }

@@ -58,7 +58,8 @@ func startHTTPInProcess(t *testing.T, set func(*httpSessions)) (*testkit.HTTPSer
 	}
 	hs := testkit.InProcess(t, ln, stderr, func(ctx context.Context) error {
 		met := metrics.New(sessions.count, func() int { return 0 })
-		return serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, met, cli.Config{MaxTimeout: time.Minute}, log)
+		cfg := cli.Config{MaxTimeout: time.Minute, MaxConns: cli.DefaultMaxConns, MaxConnsPerAddr: cli.DefaultMaxConns}
+		return serveHTTP(ctx, ln, server.NewMCPServer("jail-mcp-test", "0"), sessions, met, cfg, newHTTPLimits(cfg), log)
 	})
 	return hs, sessions
 }
@@ -98,8 +99,9 @@ func httpIsCancelled(t *testing.T, r testkit.CallResult) bool {
 	return r.Res.IsError && out.Cancelled && out.ExitCode == -1 && strings.Contains(testkit.ResultText(r.Res), "cancelled")
 }
 
-// 1. Each MCP session has its own jail, named by the id the server minted,
-// and no tool argument reaches another session's jail.
+// 1. Each MCP session has its own jail, named by the server with a name
+// that is not the session's id, and no tool argument reaches another
+// session's jail.
 func TestHTTPSessionsGetTheirOwnJails(t *testing.T) {
 	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		project := testkit.NewProject(t)
@@ -122,20 +124,23 @@ func TestHTTPSessionsGetTheirOwnJails(t *testing.T) {
 			if got := strings.TrimSpace(res.Stdout); got != s.Jail() {
 				t.Errorf("session %s: HOME = %q, want %q", s.name, got, s.Jail())
 			}
-			if res.Session != s.ID || res.Jail != s.Jail() || res.Backend != b.Name || !res.Confined {
+			if res.Session != s.Name() || res.Jail != s.Jail() || res.Backend != b.Name || !res.Confined {
 				t.Errorf("session %s: result session %q jail %q backend %q confined %t; want %q %q %q confined",
-					s.name, res.Session, res.Jail, res.Backend, res.Confined, s.ID, s.Jail(), b.Name)
+					s.name, res.Session, res.Jail, res.Backend, res.Confined, s.Name(), s.Jail(), b.Name)
+			}
+			if _, err := uuid.Parse(s.Name()); err != nil || s.Name() == s.ID || strings.Contains(res.Stdout+testkit.ResultText(raw), s.ID) {
+				t.Errorf("session %s: jail %q, a UUID other than the session id %s that no result shows", s.name, s.Name(), s.ID)
 			}
 			if got := testkit.MustRead(t, filepath.Join(s.Jail(), "owner")); got != s.name+"\n" {
 				t.Errorf("session %s: %s/owner = %q", s.name, s.Jail(), got)
 			}
 			st := s.Status()
-			if st.Session != s.ID || st.Jail != s.Jail() || st.Backend != b.Name || !st.Confined || st.Project != project {
+			if st.Session != s.Name() || st.Jail != s.Jail() || st.Backend != b.Name || !st.Confined || st.Project != project {
 				t.Errorf("session %s: jail_status session %q jail %q backend %q confined %t project %q",
 					s.name, st.Session, st.Jail, st.Backend, st.Confined, st.Project)
 			}
 		}
-		if got, want := testkit.JailNames(t, project), slices.Sorted(slices.Values([]string{sa.ID, sb.ID})); !slices.Equal(got, want) {
+		if got, want := testkit.JailNames(t, project), slices.Sorted(slices.Values([]string{sa.Name(), sb.Name()})); !slices.Equal(got, want) {
 			t.Errorf("jails %v, want %v", got, want)
 		}
 
@@ -157,7 +162,7 @@ func TestHTTPSessionsGetTheirOwnJails(t *testing.T) {
 					{"command": "touch crossed-2", "cwd": filepath.Join(other.Jail(), ".tmp")},
 					{"command": "touch crossed-3", "cwd": "link-to-other"},
 					{"command": "touch crossed-4", "cwd": link},
-					{"command": "touch crossed-5", "cwd": filepath.Join(self.Jail(), "..", other.ID)},
+					{"command": "touch crossed-5", "cwd": filepath.Join(self.Jail(), "..", other.Name())},
 					{"argv": []string{"touch", "crossed-6"}, "cwd": other.Jail()},
 					{"command": "touch $HOME/crossed-7", "env": map[string]any{"HOME": other.Jail()}},
 					{"command": "touch $TMPDIR/crossed-8", "env": map[string]any{"TMPDIR": other.Jail()}},
@@ -268,7 +273,7 @@ func TestHTTPRefusesUnknownSessions(t *testing.T) {
 	if res, err := ended.Call(ctx, "jail_status", nil); err == nil {
 		t.Errorf("the ended session's client still gets answers: %+v", res)
 	}
-	wantJails := slices.Sorted(slices.Values([]string{live.ID, ended.ID}))
+	wantJails := slices.Sorted(slices.Values([]string{live.Name(), ended.Name()}))
 
 	n := 100
 	refusedCall := func(t *testing.T, session string, header map[string]string, meta map[string]any, want int) {
@@ -311,15 +316,20 @@ func TestHTTPRefusesUnknownSessions(t *testing.T) {
 			if c.id != ended.ID && testkit.FileExists(hs.Jail(c.id)) {
 				t.Errorf("a jail was made for %q", c.id)
 			}
-			// Each refusal is logged, with where it came from, the id and why.
-			reason := "unknown"
+			// Each refusal is logged, with where it came from and why, and
+			// an ended session's jail; never with the id (a command can read
+			// a log, and an id is a key to its session).
+			attrs := []string{"reason=unknown"}
 			if c.id == ended.ID {
-				reason = "ended"
+				attrs = []string{"reason=ended", testkit.LogAttr("jail", ended.Name())}
 			}
 			for _, method := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-				if !testkit.Warned(hs, "MCP session id refused", "remote=127.0.0.1:", "method="+method, testkit.LogAttr("session", c.id), "reason="+reason) {
-					t.Errorf("no warning of the refused %s with reason %s; stderr:\n%s", method, reason, hs.Stderr)
+				if !testkit.Warned(hs, "MCP session id refused", append([]string{"remote=127.0.0.1:", "method=" + method}, attrs...)...) {
+					t.Errorf("no warning of the refused %s with %v; stderr:\n%s", method, attrs, hs.Stderr)
 				}
+			}
+			if strings.Contains(hs.Stderr.String(), c.id) {
+				t.Errorf("the log shows the refused id %q:\n%s", c.id, hs.Stderr)
 			}
 		})
 	}
@@ -385,6 +395,12 @@ func TestHTTPRefusesUnknownSessions(t *testing.T) {
 		}
 	})
 
+	// No session id was ever logged.
+	for _, id := range []string{live.ID, ended.ID} {
+		if strings.Contains(hs.Stderr.String(), id) {
+			t.Errorf("the log shows the session id %s:\n%s", id, hs.Stderr)
+		}
+	}
 	// None of it touched the live session, nor made a jail.
 	if res, raw := live.Exec(map[string]any{"command": "cat $HOME/live"}); res.Stdout != "live\n" {
 		t.Errorf("live session after the refusals: %+v %s", res, testkit.ResultText(raw))
@@ -394,14 +410,14 @@ func TestHTTPRefusesUnknownSessions(t *testing.T) {
 	}
 }
 
-// 3. With --token, only requests carrying it are served; a non-loopback
+// 3. With a token, only requests carrying it are served; a non-loopback
 // address needs one.
 func TestHTTPToken(t *testing.T) {
 	token := "jail-mcp-test-" + uuid.NewString()
 
 	t.Run("loopback with token", func(t *testing.T) {
 		project := testkit.NewProject(t)
-		hs := testkit.StartHTTP(t, project, testkit.ServerEnv(), "--token", token)
+		hs := testkit.StartHTTP(t, project, testkit.ServerEnv("JAIL_MCP_TOKEN="+token))
 		wrong := "wrong-token-" + uuid.NewString()
 		for _, c := range []struct{ auth, reason string }{
 			{"", "missing"},
@@ -419,7 +435,7 @@ func TestHTTPToken(t *testing.T) {
 				t.Errorf("Authorization %q: status %d, want 401", c.auth, r.Code)
 			}
 			// The body says what is wrong and what to send.
-			if !strings.HasPrefix(r.Body, c.reason) && !strings.Contains(r.Body, c.reason) || !strings.Contains(r.Body, "--token") {
+			if !strings.HasPrefix(r.Body, c.reason) && !strings.Contains(r.Body, c.reason) || !strings.Contains(r.Body, "JAIL_MCP_TOKEN or --token-file") {
 				t.Errorf("Authorization %q: body %q does not say %q and what to send", c.auth, r.Body, c.reason)
 			}
 			if !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Bearer") {
@@ -480,6 +496,38 @@ func TestHTTPToken(t *testing.T) {
 		}
 	})
 
+	// From a file (through a symlink, as Kubernetes mounts a secret), and
+	// out of every command's environment whatever --pass-env says: the
+	// server takes its variable out of what it passes on.
+	t.Run("token file and variable stay out of commands", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "real"), []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		link := filepath.Join(dir, "token")
+		if err := os.Symlink("real", link); err != nil {
+			t.Fatal(err)
+		}
+		fromFile := testkit.StartHTTP(t, testkit.NewProject(t), testkit.ServerEnv(), "--token-file", link)
+		fromEnv := testkit.StartHTTP(t, testkit.NewProject(t), testkit.ServerEnv("JAIL_MCP_TOKEN="+token, "JAIL_MCP_MARK=passed"), "--pass-env", "JAIL_*")
+		if !strings.Contains(fromFile.Stderr.String(), "token=true token_file="+link) {
+			t.Errorf("starting line does not say the token came from %s: %s", link, fromFile.Stderr)
+		}
+		for _, hs := range []*testkit.HTTPServer{fromFile, fromEnv} {
+			if r := hs.MustRaw(t, http.MethodPost, "", map[string]string{"Authorization": ""}, testkit.InitializeRPC(1)); r.Code != http.StatusUnauthorized {
+				t.Errorf("initialize without the token: %d", r.Code)
+			}
+			s := hs.Connect(t, "")
+			res, raw := s.Exec(map[string]any{"command": "env; cat /proc/self/environ"})
+			if res.ExitCode != 0 || strings.Contains(res.Stdout, token) || strings.Contains(res.Stdout, "JAIL_MCP_TOKEN") {
+				t.Errorf("the token in a command's environment: %+v %s", res, testkit.ResultText(raw))
+			}
+			if hs == fromEnv && !strings.Contains(res.Stdout, "JAIL_MCP_MARK=passed") {
+				t.Errorf("--pass-env JAIL_* did not pass the rest: %s", res.Stdout)
+			}
+		}
+	})
+
 	t.Run("non-loopback without token", func(t *testing.T) {
 		project := testkit.NewProject(t)
 		// Hold the port on every interface: had the server tried to listen
@@ -496,9 +544,9 @@ func TestHTTPToken(t *testing.T) {
 			env  []string
 			want []string
 		}{
-			{"0.0.0.0", []string{"--listen", "0.0.0.0:" + port}, nil, []string{"--listen", "--token", "not a loopback"}},
-			{"every interface", []string{"--listen", ":" + port}, nil, []string{"--listen", "--token", "not a loopback"}},
-			{"variable", nil, []string{"JAIL_MCP_LISTEN=0.0.0.0:" + port}, []string{"JAIL_MCP_LISTEN", "--token", "JAIL_MCP_TOKEN"}},
+			{"0.0.0.0", []string{"--listen", "0.0.0.0:" + port}, nil, []string{"--listen", "JAIL_MCP_TOKEN or --token-file", "not a loopback"}},
+			{"every interface", []string{"--listen", ":" + port}, nil, []string{"--listen", "JAIL_MCP_TOKEN or --token-file", "not a loopback"}},
+			{"variable", nil, []string{"JAIL_MCP_LISTEN=0.0.0.0:" + port}, []string{"JAIL_MCP_LISTEN", "JAIL_MCP_TOKEN or --token-file"}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -531,7 +579,7 @@ func TestHTTPToken(t *testing.T) {
 
 	t.Run("non-loopback with token", func(t *testing.T) {
 		project := testkit.NewProject(t)
-		hs := testkit.StartHTTPOn(t, project, "0.0.0.0:0", testkit.ServerEnv(), "--token", token)
+		hs := testkit.StartHTTPOn(t, project, "0.0.0.0:0", testkit.ServerEnv("JAIL_MCP_TOKEN="+token))
 		if !strings.Contains(hs.Stderr.String(), "token=true") {
 			t.Errorf("starting line does not say a token is set: %s", hs.Stderr)
 		}
@@ -613,7 +661,7 @@ func TestHTTPCancel(t *testing.T) {
 				t.Fatalf("no result for the cancelled call: %d %s", r.Code, r.Body)
 			}
 			sc, _ := res["structuredContent"].(map[string]any)
-			if res["isError"] != true || sc["cancelled"] != true || sc["session"] != s.ID {
+			if res["isError"] != true || sc["cancelled"] != true || sc["session"] != s.Name() {
 				t.Errorf("cancelled call's result: %v", res)
 			}
 			testkit.WaitGone(t, marker, "notifications/cancelled")
@@ -911,10 +959,11 @@ func TestHTTPManySessions(t *testing.T) {
 	project := testkit.NewProject(t)
 	hs := testkit.StartHTTP(t, project, testkit.ServerEnv())
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		ids  []string
-		errs []string
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		ids   []string
+		names []string // of their jails
+		errs  []string
 	)
 	fail := func(format string, a ...any) {
 		mu.Lock()
@@ -931,10 +980,19 @@ func TestHTTPManySessions(t *testing.T) {
 			}
 			defer c.Close()
 			id := c.GetSessionId()
+			st, err := testkit.CallTool(t.Context(), c, "jail_status", nil)
+			var status tools.StatusResult
+			if err != nil || st.StructuredContent == nil {
+				fail("session %d: jail_status: %v", i, err)
+				return
+			}
+			b, _ := json.Marshal(st.StructuredContent)
+			json.Unmarshal(b, &status)
+			jail, name := status.Jail, status.Session
 			mu.Lock()
 			ids = append(ids, id)
+			names = append(names, name)
 			mu.Unlock()
-			jail := hs.Jail(id)
 			var cwg sync.WaitGroup
 			for j := range calls {
 				cwg.Go(func() {
@@ -951,7 +1009,7 @@ func TestHTTPManySessions(t *testing.T) {
 					var out tools.ExecResult
 					b, _ := json.Marshal(res.StructuredContent)
 					json.Unmarshal(b, &out)
-					if res.IsError || out.ExitCode != 0 || strings.TrimSpace(out.Stdout) != jail || out.Session != id || out.Jail != jail {
+					if res.IsError || out.ExitCode != 0 || strings.TrimSpace(out.Stdout) != jail || out.Session != name || name == id || out.Jail != jail {
 						fail("session %d call %d: %+v %s", i, j, out, testkit.ResultText(res))
 					}
 				})
@@ -973,8 +1031,9 @@ func TestHTTPManySessions(t *testing.T) {
 	if len(slices.Compact(slices.Clone(ids))) != sessions {
 		t.Errorf("%d distinct session ids, want %d: %v", len(slices.Compact(slices.Clone(ids))), sessions, ids)
 	}
-	if got := testkit.JailNames(t, project); !slices.Equal(got, ids) {
-		t.Errorf("%d jails %v, want the %d sessions' %v", len(got), got, len(ids), ids)
+	slices.Sort(names)
+	if got := testkit.JailNames(t, project); !slices.Equal(got, names) {
+		t.Errorf("%d jails %v, want the %d sessions' %v", len(got), got, len(names), names)
 	}
 	// A server that serves many calls must not keep one dead process
 	// per call.

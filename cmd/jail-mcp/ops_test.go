@@ -56,8 +56,8 @@ func metricValue(text, series string) float64 {
 func TestHTTPHealthAndMetrics(t *testing.T) {
 	token := "jail-mcp-test-" + uuid.NewString()
 	project := testkit.NewProject(t)
-	hs := testkit.StartHTTP(t, project, testkit.ServerEnv(testkit.TestHosts+"=allowed.test=127.0.0.1,other.test=127.0.0.1"),
-		"--token", token, "--network", "allow:allowed.test")
+	hs := testkit.StartHTTP(t, project, testkit.ServerEnv(testkit.TestHosts+"=allowed.test=127.0.0.1,other.test=127.0.0.1", "JAIL_MCP_TOKEN="+token),
+		"--network", "allow:allowed.test")
 	bearer := "Bearer " + token
 
 	for _, auth := range []string{"", "Bearer wrong-token-0123456789", bearer} {

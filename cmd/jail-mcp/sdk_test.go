@@ -45,7 +45,13 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	url := sdkServe(t, project)
 	tokenProject := testkit.NewProject(t)
 	token := "sdk-test-" + sdkRandomHex(t, 16)
-	tokenURL := sdkServe(t, tokenProject, "--token", token)
+	// The token from a file, as a service manager or an orchestrator
+	// would hand it over.
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokenURL := sdkServe(t, tokenProject, "--token-file", tokenFile)
 
 	dir := t.TempDir()
 	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
@@ -105,7 +111,11 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	}
 	home := filepath.Join(project, ".agent-home")
 	for _, s := range out.Sessions {
-		jail := filepath.Join(home, s.TransportSessionID)
+		// The jail's name is the server's, not the session id.
+		jail := filepath.Join(home, s.Status.Session)
+		if s.Status.Session == "" || s.Status.Session == s.TransportSessionID {
+			t.Errorf("client %s: jail named %q, want a name other than the session id %q", s.Name, s.Status.Session, s.TransportSessionID)
+		}
 		if s.TransportSessionID == "" || s.ProtocolVersion != out.ProtocolVersion || s.ServerName != "jail-mcp" {
 			t.Errorf("client %s: session %q protocol %q server %q", s.Name, s.TransportSessionID, s.ProtocolVersion, s.ServerName)
 		}
@@ -116,8 +126,8 @@ func TestTypeScriptSDKClient(t *testing.T) {
 			t.Errorf("client %s: write %+v, read back %+v", s.Name, s.Write, s.Read)
 		}
 		for what, got := range map[string]sdkJail{"write": {s.Write.Session, s.Write.Jail}, "read": {s.Read.Session, s.Read.Jail}, "jail_status": {s.Status.Session, s.Status.Jail}} {
-			if got.Session != s.TransportSessionID || got.Jail != jail {
-				t.Errorf("client %s: %s ran in session %q jail %q, want %q %q", s.Name, what, got.Session, got.Jail, s.TransportSessionID, jail)
+			if got.Session != s.Status.Session || got.Jail != jail {
+				t.Errorf("client %s: %s ran in session %q jail %q, want %q %q", s.Name, what, got.Session, got.Jail, s.Status.Session, jail)
 			}
 		}
 		if s.Status.Project != project || !s.Status.Confined {
@@ -133,13 +143,13 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	}
 	// On disk: the jails of the two clients and of the cancel step, no
 	// other (a refused request opens none).
-	want := []string{".gitignore", a.TransportSessionID, b.TransportSessionID, out.Cancel.Session}
+	want := []string{".gitignore", filepath.Base(a.Status.Jail), filepath.Base(b.Status.Jail), filepath.Base(out.Cancel.Jail)}
 	slices.Sort(want)
 	if got := sdkDirNames(t, home); !slices.Equal(got, want) {
 		t.Errorf("%s holds %v, want %v", home, got, want)
 	}
-	if got := sdkDirNames(t, filepath.Join(tokenProject, ".agent-home")); !slices.Equal(got, []string{".gitignore", out.Token.Right.SessionID}) {
-		t.Errorf("the token server's jails: %v, want only session %q", got, out.Token.Right.SessionID)
+	if got := sdkDirNames(t, filepath.Join(tokenProject, ".agent-home")); !slices.Equal(got, []string{".gitignore", filepath.Base(out.Token.Right.Jail)}) {
+		t.Errorf("the token server's jails: %v, want only %q", got, out.Token.Right.Jail)
 	}
 
 	// (2) A terminated session's id is refused, with 404 as the spec asks
@@ -180,7 +190,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 			t.Errorf("client with %s: %+v, want HTTP 401", name, r)
 		}
 	}
-	if r := tok.Right; !r.OK || r.ExitCode != 0 || r.Jail != filepath.Join(tokenProject, ".agent-home", r.SessionID) || r.Home != r.Jail {
+	if r := tok.Right; !r.OK || r.ExitCode != 0 || filepath.Dir(r.Jail) != filepath.Join(tokenProject, ".agent-home") || filepath.Base(r.Jail) == r.SessionID || r.Home != r.Jail {
 		t.Errorf("client with the token: %+v", r)
 	}
 
@@ -201,7 +211,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	if !testkit.WaitFor(5*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {
 		t.Errorf("left running after the client cancelled: %v", testkit.ProcessesWith(marker))
 	}
-	if !testkit.FileExists(filepath.Join(c.Jail, "cancel-started")) || c.Jail != filepath.Join(home, c.Session) {
+	if !testkit.FileExists(filepath.Join(c.Jail, "cancel-started")) || filepath.Dir(c.Jail) != home || filepath.Base(c.Jail) == c.Session {
 		t.Errorf("the cancelled command did not run in its session's jail %q", c.Jail)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -46,9 +48,20 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		}
 		return err
 	}
+	environ, getenv = withoutToken(environ, getenv)
 	log := cli.NewLogger(stderr, cfg.LogLevel)
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
+	}
+	if cfg.Listen != "" {
+		if err := fitConns(&cfg, log); err != nil {
+			return err
+		}
+	}
+	if cfg.TokenFile != "" {
+		// Reads are not confined: a file of the server's user is a
+		// command's to read (docs/security.md).
+		log.Warn("jailed commands can read the token file as they can any file of this user: remove it now that the server has read it, or pass the token in JAIL_MCP_TOKEN", "token_file", cfg.TokenFile)
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
@@ -89,8 +102,9 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		}
 		sessions = newHTTPSessions(m, log, cfg.MaxSessions)
 		h.Session = sessions.session
-		cli.LogStart(log, cfg, st, m, "", "", "listen", "http://"+ln.Addr().String()+"/mcp", "token", cfg.Token != "", "max_sessions", cfg.MaxSessions)
-		err = serveHTTP(ctx, ln, srv, sessions, met, cfg, log)
+		cli.LogStart(log, cfg, st, m, "", "", "listen", "http://"+ln.Addr().String()+"/mcp", "token", cfg.Token != "", "token_file", cfg.TokenFile, "max_sessions", cfg.MaxSessions,
+			"max_conns", cfg.MaxConns, "max_conns_per_addr", cfg.MaxConnsPerAddr)
+		err = serveHTTP(ctx, ln, srv, sessions, met, cfg, newHTTPLimits(cfg), log)
 		log.Info("stopping")
 		return err
 	}
@@ -111,6 +125,45 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return nil // SIGTERM or SIGINT: a clean stop
 	}
 	return err
+}
+
+// fitConns keeps --max-conns within half of the server's descriptor
+// limit, so that a flood of connections leaves the other half to the
+// sessions (jails, agents, pipes, output files). The default is lowered,
+// with a warning; a value the operator set is refused.
+func fitConns(cfg *cli.Config, log *slog.Logger) error {
+	n, ok := descriptorLimit()
+	if !ok || cfg.MaxConns <= n/2 {
+		return nil
+	}
+	fit := max(n/2, 1)
+	if cfg.MaxConnsSet {
+		return cli.UsageError("invalid --max-conns %d: more than half of this process's descriptor limit %d (ulimit -n): lower it to %d or raise the limit", cfg.MaxConns, n, fit)
+	}
+	log.Warn("--max-conns lowered to half the descriptor limit", "max_conns", fit, "descriptor_limit", n)
+	cfg.MaxConns = fit
+	cfg.MaxConnsPerAddr = min(cfg.MaxConnsPerAddr, fit)
+	return nil
+}
+
+// withoutToken takes the bearer token's variable out of the server's
+// environment once the configuration has read it, before anything starts:
+// out of the process's own (which a child started with it would inherit)
+// and out of environ and getenv, from which the commands' environment is
+// made. The commands' allowlist never passes it either (session/env.go).
+// The server's /proc/PID/environ still holds it, but the server is not
+// dumpable (session.PrepareProcess), so no process of its user can read
+// that file.
+func withoutToken(environ []string, getenv func(string) string) ([]string, func(string) string) {
+	const name = "JAIL_MCP_TOKEN"
+	os.Unsetenv(name)
+	environ = slices.DeleteFunc(slices.Clone(environ), func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+	return environ, func(k string) string {
+		if k == name {
+			return ""
+		}
+		return getenv(k)
+	}
 }
 
 // serveBadConfig is a stdio server whose configuration is bad, started by

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -37,6 +39,7 @@ type Config struct {
 	Session     string
 	Listen      string
 	Token       string
+	TokenFile   string // the file Token was read from (--token-file), if any
 	Timeout     time.Duration
 	MaxTimeout  time.Duration
 	MaxOutput   int64
@@ -47,7 +50,14 @@ type Config struct {
 	MaxMemory   int64
 	MaxDisk     int64
 	MaxSessions int
-	LogLevel    slog.Level
+	// MaxConns and MaxConnsPerAddr bound the open HTTP connections, in
+	// all and of one remote address; MaxConnsSet: the operator set
+	// MaxConns (otherwise the server may lower it to fit its descriptor
+	// limit).
+	MaxConns        int
+	MaxConnsPerAddr int
+	MaxConnsSet     bool
+	LogLevel        slog.Level
 	// Warnings about the configuration, for the log once it exists.
 	Warnings []string
 }
@@ -58,6 +68,13 @@ type Config struct {
 // memory a client that never ends its sessions can take.
 const DefaultMaxSessions = 256
 
+// DefaultMaxConns bounds the open HTTP connections: a session holds one
+// for its GET stream and one for each call in flight, so 1024 serves the
+// default 256 sessions with calls running in each, while it keeps the
+// descriptors a flood of connections can take far from the limit (the
+// server lowers it to half the descriptor limit where that is lower).
+const DefaultMaxConns = 1024
+
 // option is one row of the contract's configuration table: the flag, its
 // variable, its default and usage, and parse, which sets the field of
 // Config that it is from its text, or says what it wants instead.
@@ -65,6 +82,13 @@ type option struct {
 	flag, env, def, usage string
 	parse                 func(c *Config, v string) error
 }
+
+// secret reports whether o's value is never taken from the command line,
+// where every process of the machine can read it (/proc/PID/cmdline),
+// only from its variable, nor is the variable shown as the flag's default
+// (-h). A jailed command under the landlock backend sees the host's /proc,
+// and the server is its agent's parent.
+func (o option) secret() bool { return o.flag == "token" }
 
 // backendNames are the values of --backend.
 var backendNames = append([]string{"auto"}, jail.Names...)
@@ -80,7 +104,8 @@ var options = []option{
 	{"auth", "JAIL_MCP_AUTH", "all", "`LIST` of CLIs whose credentials are visible read-only: all, none, or names", parseAuth},
 	{"session", "JAIL_MCP_SESSION", "", "session `NAME` (default: a new UUID); a fixed name keeps the jail across restarts", parseSession},
 	{"listen", "JAIL_MCP_LISTEN", "", "serve streamable HTTP at /mcp on `ADDR` (host:port), one jail per MCP session", func(c *Config, v string) error { c.Listen = v; return nil }},
-	{"token", "JAIL_MCP_TOKEN", "", "HTTP bearer `TOKEN` (at least 16 characters); required when --listen is not loopback", func(c *Config, v string) error { c.Token = v; return nil }},
+	{"token", "JAIL_MCP_TOKEN", "", "refused: a `TOKEN` on the command line is readable by every local process; set $JAIL_MCP_TOKEN or --token-file instead", func(c *Config, v string) error { c.Token = v; return nil }},
+	{"token-file", "JAIL_MCP_TOKEN_FILE", "", "`PATH` of a file holding the HTTP bearer token (mode 0600 or stricter; a trailing newline is trimmed)", func(c *Config, v string) error { c.TokenFile = v; return nil }},
 	{"timeout", "JAIL_MCP_TIMEOUT", "60s", "default per-command timeout `DUR`", durationOf(func(c *Config) *time.Duration { return &c.Timeout })},
 	{"max-timeout", "JAIL_MCP_MAX_TIMEOUT", "10m", "upper clamp `DUR` for a request's timeout_ms", durationOf(func(c *Config) *time.Duration { return &c.MaxTimeout })},
 	{"max-job-time", "JAIL_MCP_MAX_JOB_TIME", "1h", "upper bound `DUR` of a job (a command run in the background or kept running past its call)", durationOf(func(c *Config) *time.Duration { return &c.MaxJobTime })},
@@ -91,6 +116,8 @@ var options = []option{
 	{"max-memory", "JAIL_MCP_MAX_MEMORY", "4GiB", "memory `BYTES` of a command's processes together", bytesOf(func(c *Config) *int64 { return &c.MaxMemory })},
 	{"max-disk", "JAIL_MCP_MAX_DISK", "10GiB", "disk usage `BYTES` of one session's jail", bytesOf(func(c *Config) *int64 { return &c.MaxDisk })},
 	{"max-sessions", "JAIL_MCP_MAX_SESSIONS", strconv.Itoa(DefaultMaxSessions), "live MCP sessions served at once over HTTP (`N`)", countOf(func(c *Config) *int { return &c.MaxSessions }, math.MaxInt32)},
+	{"max-conns", "JAIL_MCP_MAX_CONNS", strconv.Itoa(DefaultMaxConns), "open HTTP connections at once (`N`); beyond them the least needed are closed (at most half the descriptor limit)", countOf(func(c *Config) *int { return &c.MaxConns }, math.MaxInt32)},
+	{"max-conns-per-addr", "JAIL_MCP_MAX_CONNS_PER_ADDR", "", "open HTTP connections of one remote address (`N`; default: --max-conns)", parseMaxConnsPerAddr},
 	{"log-level", "JAIL_MCP_LOG_LEVEL", "info", "`LEVEL`: debug, info, warn, error", parseLogLevel},
 }
 
@@ -98,6 +125,7 @@ var options = []option{
 type RawConfig struct {
 	values map[string]*string
 	set    map[string]string // flag name -> "--flag" or "VAR" that set it
+	env    map[string]string // secret options' values, from their variables
 }
 
 // HTTP reports whether the operator asked for HTTP (--listen or its
@@ -111,15 +139,19 @@ func (rc *RawConfig) HTTP() bool {
 // environment; the options in skip are not flags of fs and keep their
 // defaults.
 func BindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *RawConfig {
-	rc := &RawConfig{values: map[string]*string{}, set: map[string]string{}}
+	rc := &RawConfig{values: map[string]*string{}, set: map[string]string{}, env: map[string]string{}}
 	for _, o := range options {
 		if slices.Contains(skip, o.flag) {
 			continue
 		}
 		def := o.def
 		if v := getenv(o.env); v != "" {
-			def = v
 			rc.set[o.flag] = o.env
+			if o.secret() {
+				rc.env[o.flag] = v
+			} else {
+				def = v
+			}
 		}
 		usage := o.usage + " [$" + o.env + "]"
 		rc.values[o.flag] = fs.String(o.flag, def, usage)
@@ -131,6 +163,13 @@ func BindConfig(fs *flag.FlagSet, getenv func(string) string, skip ...string) *R
 // that go together; the first bad one is the error.
 func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 	fs.Visit(func(f *flag.Flag) { rc.set[f.Name] = "--" + f.Name })
+	for _, o := range options {
+		if o.secret() && rc.set[o.flag] == "--"+o.flag {
+			// Refused before anything else runs, so no process started
+			// with it: the value itself is never repeated.
+			return Config{}, fmt.Errorf("--%s takes no value on the command line, where every local process can read it (/proc/PID/cmdline): set %s, or --%s-file PATH", o.flag, o.env, o.flag)
+		}
+	}
 	var c Config
 	for _, o := range options {
 		v := rc.value(o)
@@ -156,6 +195,9 @@ func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 
 // value is the text of o: as the operator gave it, or its default.
 func (rc *RawConfig) value(o option) string {
+	if o.secret() {
+		return strings.TrimSpace(rc.env[o.flag])
+	}
 	if p := rc.values[o.flag]; p != nil {
 		return strings.TrimSpace(*p)
 	}
@@ -306,6 +348,14 @@ func parsePassEnv(c *Config, v string) error {
 	return nil
 }
 
+func parseMaxConnsPerAddr(c *Config, v string) error {
+	if v == "" {
+		c.MaxConnsPerAddr = c.MaxConns
+		return nil
+	}
+	return countOf(func(c *Config) *int { return &c.MaxConnsPerAddr }, math.MaxInt32)(c, v)
+}
+
 func parseLogLevel(c *Config, v string) error {
 	levels := []string{"debug", "info", "warn", "error"}
 	if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil || !slices.Contains(levels, strings.ToLower(v)) {
@@ -350,27 +400,44 @@ func bytesize(s string) (int64, error) {
 
 // checkListen validates --listen and --token together: HTTP on a
 // non-loopback address needs a token, a token needs HTTP, and --session
-// is for stdio, where one server is one session. --max-sessions given
-// without --listen is refused as a mistake; JAIL_MCP_MAX_SESSIONS is
-// not, as a variable exported for HTTP servers must not break the stdio
-// servers of the same shell.
+// is for stdio, where one server is one session. --max-sessions and
+// --max-conns given without --listen are refused as a mistake; their
+// variables are not, as a variable exported for HTTP servers must not
+// break the stdio servers of the same shell.
 func checkListen(c *Config, rc *RawConfig) error {
 	by := rc.by
-	if c.Listen == "" && rc.set["max-sessions"] == "--max-sessions" {
-		return errors.New("--max-sessions is for HTTP; set --listen too")
+	for _, f := range []string{"max-sessions", "max-conns", "max-conns-per-addr"} {
+		if c.Listen == "" && rc.set[f] == "--"+f {
+			return fmt.Errorf("--%s is for HTTP; set --listen too", f)
+		}
 	}
-	if c.Token != "" && c.Listen == "" && rc.set["token"] == "JAIL_MCP_TOKEN" {
+	c.MaxConnsSet = rc.set["max-conns"] != ""
+	tokenBy := by("token")
+	if c.TokenFile != "" {
+		tokenBy = by("token-file")
+	}
+	if c.Listen == "" && (c.Token != "" || c.TokenFile != "") {
 		// A client that passes its whole environment to a stdio server
 		// passes a token exported for an HTTP one too: not an error.
-		c.Token = ""
-		c.Warnings = append(c.Warnings, "JAIL_MCP_TOKEN is set but this server serves stdio (no --listen): the token is ignored")
+		if rc.set["token-file"] == "--token-file" {
+			return errors.New("--token-file: a token is for HTTP; set --listen too")
+		}
+		c.Warnings = append(c.Warnings, tokenBy+" is set but this server serves stdio (no --listen): the token is ignored")
+		c.Token, c.TokenFile = "", ""
+	}
+	if c.TokenFile != "" {
+		if c.Token != "" {
+			return fmt.Errorf("%s and %s both set: set one", by("token"), tokenBy)
+		}
+		t, err := readTokenFile(c.TokenFile)
+		if err != nil {
+			return fmt.Errorf("invalid %s %q: %w", tokenBy, c.TokenFile, err)
+		}
+		c.Token = t
 	}
 	if c.Token != "" {
-		if c.Listen == "" {
-			return fmt.Errorf("%s: a token is for HTTP; set --listen too", by("token"))
-		}
 		if len(c.Token) < 16 || strings.ContainsFunc(c.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-			return fmt.Errorf("invalid %s: want at least 16 printable characters, no spaces", by("token"))
+			return fmt.Errorf("invalid %s: want a token of at least 16 printable characters, no spaces", tokenBy)
 		}
 	}
 	if c.Listen == "" {
@@ -383,10 +450,54 @@ func checkListen(c *Config, rc *RawConfig) error {
 	if rc.set["session"] != "" {
 		return fmt.Errorf("%s is for stdio: over HTTP each MCP session gets its own jail", rc.set["session"])
 	}
+	if c.MaxConnsPerAddr > c.MaxConns {
+		return fmt.Errorf("invalid %s %d: more than %s %d", by("max-conns-per-addr"), c.MaxConnsPerAddr, by("max-conns"), c.MaxConns)
+	}
 	if !loopback(host) && c.Token == "" {
-		return fmt.Errorf("%s %s is not a loopback address: set --token (or JAIL_MCP_TOKEN) so that only your clients can run commands", by("listen"), c.Listen)
+		return fmt.Errorf("%s %s is not a loopback address: set a token (JAIL_MCP_TOKEN or --token-file) so that only your clients can run commands", by("listen"), c.Listen)
 	}
 	return nil
+}
+
+// maxTokenFile bounds what is read of a token file: a token is tens of
+// bytes, and a path given by mistake (a log, a device) must not be read
+// whole.
+const maxTokenFile = 4096
+
+// readTokenFile reads the token in path, without its trailing newline.
+// The file must be a regular file (after symlinks, as Kubernetes mounts
+// secrets) that no one but its owner may read or write: a token others can
+// read is no secret, and one others can write is theirs to choose.
+func readTokenFile(path string) (string, error) {
+	// Not blocking: a FIFO given by mistake is refused, not waited on.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", unwrapPath(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", unwrapPath(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", errors.New("not a regular file")
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("group or others may access it (mode %04o): chmod 600 it", perm)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", unwrapPath(err)
+	}
+	if len(b) > maxTokenFile {
+		return "", fmt.Errorf("longer than %d bytes: not a token", maxTokenFile)
+	}
+	s := strings.TrimSuffix(string(b), "\n")
+	s = strings.TrimSuffix(s, "\r")
+	if s == "" {
+		return "", errors.New("empty")
+	}
+	return s, nil
 }
 
 // loopback reports whether host names only this machine: localhost or a

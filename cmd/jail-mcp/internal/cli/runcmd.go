@@ -29,7 +29,7 @@ const (
 // standard input is jail-mcp's, and jail-mcp exits with its status.
 func runCommand(ctx context.Context, args, environ []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := NewFlagSet("run")
-	rc := BindConfig(fs, getenv, "listen", "token", "max-sessions", "max-job-time", "max-jobs")
+	rc := BindConfig(fs, getenv, "listen", "token", "token-file", "max-sessions", "max-conns", "max-conns-per-addr", "max-job-time", "max-jobs")
 	cwd := fs.String("cwd", "", "working `DIR` (default: the current directory when inside the project, else the project)")
 	if err := ParseFlags(fs, args, "jail-mcp run [flags] -- CMD [ARGS...]", stdout); err != nil {
 		return err

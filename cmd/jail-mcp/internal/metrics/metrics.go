@@ -20,13 +20,15 @@ import (
 // Metrics holds the server's metrics in a registry of their own (with the
 // Go runtime's and the process's); it is a session.Observer.
 type Metrics struct {
-	reg         *prometheus.Registry
-	calls       *prometheus.CounterVec
-	durations   *prometheus.HistogramVec
-	commands    *prometheus.CounterVec
-	limits      *prometheus.CounterVec
-	refusals    *prometheus.CounterVec
-	netRefusals prometheus.Counter
+	reg          *prometheus.Registry
+	calls        *prometheus.CounterVec
+	durations    *prometheus.HistogramVec
+	commands     *prometheus.CounterVec
+	limits       *prometheus.CounterVec
+	refusals     *prometheus.CounterVec
+	netRefusals  prometheus.Counter
+	connsShed    *prometheus.CounterVec
+	connsRefused prometheus.Counter
 }
 
 // New registers the metrics; sessions and agents count the live MCP
@@ -53,8 +55,14 @@ func New(sessions, agents func() int) *Metrics {
 		netRefusals: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "jail_mcp_network_refusals_total", Help: "Connections an allowlist's proxy refused.",
 		}),
+		connsShed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "jail_mcp_http_connections_shed_total", Help: "HTTP connections closed to make room under --max-conns or --max-conns-per-addr, by what they were: idle, new, active (unauthenticated), authenticated_idle.",
+		}, []string{"class"}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "jail_mcp_http_connections_refused_total", Help: "HTTP connections refused (503) because every open one was authenticated and busy.",
+		}),
 	}
-	m.reg.MustRegister(m.calls, m.durations, m.commands, m.limits, m.refusals, m.netRefusals,
+	m.reg.MustRegister(m.calls, m.durations, m.commands, m.limits, m.refusals, m.netRefusals, m.connsShed, m.connsRefused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "jail_mcp_sessions", Help: "Live MCP sessions (each its own jail)."},
 			func() float64 { return float64(sessions()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "jail_mcp_agents", Help: "Live session agents (one per session and policy)."},
@@ -64,6 +72,19 @@ func New(sessions, agents func() int) *Metrics {
 	)
 	return m
 }
+
+// Connections registers the gauge of open HTTP connections, counted when
+// scraped.
+func (m *Metrics) Connections(open func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "jail_mcp_http_connections", Help: "Open HTTP connections."},
+		func() float64 { return float64(open()) }))
+}
+
+// ConnShed counts an HTTP connection closed to make room.
+func (m *Metrics) ConnShed(class string) { m.connsShed.WithLabelValues(class).Inc() }
+
+// ConnRefused counts an HTTP connection refused.
+func (m *Metrics) ConnRefused() { m.connsRefused.Inc() }
 
 // Handler serves the metrics in Prometheus's text format.
 func (m *Metrics) Handler() http.Handler {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,13 +129,13 @@ func StartBalancer(t testing.TB, servers []string) *Balancer {
 }
 
 // StartBalanced starts n servers over HTTP, each with a project of its
-// own and the token, and HAProxy in front of them.
+// own and the token (in its environment), and HAProxy in front of them.
 func StartBalanced(t testing.TB, n int, token string, env []string, args ...string) ([]*HTTPServer, *Balancer) {
 	t.Helper()
 	var servers []*HTTPServer
 	var addrs []string
 	for range n {
-		hs := StartHTTP(t, NewProject(t), env, append([]string{"--token", token}, args...)...)
+		hs := StartHTTP(t, NewProject(t), append(slices.Clone(env), "JAIL_MCP_TOKEN="+token), args...)
 		servers = append(servers, hs)
 		addrs = append(addrs, strings.TrimPrefix(strings.TrimSuffix(hs.URL, "/mcp"), "http://"))
 	}

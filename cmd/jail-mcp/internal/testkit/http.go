@@ -74,14 +74,47 @@ func InProcess(t *testing.T, ln net.Listener, stderr *SyncBuffer, serve func(ctx
 // SIGKILL) when the test ends.
 func StartHTTPOn(t testing.TB, project, listen string, env []string, args ...string) *HTTPServer {
 	t.Helper()
+	return StartHTTPCmd(t, project, listen, env, nil, args...)
+}
+
+// LimitFiles is a setup of StartHTTPCmd: the server runs with at most n
+// open descriptors (soft and hard: Go raises its soft limit to the hard
+// one), under prlimit(1), which keeps its pid.
+func LimitFiles(n int) func(*exec.Cmd) {
+	return func(cmd *exec.Cmd) {
+		prlimit, err := exec.LookPath("prlimit")
+		if err != nil {
+			prlimit = "/usr/bin/prlimit"
+		}
+		cmd.Args = append([]string{prlimit, "--nofile=" + strconv.Itoa(n) + ":" + strconv.Itoa(n), "--", cmd.Path}, cmd.Args[1:]...)
+		cmd.Path = prlimit
+	}
+}
+
+// StartHTTPCmd is StartHTTPOn with setup, when not nil, adjusting the
+// server's command before it starts.
+func StartHTTPCmd(t testing.TB, project, listen string, env []string, setup func(*exec.Cmd), args ...string) *HTTPServer {
+	t.Helper()
 	hs := &HTTPServer{T: t, Stderr: &SyncBuffer{}, Project: project, exited: make(chan struct{})}
-	if i := slices.Index(args, "--token"); i >= 0 && i+1 < len(args) {
-		hs.Token = args[i+1]
+	// The token, as the server takes it: from its variable, or from the
+	// file --token-file names (never on the command line).
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "JAIL_MCP_TOKEN="); ok {
+			hs.Token = v
+		}
+	}
+	if i := slices.Index(args, "--token-file"); i >= 0 && i+1 < len(args) {
+		if b, err := os.ReadFile(args[i+1]); err == nil {
+			hs.Token = strings.TrimSuffix(string(b), "\n")
+		}
 	}
 	hs.Cmd = exec.Command(os.Args[0], append([]string{"serve", "--project", project, "--listen", listen}, args...)...)
 	hs.Cmd.Env = env
 	hs.Cmd.Dir = project
 	hs.Cmd.Stderr = hs.Stderr
+	if setup != nil {
+		setup(hs.Cmd)
+	}
 	if err := hs.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,9 +183,9 @@ func (hs *HTTPServer) Stop() {
 	}
 }
 
-// Jail is where the Jail of MCP session id lives.
-func (hs *HTTPServer) Jail(id string) string {
-	return filepath.Join(hs.Project, ".agent-home", id)
+// Jail is the path of the jail named name.
+func (hs *HTTPServer) Jail(name string) string {
+	return filepath.Join(hs.Project, ".agent-home", name)
 }
 
 // Dial opens an MCP session with the mcp-go client. version "" is the
@@ -191,7 +224,8 @@ type HTTPSession struct {
 	T      *testing.T
 	Server *HTTPServer
 	Client *client.Client
-	ID     string
+	ID     string // the MCP session id
+	jail   string // its jail, once asked
 }
 
 // Connect opens an MCP session with the server's token, if it has one; the
@@ -213,8 +247,23 @@ func (hs *HTTPServer) Connect(t *testing.T, version string) *HTTPSession {
 	return s
 }
 
-// Jail is the session's jail directory.
-func (s *HTTPSession) Jail() string { return s.Server.Jail(s.ID) }
+// Jail is the session's jail directory, as the session's first result
+// gave it, or jail_status (which makes it, if no call made it before). The
+// server names it, not after the MCP session id, which a command must not
+// learn.
+func (s *HTTPSession) Jail() string {
+	s.T.Helper()
+	if s.jail == "" {
+		s.jail = s.Status().Jail
+		if s.jail == "" {
+			s.T.Fatalf("jail_status gives no jail")
+		}
+	}
+	return s.jail
+}
+
+// Name is the name of the session's jail: the session of its results.
+func (s *HTTPSession) Name() string { return filepath.Base(s.Jail()) }
 
 // Call calls tool with args in the session.
 func (s *HTTPSession) Call(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error) {
@@ -224,13 +273,20 @@ func (s *HTTPSession) Call(ctx context.Context, tool string, args map[string]any
 // Exec runs jailed_exec; a refusal comes back with a zero ExecResult.
 func (s *HTTPSession) Exec(args map[string]any) (tools.ExecResult, *mcp.CallToolResult) {
 	s.T.Helper()
-	return call[tools.ExecResult](s.T, s, s.Server.Stderr, "jailed_exec", args)
+	out, res := call[tools.ExecResult](s.T, s, s.Server.Stderr, "jailed_exec", args)
+	if s.jail == "" {
+		s.jail = out.Jail
+	}
+	return out, res
 }
 
 // Status is the session's jail_status.
 func (s *HTTPSession) Status() tools.StatusResult {
 	s.T.Helper()
 	out, _ := call[tools.StatusResult](s.T, s, s.Server.Stderr, "jail_status", nil)
+	if s.jail == "" {
+		s.jail = out.Jail
+	}
 	return out
 }
 
