@@ -212,18 +212,10 @@ func bwrapFiles(spec Spec) []*os.File {
 // shadowHost resolves ShadowDirs on this host: each directory by its real
 // path, once, and none that is missing.
 func shadowHost() []string {
-	var out []string
-	for _, d := range ShadowDirs {
-		resolved, err := filepath.EvalSymlinks(d)
-		if err != nil {
-			continue
-		}
-		if fi, err := os.Stat(resolved); err != nil || !fi.IsDir() || slices.Contains(out, resolved) {
-			continue
-		}
-		out = append(out, resolved)
-	}
-	return out
+	return slices.DeleteFunc(canonical(ShadowDirs), func(d string) bool {
+		fi, err := os.Stat(d)
+		return err != nil || !fi.IsDir()
+	})
 }
 
 // visible is spec.Visible plus what bwrap keeps in view itself below a

@@ -39,7 +39,7 @@ type readView struct {
 // viewHidden are the host directories a call reads nothing of, but for
 // what is shown in them, on backend kind ("landlock" or "bwrap").
 func viewHidden(kind, siblings string) []string {
-	hidden := []string{"/tmp", "/var/tmp", "/run"}
+	hidden := slices.Clone(ShadowDirs)
 	if kind == "landlock" {
 		// bwrap's /dev is the sandbox's own.
 		hidden = append(hidden, "/dev")
@@ -184,6 +184,14 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 	shown := append(slices.Clone(v.shown), extra...)
 	marked := append(slices.Clone(v.hidden), shown...)
 	var stamps []dirStamp
+	// access is what a shown path is granted: reads, and in the jail
+	// renames and links across its directories.
+	access := func(path string) uint64 {
+		if within(path, v.jail) {
+			return ll.AccessFSReadFile | ll.AccessFSRefer
+		}
+		return ll.AccessFSReadFile
+	}
 	grant := func(path string, access uint64) error {
 		f, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {
@@ -218,11 +226,7 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 			if !show {
 				return nil
 			}
-			access := uint64(ll.AccessFSReadFile)
-			if within(dir, v.jail) {
-				access |= ll.AccessFSRefer
-			}
-			return grant(dir, access)
+			return grant(dir, access(dir))
 		}
 		var names []string
 		if show {
@@ -281,11 +285,7 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 	// through the kernel's own mount of it) takes its rule from there.
 	for _, p := range shown {
 		if err == nil && !v.coversHidden(p) {
-			access := uint64(ll.AccessFSReadFile)
-			if within(p, v.jail) {
-				access |= ll.AccessFSRefer
-			}
-			err = grant(p, access)
+			err = grant(p, access(p))
 		}
 	}
 	if err != nil {
@@ -299,6 +299,7 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 // listed are unchanged: a call then costs a look at each, not a walk.
 type viewCache struct {
 	mu     sync.Mutex
+	ok     bool // fd holds a ruleset
 	key    string
 	fd     int
 	stamps []dirStamp
@@ -310,20 +311,17 @@ func (c *viewCache) ruleset(v readView, extra []string) (int, error) {
 	key := strings.Join(extra, "\x00")
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stamps != nil && c.key == key && fresh(c.stamps) {
+	if c.ok && c.key == key && fresh(c.stamps) {
 		return unix.Dup(c.fd)
 	}
 	fd, stamps, err := viewRuleset(v, extra)
 	if err != nil {
 		return -1, err
 	}
-	if c.stamps != nil {
+	if c.ok {
 		unix.Close(c.fd)
 	}
-	c.key, c.fd, c.stamps = key, fd, stamps
-	if c.stamps == nil {
-		c.stamps = []dirStamp{}
-	}
+	c.ok, c.key, c.fd, c.stamps = true, key, fd, stamps
 	return unix.Dup(fd)
 }
 
