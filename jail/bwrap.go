@@ -3,6 +3,7 @@
 package jail
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 type bwrap struct {
 	path    string   // absolute path of the bwrap binary
 	seccomp []byte   // the filter denying unix sockets, as bwrap --seccomp reads it
+	sized   bool     // it can bound a tmpfs (--size): see bwrapSizes
 	abi     int      // the kernel's Landlock ABI; below MinLandlockABI, no agents
 	exe     *os.File // the server's own binary, which agents run
 	shadow  []string // the host's ShadowDirs as they resolve here, without agents
@@ -63,7 +65,7 @@ func (b *bwrap) command(spec Spec, shadow []string, extra ...*os.File) (*exec.Cm
 		filter.Close()
 		return nil, nil, fmt.Errorf("create info pipe: %w", err)
 	}
-	cmd := exec.Command(b.path, BwrapArgs(spec, shadow)...)
+	cmd := exec.Command(b.path, BwrapArgs(spec, shadow, b.sized)...)
 	cmd.ExtraFiles = append(append(bwrapFiles(spec), filter, infoW), extra...)
 	// bwrap itself gets an empty environment: the command's environment
 	// reaches it through --setenv, so nothing in it (LD_PRELOAD, say) can
@@ -191,6 +193,20 @@ func (b *bwrap) Guarantees() Guarantees {
 		7: "processes and memory exactly by cgroups where the server can create them (threads count as processes there), else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
 	return guarantees(notKept, how)
+}
+
+// bwrapSizes says whether the bubblewrap at path can bound a tmpfs
+// (--size, bubblewrap 0.7 and later, but not when it is setuid), from
+// its binary: the message it gives for a misplaced --size is in it only
+// where it parses the option. Reading its 70 KiB costs less than running
+// it (a fork and exec, at every start of the server and of jail-mcp run).
+func bwrapSizes(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeSetuid != 0 || fi.Size() > 16<<20 {
+		return false
+	}
+	bin, err := os.ReadFile(path)
+	return err == nil && bytes.Contains(bin, []byte("--size must be followed by --tmpfs"))
 }
 
 // bwrapFiles are the descriptors BwrapArgs refers to, in the order of the
