@@ -126,7 +126,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 		case <-time.After(initGrace):
 		}
 	}
-	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Network: spec.Network, ABI: b.abi}
+	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Network: spec.Network, ABI: b.abi, MaxShared: spec.MaxMemory}
 	var serve func(net.Listener)
 	if spec.Egress != nil {
 		cfg.Egress, serve = true, spec.Egress.Serve
@@ -188,9 +188,16 @@ func (b *bwrap) Guarantees() Guarantees {
 	if !b.Agents() {
 		notKept = map[int]string{2: "not in full: a FIFO in the project or under HOME, opened for writing, reaches the host process reading it (a read-only mount does not stop it; without Landlock ABI 6 there is no layer that does; /tmp, /var/tmp and /run are shown empty, /dev/shm is the sandbox's own). Otherwise " + p2}
 	}
+	shm := " and the sandbox's /dev/shm (a tmpfs of --max-memory) and System V segments, which outlive calls: over --max-memory no call starts"
+	switch {
+	case !b.Agents():
+		shm = ", but not the command's own /dev/shm (a tmpfs of --max-memory where bubblewrap 0.7 or later can size one, read-only otherwise) nor its System V segments, which go when it ends"
+	case !b.sized:
+		shm = " and the sandbox's System V segments, which outlive calls: over --max-memory no call starts (/dev/shm is read-only: this bubblewrap, older than 0.7, cannot bound a tmpfs)"
+	}
 	how := map[int]string{
 		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing; the server is outside the sandbox",
-		7: "processes and memory exactly by cgroups where the server can create them (threads count as processes there), else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
+		7: "processes (threads count as processes) and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms, which counts every thread and, as memory, resident sets, open memfds" + shm + "; it does not see shared memory a process keeps only through a partly unmapped mapping, nor the memfds of a process that is not dumpable (freed when the call ends); disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
 	return guarantees(notKept, how)
 }

@@ -186,7 +186,7 @@ func (l *landlockJail) Guarantees() Guarantees {
 		2: "no unix sockets can be created and no unix datagram socket pairs (seccomp); netlink for routing only; SysV IPC, POSIX message queues and key rings denied (seccomp); host FIFOs denied by Landlock; signals, ptrace and abstract sockets scoped by Landlock; the server is in no domain and not dumpable; no capabilities, no new namespaces, no new privileges; no controlling terminal",
 		3: "no pid namespace: the session agent kills every process of a call's Landlock domain when it ends, setsid and double-forked ones included, and a guard process kills every process of the session's domain when the server dies",
 		5: "every capability and the bounding set dropped; as root, chmod and chown are denied everywhere (root owns the host's files), so tools that set modes in the jail fail: run the server as a normal user, or use bwrap",
-		7: "processes and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
+		7: "processes (threads count as processes) and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms, which counts every thread and, as memory, resident sets and open memfds (/dev/shm is the host's, read-only; no System V IPC); it does not see shared memory a process keeps only through a partly unmapped mapping, nor the memfds of a process that is not dumpable (freed when the call ends); disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
 	return guarantees(notKept, how)
 }
