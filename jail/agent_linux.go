@@ -61,7 +61,7 @@ type agentCall struct {
 	started chan agentMsg // started or failed, once
 	ended   chan struct{} // closed when exit is set
 	exit    agentMsg
-	tree    atomic.Pointer[[2]int64]
+	tree    atomic.Pointer[Count]
 	state   int // 0 starting, 1 running, 2 ended; guarded by the client's mu
 }
 
@@ -350,10 +350,10 @@ func (a *agentClient) deliver(m agentMsg) error {
 			delete(a.calls, m.ID)
 		}
 	case m.T == msgTree && c.state == 1:
-		if m.Procs < 0 || m.RSS < 0 {
-			return fmt.Errorf("tree of %d processes, %d bytes", m.Procs, m.RSS)
+		if m.Procs < 0 || m.RSS < 0 || m.Shared < 0 || m.Shared > m.RSS {
+			return fmt.Errorf("tree of %d tasks, %d bytes, %d of them shared", m.Procs, m.RSS, m.Shared)
 		}
-		c.tree.Store(&[2]int64{int64(m.Procs), m.RSS})
+		c.tree.Store(&Count{Tasks: m.Procs, Memory: m.RSS, Shared: m.Shared})
 	case m.T == msgExited && c.state == 1:
 		if m.Signal < 0 || m.Signal > 64 || m.Code < -1 || m.Code > 255 {
 			return fmt.Errorf("exit %d, signal %d", m.Code, m.Signal)
@@ -428,7 +428,7 @@ func (a *agentClient) send(m agentMsg, files ...*os.File) error {
 // Run starts c in the agent.
 func (a *agentClient) Run(c Call) (Process, error) {
 	call := &agentCall{started: make(chan agentMsg, 1), ended: make(chan struct{})}
-	call.tree.Store(&[2]int64{1, 0})
+	call.tree.Store(&Count{Tasks: 1})
 	var sp *agentSpare
 	if a.place != nil {
 		var err error
@@ -482,6 +482,9 @@ func (a *agentClient) Run(c Call) (Process, error) {
 		if m.NotFound {
 			return Process{}, fmt.Errorf("%s: %w", c.Argv[0], ErrNotFound)
 		}
+		if m.Shared > 0 {
+			return Process{}, &SharedMemoryError{Bytes: m.Shared}
+		}
 		return Process{}, fmt.Errorf("start %s: %s", c.Argv[0], oneLine(m.Err))
 	}
 	var killOnce sync.Once
@@ -518,7 +521,7 @@ func (a *agentClient) Run(c Call) (Process, error) {
 				}()
 			})
 		},
-		Tree: func() (int, int64) { t := call.tree.Load(); return int(t[0]), t[1] },
+		Tree: func() Count { return *call.tree.Load() },
 		Signal: func(sig syscall.Signal) error {
 			if sig <= 0 || sig > 64 {
 				return fmt.Errorf("signal %d: out of range", sig)

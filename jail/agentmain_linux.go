@@ -62,7 +62,7 @@ func serveAgent(fdArg string) int {
 		fmt.Fprintln(os.Stderr, "jail-mcp agent:", err)
 		return 2
 	}
-	a := &agent{conn: c.(*net.UnixConn), calls: map[uint64]*agentRun{}, spares: map[uint64]chan func(){}}
+	a := &agent{conn: c.(*net.UnixConn), calls: map[uint64]*agentRun{}, spares: map[uint64]chan func(){}, shm: -1}
 	return a.serve()
 }
 
@@ -86,6 +86,11 @@ type agent struct {
 	// whose calls only scope), and views its last ruleset.
 	view  *readView
 	views viewCache
+	// shm is the sandbox's own /dev/shm (bwrap), -1 for none: what it
+	// and the sandbox's System V segments hold counts in every call's
+	// memory, and over maxShared no call starts.
+	shm       int
+	maxShared int64
 }
 
 // agentRun is one call in the agent: the eventfd that wakes its thread,
@@ -197,6 +202,12 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		if err := restrictProcess(fd); err != nil {
 			return err
 		}
+		// Pages there and in System V segments outlive the calls that
+		// wrote them, and belong to no process: they count in each call.
+		if a.shm, err = unix.Open("/dev/shm", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("agent: open the sandbox's /dev/shm: %w", err)
+		}
+		a.maxShared = max(m.MaxShared, 0)
 	default:
 		return fmt.Errorf("agent: unknown kind %q", m.Kind)
 	}
@@ -335,6 +346,11 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 	if err != nil {
 		return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error()}
 	}
+	if a.shm >= 0 && a.maxShared > 0 {
+		if held := sandboxShared(a.shm); held > a.maxShared {
+			return agentMsg{T: msgFailed, ID: m.ID, Err: fmt.Sprintf("shared memory holds %d bytes", held), Shared: held}
+		}
+	}
 	path := m.Argv[0]
 	if !strings.Contains(path, "/") {
 		p, err := lookPath(path, envValue(m.Env, "PATH"))
@@ -358,6 +374,7 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 	files = nil
 	a.send(agentMsg{T: msgStarted, ID: m.ID, Pid: cmd.Process.Pid})
 	if pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
+		var memfds MemfdScan
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
 		for {
 			n, err := unix.Poll(fds, int(TreeInterval.Milliseconds()))
@@ -385,8 +402,12 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 			if n > 0 {
 				break
 			}
-			procs, rss := domainTree(false)
-			a.send(agentMsg{T: msgTree, ID: m.ID, Procs: procs, RSS: rss})
+			_, c := domainCount(false, &memfds)
+			if a.shm >= 0 {
+				c.Shared = sandboxShared(a.shm)
+				c.Memory += c.Shared
+			}
+			a.send(agentMsg{T: msgTree, ID: m.ID, Procs: c.Tasks, RSS: c.Memory, Shared: c.Shared})
 		}
 		unix.Close(pidfd)
 	}

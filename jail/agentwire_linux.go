@@ -38,6 +38,9 @@ type agentMsg struct {
 	// sandbox's own network namespace (bwrap) and sends it with ready,
 	// for the server's proxy to serve.
 	Egress bool `json:"egress,omitempty"`
+	// MaxShared: bwrap's agent starts no call while its sandbox's own
+	// shared memory (Count.Shared) holds more bytes; 0: no bound.
+	MaxShared int64 `json:"max_shared,omitempty"`
 	// Spares: how many threads the agent keeps ready for calls, each
 	// reported with spare, for the server to place (Spec.Place) before a
 	// call runs on it; 0: none, each call gets a new thread.
@@ -57,7 +60,8 @@ type agentMsg struct {
 	// reports (agent to server).
 	Pid      int    `json:"pid,omitempty"`
 	Procs    int    `json:"procs,omitempty"`
-	RSS      int64  `json:"rss,omitempty"`
+	RSS      int64  `json:"rss,omitempty"`    // tree: Count.Memory
+	Shared   int64  `json:"shared,omitempty"` // tree: Count.Shared; failed: why it did not start
 	Code     int    `json:"code,omitempty"`
 	Signal   int    `json:"signal,omitempty"`
 	Err      string `json:"err,omitempty"`
@@ -72,7 +76,7 @@ const (
 	msgSpare   = "spare"   // agent: thread Pid (its id in the agent's pid namespace) waits for a call, as spare ID
 	msgStarted = "started" // agent: the command runs
 	msgFailed  = "failed"  // agent: it could not start
-	msgTree    = "tree"    // agent: its processes and their memory, now
+	msgTree    = "tree"    // agent: its tasks (Procs) and their memory, now
 	msgKill    = "kill"    // server: kill the call and everything it started
 	msgSignal  = "signal"  // server: send Signal to every process of the call
 	msgExited  = "exited"  // agent: it is over, and nothing of it is left

@@ -3,6 +3,7 @@
 package jail
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 type bwrap struct {
 	path    string   // absolute path of the bwrap binary
 	seccomp []byte   // the filter denying unix sockets, as bwrap --seccomp reads it
+	sized   bool     // it can bound a tmpfs (--size): see bwrapSizes
 	abi     int      // the kernel's Landlock ABI; below MinLandlockABI, no agents
 	exe     *os.File // the server's own binary, which agents run
 	shadow  []string // the host's ShadowDirs as they resolve here, without agents
@@ -63,7 +65,7 @@ func (b *bwrap) command(spec Spec, shadow []string, extra ...*os.File) (*exec.Cm
 		filter.Close()
 		return nil, nil, fmt.Errorf("create info pipe: %w", err)
 	}
-	cmd := exec.Command(b.path, BwrapArgs(spec, shadow)...)
+	cmd := exec.Command(b.path, BwrapArgs(spec, shadow, b.sized)...)
 	cmd.ExtraFiles = append(append(bwrapFiles(spec), filter, infoW), extra...)
 	// bwrap itself gets an empty environment: the command's environment
 	// reaches it through --setenv, so nothing in it (LD_PRELOAD, say) can
@@ -124,7 +126,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 		case <-time.After(initGrace):
 		}
 	}
-	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Network: spec.Network, ABI: b.abi,
+	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Network: spec.Network, ABI: b.abi, MaxShared: spec.MaxMemory,
 		Hidden: viewHidden("bwrap", spec.Siblings), Shown: viewShown("bwrap", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
 	var serve func(net.Listener)
 	if spec.Egress != nil {
@@ -187,11 +189,32 @@ func (b *bwrap) Guarantees() Guarantees {
 	if !b.Agents() {
 		notKept = map[int]string{2: "not in full: a FIFO in the project or under HOME, opened for writing, reaches the host process reading it (a read-only mount does not stop it; without Landlock ABI 6 there is no layer that does; /tmp, /var/tmp and /run are shown empty, /dev/shm is the sandbox's own). Otherwise " + p2}
 	}
+	shm := " and the sandbox's /dev/shm (a tmpfs of --max-memory) and System V segments, which outlive calls: over --max-memory no call starts"
+	switch {
+	case !b.Agents():
+		shm = ", but not the command's own /dev/shm (a tmpfs of --max-memory where bubblewrap 0.7 or later can size one, read-only otherwise) nor its System V segments, which go when it ends"
+	case !b.sized:
+		shm = " and the sandbox's System V segments, which outlive calls: over --max-memory no call starts (/dev/shm is read-only: this bubblewrap, older than 0.7, cannot bound a tmpfs)"
+	}
 	how := map[int]string{
 		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing, nothing of /tmp, /var/tmp and /run read but what a command needs there (known gap: a FIFO in the project or the home opened for reading); the server is outside the sandbox",
-		7: "processes and memory exactly by cgroups where the server can create them (threads count as processes there), else by a watchdog every 50 ms; disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
+		7: "processes (threads count as processes) and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms, which counts every thread and, as memory, resident sets, open memfds" + shm + "; it does not see shared memory a process keeps only through a partly unmapped mapping, nor the memfds of a process that is not dumpable (freed when the call ends); disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
 	return guarantees(notKept, how)
+}
+
+// bwrapSizes says whether the bubblewrap at path can bound a tmpfs
+// (--size, bubblewrap 0.7 and later, but not when it is setuid), from
+// its binary: the message it gives for a misplaced --size is in it only
+// where it parses the option. Reading its 70 KiB costs less than running
+// it (a fork and exec, at every start of the server and of jail-mcp run).
+func bwrapSizes(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeSetuid != 0 || fi.Size() > 16<<20 {
+		return false
+	}
+	bin, err := os.ReadFile(path)
+	return err == nil && bytes.Contains(bin, []byte("--size must be followed by --tmpfs"))
 }
 
 // bwrapFiles are the descriptors BwrapArgs refers to, in the order of the

@@ -20,11 +20,12 @@ import (
 // goldenSpec is the Spec most golden cases start from.
 func goldenSpec() jail.Spec {
 	return jail.Spec{
-		Argv:    []string{"/bin/sh", "-c", "echo ok"},
-		Dir:     "/home/u/project",
-		Env:     []string{"HOME=/home/u/project/.agent-home/s", "PATH=/usr/bin:/bin"},
-		Jail:    "/home/u/project/.agent-home/s",
-		Network: true,
+		Argv:      []string{"/bin/sh", "-c", "echo ok"},
+		Dir:       "/home/u/project",
+		Env:       []string{"HOME=/home/u/project/.agent-home/s", "PATH=/usr/bin:/bin"},
+		Jail:      "/home/u/project/.agent-home/s",
+		Network:   true,
+		MaxMemory: 4 << 30,
 	}
 }
 
@@ -34,7 +35,13 @@ func TestBwrapArgs(t *testing.T) {
 		spec func(*jail.Spec)
 	}{
 		{"network_on", func(s *jail.Spec) {}},
+		{"no_memory_bound", func(s *jail.Spec) { s.MaxMemory = 0 }},
+		// A bubblewrap older than 0.7, which cannot bound a tmpfs (--size).
+		{"unsized_bwrap", func(s *jail.Spec) {}},
 		{"network_off", func(s *jail.Spec) { s.Network = false }},
+		// Other sessions' jails: an empty .agent-home but for this jail
+		// and the .gitignore the server keeps there.
+		{"siblings_hidden", func(s *jail.Spec) { s.Siblings = "/home/u/project/.agent-home" }},
 		{"credential_mount", func(s *jail.Spec) {
 			s.Mounts = []jail.Mount{
 				{Source: "/home/u/.config/gh", Target: s.Jail + "/.config/gh"},
@@ -80,7 +87,7 @@ func TestBwrapArgs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := goldenSpec()
 			tt.spec(&spec)
-			args := jail.BwrapArgs(spec, jail.ShadowDirs)
+			args := jail.BwrapArgs(spec, jail.ShadowDirs, tt.name != "unsized_bwrap")
 
 			// Everything after the first "--" is the command, verbatim: an
 			// argument starting with "-" must never be read by bwrap.
@@ -274,6 +281,21 @@ true`,
 			},
 		},
 		{
+			// Memory a command may fill outside the jail, which outlives
+			// it in a sandbox's tmpfs: /dev is read-only (without agents
+			// there is no Landlock layer over it), /dev/shm a tmpfs of
+			// Spec.MaxMemory.
+			name: "dev read-only, dev/shm bounded", network: true, wantOK: true,
+			script: `( echo x > /dev/jail-mcp-fill ) 2>/dev/null && echo "WROTE /dev"
+head -c 33554432 /dev/zero > /dev/shm/fill 2>/dev/null
+echo "shm $(stat -c %s /dev/shm/fill)"`,
+			check: func(t *testing.T, jailDir, outside, stdout, stderr string) {
+				if strings.Contains(stdout, "WROTE") || !strings.Contains(stdout, fmt.Sprintf("shm %d\n", 16<<20)) {
+					t.Errorf("stdout %q: want /dev read-only and 16 MiB at most in /dev/shm", stdout)
+				}
+			},
+		},
+		{
 			name: "no capabilities", network: true, wantOK: true,
 			script: `grep ^Cap /proc/self/status`,
 			check: func(t *testing.T, jailDir, outside, stdout, stderr string) {
@@ -316,6 +338,8 @@ true`,
 				Jail:    jailDir,
 				Network: tt.network,
 				Visible: []string{outside},
+				// The jail's bound of /dev/shm.
+				MaxMemory: 16 << 20,
 			}
 			stdout, stderr, exit, err := runSpec(t, b, spec)
 			if ok := err == nil && exit.Code == 0; ok != tt.wantOK {

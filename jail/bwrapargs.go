@@ -41,13 +41,20 @@ func within(p, dir string) bool {
 
 // BwrapArgs returns the bubblewrap arguments that run spec with shadow
 // (ShadowDirs as they resolve on the host) shown empty, without the
-// program name. It is pure so that the policy can be golden-tested
-// anywhere.
+// program name; sized says that this bubblewrap can bound a tmpfs
+// (--size, 0.7 and later). It is pure so that the policy can be
+// golden-tested anywhere.
 //
 // Order matters: bubblewrap applies mounts in argument order, so the host is
 // bound read-only first, the shadowed directories hidden, what must stay
 // visible below them bound back, and the jail bound writable last, over it.
-func BwrapArgs(spec Spec, shadow []string) []string {
+//
+// What a command may write outside the jail, in memory, is bounded: its
+// /dev is read-only but for the devices, POSIX message queues (a few
+// hundred KiB a user, RLIMIT_MSGQUEUE) and /dev/shm, a tmpfs of
+// Spec.MaxMemory bytes; the tmpfs that hide the jail's Hide are read-only
+// too (their owner could chmod them writable).
+func BwrapArgs(spec Spec, shadow []string, sized bool) []string {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
 	}
@@ -69,6 +76,18 @@ func BwrapArgs(spec Spec, shadow []string) []string {
 		// The IPC namespace's own POSIX message queues, mounted where the
 		// agent's Landlock layer can name them as writable.
 		"--mqueue", "/dev/mqueue",
+	)
+	// Pages written there outlive the calls that wrote them and belong to
+	// no process (the session agent counts them in every call's memory).
+	// A bubblewrap that cannot size a tmpfs leaves /dev/shm a directory
+	// of the read-only /dev: no POSIX shared memory, rather than unbounded.
+	switch {
+	case spec.MaxMemory <= 0:
+		args = append(args, "--tmpfs", "/dev/shm")
+	case sized:
+		args = append(args, "--size", strconv.FormatInt(spec.MaxMemory, 10), "--tmpfs", "/dev/shm")
+	}
+	args = append(args,
 		"--proc", "/proc",
 		// As root a fresh /proc lets the sandbox write kernel tunables.
 		"--ro-bind", "/proc/sys", "/proc/sys",
@@ -134,6 +153,10 @@ func BwrapArgs(spec Spec, shadow []string) []string {
 	for _, d := range shadow {
 		args = append(args, "--remount-ro", d)
 	}
+	for _, h := range spec.Hide {
+		args = append(args, "--remount-ro", h)
+	}
+	args = append(args, "--remount-ro", "/dev")
 	// No unix sockets (see seccomp.go); the filter is the descriptor after
 	// the bound ones, then the pipe where bwrap says its init's pid.
 	args = append(args, "--seccomp", strconv.Itoa(fd), "--info-fd", strconv.Itoa(fd+1))

@@ -3,7 +3,6 @@ package jail
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 	"unsafe"
 
@@ -226,42 +225,9 @@ func killDomain() {
 		if unix.Kill(-1, 0) == unix.ESRCH {
 			return
 		}
-		if procs, _ := domainTree(true); procs == 0 || time.Now().After(deadline) {
+		if procs, _ := domainCount(true, nil); procs == 0 || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// domainTree counts the live processes of the calling thread's domain and
-// their resident memory; with reap, it reaps those that are zombies and
-// children of the caller.
-func domainTree(reap bool) (procs int, rss int64) {
-	self := os.Getpid()
-	d, err := os.Open("/proc")
-	if err != nil {
-		return 0, 0
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	page := int64(os.Getpagesize())
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == self || unix.Kill(pid, 0) != nil {
-			continue
-		}
-		st, ok := ReadStat(name)
-		if !ok {
-			continue
-		}
-		if st.State == 'Z' {
-			if reap && st.PPid == self {
-				unix.Wait4(pid, nil, unix.WNOHANG|unix.WALL, nil)
-			}
-			continue
-		}
-		procs++
-		rss += st.RSS * page
-	}
-	return procs, rss
 }

@@ -130,6 +130,13 @@ type Spec struct {
 	// nothing of it but its own jail (bwrap shows it empty but for the
 	// jail; agents grant no read beneath it but the jail).
 	Siblings string
+
+	// MaxMemory (--max-memory), when positive, bounds what the sandbox's
+	// own shared memory may hold (bubblewrap's /dev/shm and System V
+	// segments), which outlives calls: bubblewrap's /dev/shm is a tmpfs
+	// of that size (read-only where bubblewrap cannot size one), and a
+	// session agent starts no call while they hold more.
+	MaxMemory int64
 	// Place, when set, places each thread a session agent keeps ready for
 	// a call before the call runs on it (Process.Placement); a backend
 	// without agents ignores it.

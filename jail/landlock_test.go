@@ -264,7 +264,7 @@ sleep 0.2`)
 		deadline := time.Now().Add(5 * time.Second)
 		procs := 0
 		for time.Now().Before(deadline) {
-			if procs, _ = s.p.Tree(); procs >= 6 { // sh and 5 sleeps
+			if procs = s.p.Tree().Tasks; procs >= 6 { // sh and 5 sleeps
 				break
 			}
 			time.Sleep(20 * time.Millisecond)

@@ -46,7 +46,7 @@ func newBwrap(path string, abi int) *bwrap {
 		// denied, so nothing runs unconfined.
 		filter, _ = seccompFilter("amd64")
 	}
-	b := &bwrap{path: path, seccomp: filter, shadow: shadowHost()}
+	b := &bwrap{path: path, seccomp: filter, shadow: shadowHost(), sized: bwrapSizes(path)}
 	// With Landlock ABI 6, session agents add the layer that closes what
 	// the shadowing only narrowed.
 	if abi >= MinLandlockABI {

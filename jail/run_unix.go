@@ -31,7 +31,9 @@ func probeRun(ctx context.Context, b Backend, argv ...string) string {
 		defer jf.Close()
 	}
 	env := []string{"PATH=/usr/bin:/bin"}
-	r, err := b.Runner(Spec{Argv: argv, Dir: dir, Jail: dir, JailFile: jf, Env: env}, nil)
+	// With a memory bound, as the server's: bubblewrap then sizes its
+	// /dev/shm, which a bubblewrap that cannot would refuse here.
+	r, err := b.Runner(Spec{Argv: argv, Dir: dir, Jail: dir, JailFile: jf, Env: env, MaxMemory: 64 << 20}, nil)
 	if line := startLine(err); line != "" {
 		return line // what bwrap or the agent said
 	}

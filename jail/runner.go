@@ -2,6 +2,7 @@ package jail
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 )
@@ -38,10 +39,9 @@ type Process struct {
 	// after.
 	Kill func()
 	// Tree, when set, counts the processes of the command wherever they
-	// went and their resident memory in bytes, as last seen (at most
-	// TreeInterval ago); when nil, the caller counts the descendants of
-	// Pid.
-	Tree func() (procs int, rss int64)
+	// went and their memory, as last seen (at most TreeInterval ago);
+	// when nil, the caller counts the descendants of Pid.
+	Tree func() Count
 	// Signal sends sig to every process of the command that the runner
 	// can reach: under a session agent every process of the call, else
 	// the command's process group.
@@ -51,6 +51,19 @@ type Process struct {
 	// the command (the call's own cgroups), or nil. The caller removes it
 	// once the call is over.
 	Placement Placement
+}
+
+// Count is what a running command holds, as its runner counts it.
+type Count struct {
+	// Tasks are its processes and their threads: each takes a pid.
+	Tasks int
+	// Memory is in bytes: the resident memory of its processes, the
+	// memfds they hold open, and Shared.
+	Memory int64
+	// Shared is what, of Memory, the sandbox's own shared memory holds
+	// (bubblewrap's /dev/shm, System V segments): it outlives calls, and
+	// counts in the memory of each call of the sandbox.
+	Shared int64
 }
 
 // Placement is what a Placer made to hold one call of a session agent.
@@ -81,6 +94,16 @@ type Runner interface {
 
 // ErrNotFound reports a program the jail does not have.
 var ErrNotFound = errors.New("not found in the jail's PATH")
+
+// SharedMemoryError is a call a session agent did not start: its
+// sandbox's own shared memory (Count.Shared), which outlives calls, holds
+// more than Spec.MaxMemory. Only ending the agent frees what the commands
+// left there.
+type SharedMemoryError struct{ Bytes int64 }
+
+func (e *SharedMemoryError) Error() string {
+	return fmt.Sprintf("the sandbox's shared memory (/dev/shm and System V segments) holds %d bytes, over its bound", e.Bytes)
+}
 
 // errRunnerClosed is the Err of a runner that was closed.
 var errRunnerClosed = errors.New("closed")

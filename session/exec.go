@@ -76,6 +76,11 @@ type Result struct {
 	ExitCode     int // -1 when killed by a signal
 	Signal       string
 	SignalNumber int
+	// SharedMemory is, for a command the watchdog killed over
+	// --max-memory, how many bytes of the memory it counted the session's
+	// shared memory held (its /dev/shm and System V segments), which
+	// outlives the call.
+	SharedMemory int64
 	// AgentRestarted says why the session agent of the call's policy had
 	// ended, when this call started a new one.
 	AgentRestarted string
@@ -353,7 +358,7 @@ func (s *Session) admit() error {
 // session agents), its credentials bound for it; done releases it.
 func (s *Session) ownRunner(call jail.Call, p callPlan, exps []auth.Exposure) (r jail.Runner, done func(), err error) {
 	cfg := s.m.cfg
-	spec := jail.Spec{Argv: call.Argv, Dir: call.Dir, Env: call.Env, Jail: s.Path, Network: p.network, Visible: []string{cfg.Project, cfg.Home}, Siblings: filepath.Dir(s.Path)}
+	spec := jail.Spec{Argv: call.Argv, Dir: call.Dir, Env: call.Env, Jail: s.Path, Network: p.network, Visible: []string{cfg.Project, cfg.Home}, Siblings: filepath.Dir(s.Path), MaxMemory: cfg.MaxMemory}
 	opened, err := s.sandboxFiles(&spec, exps)
 	if err == nil {
 		if r, err = cfg.Backend.Runner(spec, nil); err != nil {
@@ -490,6 +495,9 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		if errors.Is(err, jail.ErrNotFound) {
 			return nil, inputErrorf("argv[0] %q: not found in the jail's PATH", call.Argv[0])
 		}
+		if held := (*jail.SharedMemoryError)(nil); errors.As(err, &held) {
+			return nil, inputErrorf("the session's shared memory (its /dev/shm and System V segments, which outlive calls) holds %d bytes, over --max-memory %d: only jail_reset frees it (it ends the session's agents, and empties the jail)", held.Bytes, s.m.cfg.MaxMemory)
+		}
 		return nil, fmt.Errorf("start %s: %w", call.Argv[0], err)
 	}
 	sio.feed()
@@ -542,6 +550,9 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	}
 	sio.drain()
 	res.settle(stopped, bound, kernel, exit, lost)
+	if stopped == OverBound && bound == BoundMemory && proc.Tree != nil {
+		res.SharedMemory = proc.Tree().Shared
+	}
 	if slot != nil && slot.egress != nil {
 		res.Refusals = slot.egress.since(refusals)
 	}

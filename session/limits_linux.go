@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"time"
@@ -18,17 +17,20 @@ const watchInterval = 50 * time.Millisecond
 
 // procTree is a snapshot of the processes descending from one root.
 type procTree struct {
-	procs int
-	rss   int64 // bytes
+	procs int   // tasks: processes and their threads, each of which takes a pid
+	rss   int64 // bytes: their resident memory and the memfds they hold open
 }
 
-// scanProcs maps every process to its parent, from /proc.
-func scanProcs() map[int]int {
+// memfdScan counts the memfds a call's processes hold open.
+type memfdScan = jail.MemfdScan
+
+// scanProcs reads every process of /proc, from its stat.
+func scanProcs() map[int]jail.Stat {
 	dirs, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	parent := make(map[int]int, len(dirs))
+	procs := make(map[int]jail.Stat, len(dirs))
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -38,44 +40,35 @@ func scanProcs() map[int]int {
 		if !ok {
 			continue
 		}
-		parent[pid] = st.PPid
+		procs[pid] = st
 	}
-	return parent
+	return procs
 }
 
 // descendants counts the processes below root (root excluded: it is
-// bwrap, or the command itself without a pid namespace) and their resident
-// memory. Daemonized and setsid children of a command stay below root:
-// inside a pid namespace they are reparented to its init.
-func descendants(root int, parent map[int]int) procTree {
+// bwrap, or the command itself without a pid namespace), their tasks and
+// their memory, the memfds they hold included (memfds scans them).
+// Daemonized and setsid children of a command stay below root: inside a
+// pid namespace they are reparented to its init.
+func descendants(root int, procs map[int]jail.Stat, memfds *memfdScan) procTree {
 	page := int64(os.Getpagesize())
 	var t procTree
-	for pid := range parent {
-		if pid == root || !below(pid, root, parent) {
+	memfds.Look()
+	for pid, st := range procs {
+		if pid == root || !below(pid, root, procs) {
 			continue
 		}
-		t.procs++
-		t.rss += rss(pid, page)
+		t.procs += max(st.Threads, 1)
+		t.rss += st.RSS * page
+		memfds.Add(strconv.Itoa(pid))
 	}
+	t.rss += memfds.Bytes()
 	return t
 }
 
-func rss(pid int, page int64) int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/statm")
-	if err != nil {
-		return 0
-	}
-	f := bytes.Fields(b)
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.ParseInt(string(f[1]), 10, 64)
-	return n * page
-}
-
-func below(pid, root int, parent map[int]int) bool {
+func below(pid, root int, procs map[int]jail.Stat) bool {
 	for i := 0; i < 64 && pid > 1; i++ {
-		pid = parent[pid]
+		pid = procs[pid].PPid
 		if pid == root {
 			return true
 		}

@@ -2,7 +2,11 @@
 
 package session
 
-import "time"
+import (
+	"time"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
 
 const watchInterval = 50 * time.Millisecond
 
@@ -11,11 +15,13 @@ type procTree struct {
 	rss   int64
 }
 
+type memfdScan struct{}
+
 // scanProcs and descendants are not implemented off Linux yet: the
 // watchdog sees nothing.
-func scanProcs() map[int]int { return nil }
+func scanProcs() map[int]jail.Stat { return nil }
 
-func descendants(root int, parent map[int]int) procTree { return procTree{} }
+func descendants(root int, procs map[int]jail.Stat, memfds *memfdScan) procTree { return procTree{} }
 
 // limitProcess is not implemented off Linux yet.
 func limitProcess(maxFile int64) error { return nil }

@@ -146,7 +146,11 @@ func (r *Result) Status() string {
 	case TimedOut:
 		return fmt.Sprintf("timed out after %v (timeout %v); the command and everything it started were killed", d, r.Timeout)
 	case OverBound:
-		return fmt.Sprintf("killed after %v: the command went over its %s bound (%s); it and everything it started were killed", d, r.Limit, r.Limit.Flag())
+		s = fmt.Sprintf("killed after %v: the command went over its %s bound (%s); it and everything it started were killed", d, r.Limit, r.Limit.Flag())
+		if r.SharedMemory > 0 {
+			s += fmt.Sprintf("; %d bytes of it are the session's shared memory (/dev/shm, System V segments), which outlives calls: remove what is not needed there (rm, ipcrm) or call jail_reset", r.SharedMemory)
+		}
+		return s
 	case Cancelled:
 		s = fmt.Sprintf("cancelled after %v; the command and everything it started were killed", d)
 	case AgentLost:

@@ -3,6 +3,8 @@ package session
 import (
 	"sync"
 	"time"
+
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // diskEvery is how many watchdog ticks pass between two walks of a jail
@@ -20,10 +22,12 @@ type watchdog struct {
 
 type watched struct {
 	s    *Session
-	root int                 // the process the descendants of which are the call's, when tree is nil
-	tree func() (int, int64) // the backend's count of the call's processes, or nil
-	cc   *callCgroup         // the call's cgroups (or its agent's), or nil
-	mark cgroupMark          // cc's counters when the call started
+	root int               // the process the descendants of which are the call's, when tree is nil
+	tree func() jail.Count // the backend's count of the call's processes, or nil
+	// memfds counts the memfds of root's descendants (tree nil).
+	memfds memfdScan
+	cc     *callCgroup // the call's cgroups (or its agent's), or nil
+	mark   cgroupMark  // cc's counters when the call started
 	// shared: cc is a session agent's, which its calls share, not the
 	// call's own.
 	shared bool
@@ -33,7 +37,7 @@ type watched struct {
 // watch starts watching a call: its processes are counted by tree, or
 // are the descendants of root (bwrap, or the command itself) when tree is
 // nil. The returned function stops it.
-func (m *Manager) watch(s *Session, root int, tree func() (int, int64), cc *callCgroup, mark cgroupMark, shared bool, hit chan<- Bound) (stop func()) {
+func (m *Manager) watch(s *Session, root int, tree func() jail.Count, cc *callCgroup, mark cgroupMark, shared bool, hit chan<- Bound) (stop func()) {
 	w := &m.dog
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -72,7 +76,7 @@ func (m *Manager) watchLoop() {
 		}
 		w.mu.Unlock()
 
-		var parent map[int]int // scanned once a tick, only if some call needs it
+		var procs map[int]jail.Stat // scanned once a tick, only if some call needs it
 		for _, x := range roots {
 			// A session agent's call without cgroups of its own shares
 			// the agent's: an event there may be another call's, so it is
@@ -85,22 +89,23 @@ func (m *Manager) watchLoop() {
 					continue
 				}
 			}
-			procs := cfg.MaxProcs > 0 && (x.cc == nil || shared || !x.cc.enforced[BoundProcs])
+			countProcs := cfg.MaxProcs > 0 && (x.cc == nil || shared || !x.cc.enforced[BoundProcs])
 			memory := cfg.MaxMemory > 0 && (x.cc == nil || shared || !x.cc.enforced[BoundMemory])
-			if !Watchable || !(procs || memory) {
+			if !Watchable || !(countProcs || memory) {
 				continue
 			}
 			var tr procTree
 			if x.tree != nil {
-				tr.procs, tr.rss = x.tree()
+				c := x.tree()
+				tr.procs, tr.rss = c.Tasks, c.Memory
 			} else {
-				if parent == nil {
-					parent = scanProcs()
+				if procs == nil {
+					procs = scanProcs()
 				}
-				tr = descendants(x.root, parent)
+				tr = descendants(x.root, procs, &x.memfds)
 			}
 			switch {
-			case procs && int64(tr.procs) > cfg.MaxProcs+1: // +1: bwrap's init, or the landlock guard
+			case countProcs && int64(tr.procs) > cfg.MaxProcs+1: // +1: bwrap's init, or the landlock guard
 				report(x, BoundProcs)
 			case memory && tr.rss > cfg.MaxMemory:
 				report(x, BoundMemory)

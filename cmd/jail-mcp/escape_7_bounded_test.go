@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // Promise 7: bounded.
@@ -97,6 +98,122 @@ time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
 		if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
 			t.Errorf("result: %+v", res)
 		}
+	})
+	// Threads take pids as processes do, and count as processes: the
+	// pids cgroup counts them, and so does the watchdog (num_threads).
+	fx.vector(t, "threads", func(t *testing.T) {
+		res, raw := procs.Exec(map[string]any{"command": `"$PY" -c 'import threading, time
+stop = threading.Event()
+for _ in range(300):
+    try:
+        threading.Thread(target=stop.wait, daemon=True).start()
+    except RuntimeError:
+        break
+time.sleep(30)'`, "env": map[string]any{"PY": fx.py}})
+		if res.Limit != "procs" || !raw.IsError {
+			fx.escape(t, "one process of 300 threads under --max-procs 100: %+v", res)
+		}
+	})
+	// Pages written into a memfd with write(2) are in no resident set
+	// (each memfd below the per-file bound, 8 MiB here).
+	fx.vector(t, "memfd", func(t *testing.T) {
+		res, raw := disk.Exec(map[string]any{"command": `"$PY" -c 'import os, time
+fds = [os.memfd_create("fill") for _ in range(40)]
+for fd in fds:
+    for _ in range(6):
+        os.write(fd, b"m" * (1 << 20))
+time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
+		if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
+			fx.escape(t, "240 MiB in memfds under --max-memory 64MiB: %+v", res)
+		}
+	})
+	// Files of /dev/shm outlive the call that wrote them, and belong to no
+	// process: call after call, 24 MiB each (in files below the per-file
+	// bound), must not keep more than --max-memory there. Under landlock
+	// /dev/shm is the host's, and read-only.
+	fx.vector(t, "dev-shm", func(t *testing.T) {
+		stopped := false
+		for i := range 6 {
+			res, raw := disk.Exec(map[string]any{"command": fmt.Sprintf(`for j in 1 2 3 4; do head -c 6291456 /dev/zero > /dev/shm/fill%d-$j || exit; done`, i)})
+			t.Logf("call %d: exit %d, limit %q: %s", i, res.ExitCode, res.Limit, testkit.ResultText(raw))
+			switch {
+			case res.Limit == "memory":
+				stopped = true
+			case raw.StructuredContent == nil:
+				if !strings.Contains(testkit.OneLineText(t, raw), "--max-memory") {
+					t.Errorf("call %d refused: %q", i, testkit.ResultText(raw))
+				}
+				stopped = true
+			case fx.landlock() && res.ExitCode == 0:
+				fx.escape(t, "the host's /dev/shm written: %+v", res)
+			}
+		}
+		if fx.landlock() {
+			// An unnamed file, which no look at the host's /dev/shm sees.
+			fx.attack(t, disk, py(`attempt("O_TMPFILE in the host's /dev/shm", os.open, "/dev/shm", os.O_TMPFILE | os.O_RDWR, 0o600)`), nil)
+		} else {
+			if held := sandboxShm(t, disk); held > 64<<20 {
+				fx.escape(t, "the session's /dev/shm holds %d MiB, --max-memory 64MiB", held>>20)
+			}
+			if !stopped {
+				t.Errorf("144 MiB written to /dev/shm under --max-memory 64MiB, and no call was stopped or refused")
+			}
+		}
+		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+			t.Fatalf("reset: %v", err)
+		}
+	})
+	// System V segments outlive their processes too, in the sandbox's IPC
+	// namespace (landlock denies System V IPC): once they hold more than
+	// --max-memory, no call runs on.
+	fx.vector(t, "sysv-shm", func(t *testing.T) {
+		disk.Exec(map[string]any{"command": py(`
+libc.shmat.restype = ctypes.c_void_p
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmdt.argtypes = [ctypes.c_void_p]
+for _ in range(8):
+    id = libc.shmget(0, 16 << 20, 0o1600)
+    if id < 0:
+        break
+    p = libc.shmat(id, None, 0)
+    ctypes.memset(p, 1, 16 << 20)
+    libc.shmdt(p)
+`), "env": merge(fx.vars(disk), map[string]any{"PY": fx.py})})
+		if fx.landlock() {
+			return // the host's segments, which no command can make
+		}
+		res, raw := disk.Exec(map[string]any{"command": "cat /proc/sysvipc/shm"})
+		t.Logf("the call after: limit %q: %s", res.Limit, testkit.ResultText(raw))
+		if raw.StructuredContent != nil && res.Limit == "" {
+			var held int64
+			for _, line := range strings.Split(res.Stdout, "\n")[1:] {
+				if f := strings.Fields(line); len(f) >= 16 {
+					rss, _ := strconv.ParseInt(f[14], 10, 64)
+					held += rss
+				}
+			}
+			if held > 64<<20 {
+				fx.escape(t, "a call ran while the session's System V segments held %d MiB, --max-memory 64MiB", held>>20)
+			}
+		} else if raw.StructuredContent == nil && !strings.Contains(testkit.OneLineText(t, raw), "--max-memory") {
+			t.Errorf("refused: %q", testkit.ResultText(raw))
+		}
+		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+			t.Fatalf("reset: %v", err)
+		}
+	})
+	// bubblewrap hides the credentials' state copies under a tmpfs its
+	// owner could make writable again: memory no bound counts.
+	fx.vector(t, "tmpfs", func(t *testing.T) {
+		fx.attack(t, procs, py(`
+for line in open("/proc/self/mountinfo"):
+    pre, post = line.split(" - ", 1)
+    mnt = pre.split()[4].encode().decode("unicode_escape")
+    if post.split()[0] != "tmpfs" or not mnt.startswith(HOME + "/"):
+        continue
+    attempt("chmod " + mnt, os.chmod, mnt, 0o700)
+    attempt("write in the tmpfs " + mnt, lambda: open(mnt + "/fill", "wb").write(b"x" * 4096))
+`), nil)
 	})
 	fx.vector(t, "file-size", func(t *testing.T) {
 		res, _ := disk.Exec(map[string]any{"argv": []string{"dd", "if=/dev/zero", "of=" + filepath.Join(diskJail, "big"), "bs=1M", "count=20"}})
@@ -318,3 +435,22 @@ for i in range(procs):
 for pid in kids:
     os.waitpid(pid, 0)
 `
+
+// sandboxShm is what the /dev/shm of ts's session agents holds, from
+// the host: each agent's sandbox, by its init's root.
+func sandboxShm(t *testing.T, ts *testkit.Server) int64 {
+	t.Helper()
+	var held int64
+	for _, agent := range testkit.AgentsOf(ts.Cmd.Process.Pid) {
+		st, ok := jail.ReadStat(strconv.Itoa(agent))
+		if !ok {
+			continue
+		}
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(fmt.Sprintf("/proc/%d/root/dev/shm", st.PPid), &fs); err != nil {
+			t.Fatalf("the /dev/shm of agent %d: %v", agent, err)
+		}
+		held += int64(fs.Blocks-fs.Bfree) * fs.Bsize
+	}
+	return held
+}

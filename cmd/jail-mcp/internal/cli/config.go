@@ -112,7 +112,7 @@ var options = []option{
 	{"max-jobs", "JAIL_MCP_MAX_JOBS", "16", "jobs one session may run at once (`N`)", countOf(func(c *Config) *int { return &c.MaxJobs }, 1024)},
 	{"max-output", "JAIL_MCP_MAX_OUTPUT", "65536", "`BYTES` of each stream returned inline", parseMaxOutput},
 	{"pass-env", "JAIL_MCP_PASS_ENV", "", "`LIST` of host variables passed into the jail: names or PREFIX_*", parsePassEnv},
-	{"max-procs", "JAIL_MCP_MAX_PROCS", "512", "processes a command may have at once (`N`)", countOf(func(c *Config) *int64 { return &c.MaxProcs }, math.MaxInt64)},
+	{"max-procs", "JAIL_MCP_MAX_PROCS", "512", "processes a command may have at once (`N`), each thread counted", countOf(func(c *Config) *int64 { return &c.MaxProcs }, math.MaxInt64)},
 	{"max-memory", "JAIL_MCP_MAX_MEMORY", "4GiB", "memory `BYTES` of a command's processes together", bytesOf(func(c *Config) *int64 { return &c.MaxMemory })},
 	{"max-disk", "JAIL_MCP_MAX_DISK", "10GiB", "disk usage `BYTES` of one session's jail", bytesOf(func(c *Config) *int64 { return &c.MaxDisk })},
 	{"max-sessions", "JAIL_MCP_MAX_SESSIONS", strconv.Itoa(DefaultMaxSessions), "live MCP sessions served at once over HTTP (`N`)", countOf(func(c *Config) *int { return &c.MaxSessions }, math.MaxInt32)},
