@@ -94,6 +94,8 @@ func TestDeepJail(t *testing.T) {
 	if m.cg != nil {
 		t.Fatal("the manager made cgroups")
 	}
+	// Walked whatever its depth, as by a server out of inotify watches.
+	m.uw.budget = 1000
 	deep := openSession(t, m, "deep")
 	start := time.Now()
 	chain(t, deep.Path, deepDepth)

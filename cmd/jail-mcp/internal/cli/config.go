@@ -46,6 +46,7 @@ type Config struct {
 	MaxProcs    int64
 	MaxMemory   int64
 	MaxDisk     int64
+	MaxFiles    int64
 	MaxSessions int
 	LogLevel    slog.Level
 	// Warnings about the configuration, for the log once it exists.
@@ -57,6 +58,14 @@ type Config struct {
 // developer or a small team opens, while it bounds the descriptors and
 // memory a client that never ends its sessions can take.
 const DefaultMaxSessions = 256
+
+// DefaultMaxFiles bounds the inodes of a jail. Its blocks are bounded by
+// --max-disk, but empty files, short symlinks, FIFOs and sockets take
+// none: this is what bounds them. Half a million is above what a jail's
+// caches reach (a Go module and build cache, npm's and pip's together are
+// some 100,000 files for a large project) and far below what a host's file
+// system holds.
+const DefaultMaxFiles = 500000
 
 // option is one row of the contract's configuration table: the flag, its
 // variable, its default and usage, and parse, which sets the field of
@@ -89,7 +98,8 @@ var options = []option{
 	{"pass-env", "JAIL_MCP_PASS_ENV", "", "`LIST` of host variables passed into the jail: names or PREFIX_*", parsePassEnv},
 	{"max-procs", "JAIL_MCP_MAX_PROCS", "512", "processes a command may have at once (`N`)", countOf(func(c *Config) *int64 { return &c.MaxProcs }, math.MaxInt64)},
 	{"max-memory", "JAIL_MCP_MAX_MEMORY", "4GiB", "memory `BYTES` of a command's processes together", bytesOf(func(c *Config) *int64 { return &c.MaxMemory })},
-	{"max-disk", "JAIL_MCP_MAX_DISK", "10GiB", "disk usage `BYTES` of one session's jail", bytesOf(func(c *Config) *int64 { return &c.MaxDisk })},
+	{"max-disk", "JAIL_MCP_MAX_DISK", "10GiB", "disk usage `BYTES` of one session's jail (the blocks of its files of every kind)", bytesOf(func(c *Config) *int64 { return &c.MaxDisk })},
+	{"max-files", "JAIL_MCP_MAX_FILES", strconv.Itoa(DefaultMaxFiles), "files of every kind (inodes: directories and symlinks too) one session's jail may hold (`N`)", countOf(func(c *Config) *int64 { return &c.MaxFiles }, math.MaxInt64)},
 	{"max-sessions", "JAIL_MCP_MAX_SESSIONS", strconv.Itoa(DefaultMaxSessions), "live MCP sessions served at once over HTTP (`N`)", countOf(func(c *Config) *int { return &c.MaxSessions }, math.MaxInt32)},
 	{"log-level", "JAIL_MCP_LOG_LEVEL", "info", "`LEVEL`: debug, info, warn, error", parseLogLevel},
 }
