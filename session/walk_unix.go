@@ -132,11 +132,13 @@ func walkTree(top *os.File, remove bool) (Usage, error) {
 		openUp(int(top.Fd()), &st)
 	}
 	root := &frame{f: top, ino: st.Ino}
+	var errs []error
 	if err := t.enter(root, remove); err != nil {
-		return t.u, err
+		// What could be read is walked all the same: a file that would
+		// not go must not keep a reset from emptying the rest.
+		errs = append(errs, err)
 	}
 	stack := []*frame{root}
-	var errs []error
 	defer func() {
 		for _, fr := range stack {
 			fr.close()
