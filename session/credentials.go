@@ -499,22 +499,9 @@ func (s *Session) copyTreeIn(src, dst string) error {
 	return nil
 }
 
-// removeAll is os.Root.RemoveAll that, when a command left directories it
-// made unwritable, opens them up (inside rel only) and tries again.
+// removeAll removes rel and what is below it without following a
+// symlink, by descriptors (walk_unix.go), opening up (inside rel only)
+// the directories a command left unwritable.
 func (s *Session) removeAll(rel string) error {
-	err := s.root.RemoveAll(rel)
-	if err == nil || !errors.Is(err, fs.ErrPermission) {
-		return err
-	}
-	fi, lerr := s.root.Lstat(rel)
-	if lerr != nil || !fi.IsDir() {
-		return err
-	}
-	sub, oerr := s.root.OpenRoot(rel)
-	if oerr != nil {
-		return err
-	}
-	count(sub, true)
-	sub.Close()
-	return s.root.RemoveAll(rel)
+	return removeTree(s.root, rel)
 }

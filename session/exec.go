@@ -330,7 +330,7 @@ func (p *callPlan) networkOf(cfg Config, req Request) error {
 }
 
 // admit refuses a call in a closed session, or in a jail over its disk
-// bound.
+// or file bound.
 func (s *Session) admit() error {
 	s.mu.Lock()
 	closed := s.closed
@@ -338,18 +338,21 @@ func (s *Session) admit() error {
 	if closed {
 		return fmt.Errorf("session %s: %w", s.Name, errClosed)
 	}
-	bound := s.m.cfg.MaxDisk
-	if bound <= 0 {
+	cfg := &s.m.cfg
+	if cfg.MaxDisk <= 0 && cfg.MaxFiles <= 0 {
 		return nil
 	}
 	// No call starts in a jail over its bound; one whose usage cannot be
 	// told is not run either (fail closed).
 	u, err := s.diskUsage(diskEvery * watchInterval)
 	if err != nil {
-		return fmt.Errorf("count the jail's usage for --max-disk: %w", err)
+		return fmt.Errorf("count the jail's usage for --max-disk and --max-files: %w", err)
 	}
-	if u.Bytes > bound {
-		return inputErrorf("the jail holds %d bytes, over --max-disk %d: remove files or call jail_reset", u.Bytes, bound)
+	switch u.over(cfg) {
+	case BoundDisk:
+		return inputErrorf("the jail holds %d bytes on disk, over --max-disk %d: remove files or call jail_reset", u.Bytes, cfg.MaxDisk)
+	case BoundFiles:
+		return inputErrorf("the jail holds %d files, over --max-files %d: remove files or call jail_reset", u.Files, cfg.MaxFiles)
 	}
 	return nil
 }
@@ -714,12 +717,14 @@ func attachStreams(call *jail.Call, req Request, out *callOutput) (*callStreams,
 // output included. Where the usage watch keeps it, the look costs what
 // the call changed; elsewhere it is the walk of the last second.
 func (s *Session) checkDiskAfter(res *Result) {
-	bound := s.m.cfg.MaxDisk
-	if bound <= 0 || res.Limit != "" {
+	cfg := &s.m.cfg
+	if cfg.MaxDisk <= 0 && cfg.MaxFiles <= 0 || res.Limit != "" {
 		return
 	}
-	if u, err := s.diskUsage(diskEvery * watchInterval); err == nil && u.Bytes > bound {
-		res.Limit = BoundDisk
+	if u, err := s.diskUsage(diskEvery * watchInterval); err == nil {
+		if b := u.over(cfg); b != "" {
+			res.Limit = b
+		}
 	}
 }
 

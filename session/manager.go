@@ -49,9 +49,10 @@ type Config struct {
 	// running past its call); MaxJobs bounds a session's running jobs.
 	MaxJobTime time.Duration
 	MaxJobs    int
-	// Bounds a later backend enforces; reported, not yet enforced.
-	MaxProcs, MaxMemory, MaxDisk int64
-	Logger                       *slog.Logger // nil discards
+	// MaxProcs and MaxMemory bound a command, MaxDisk (bytes on disk)
+	// and MaxFiles (inodes) a session's jail; 0 is no bound.
+	MaxProcs, MaxMemory, MaxDisk, MaxFiles int64
+	Logger                                 *slog.Logger // nil discards
 	// OneCall is for a manager that runs one command and ends (jail-mcp
 	// run): it prepares one launcher at once instead of keeping spares.
 	OneCall bool
@@ -128,7 +129,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
-	if cfg.MaxDisk > 0 {
+	if cfg.MaxDisk > 0 || cfg.MaxFiles > 0 {
 		m.uw = newUsageWatch(log)
 	}
 	if !jail.IsRefusing(cfg.Backend) && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {

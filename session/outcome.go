@@ -17,6 +17,7 @@ const (
 	BoundProcs    Bound = "procs"     // --max-procs
 	BoundMemory   Bound = "memory"    // --max-memory
 	BoundDisk     Bound = "disk"      // --max-disk, the jail's usage
+	BoundFiles    Bound = "files"     // --max-files, the jail's inodes
 	BoundFileSize Bound = "file_size" // --max-disk, one file's size
 )
 
@@ -31,6 +32,8 @@ func (b Bound) Flag() string {
 		return "--max-memory"
 	case BoundDisk, BoundFileSize:
 		return "--max-disk"
+	case BoundFiles:
+		return "--max-files"
 	}
 	return ""
 }
@@ -121,11 +124,12 @@ func (r *Result) Failed() bool {
 	return r.End != Exited || r.ExitCode != 0 || r.Limit != ""
 }
 
-// LimitAfterExit says that Limit (BoundDisk) was found crossed once the
-// command had ended, between two looks of the watchdog: it was not killed
-// for it, and no call runs until the jail is back under the bound.
+// LimitAfterExit says that Limit (BoundDisk, BoundFiles) was found
+// crossed once the command had ended, between two looks of the watchdog:
+// it was not killed for it, and no call runs until the jail is back under
+// the bound.
 func (r *Result) LimitAfterExit() bool {
-	return r.Limit == BoundDisk && r.End != OverBound
+	return (r.Limit == BoundDisk || r.Limit == BoundFiles) && r.End != OverBound
 }
 
 // ExitStatus is the command's status as a shell reports it: its exit

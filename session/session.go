@@ -46,10 +46,19 @@ type Session struct {
 	jobs     map[string]*Job
 	jobOrder []*Job
 
-	// usageMu guards the latest count of the jail and when it was taken.
-	usageMu sync.Mutex
-	usage   Usage
-	usageAt time.Time
+	// usageMu guards the latest walk of the jail (its count and when it
+	// started), the walk running (walking, closed when it ends), and the
+	// watchdog's latest look (metered).
+	usageMu   sync.Mutex
+	usage     Usage
+	usageAt   time.Time
+	walking   chan struct{}
+	walkStart time.Time
+	walkErr   error
+	metering  bool
+	metered   Usage
+	meteredAt time.Time
+	meterGen  uint64 // a reset's: a look begun before it counts nothing
 }
 
 type call struct {
@@ -138,13 +147,41 @@ func (s *Session) ensureSkeleton() {
 	}
 }
 
-// Usage is what a jail holds.
+// skeletonDirs are the directories the skeleton makes: its own and
+// their parents.
+func skeletonDirs() []string {
+	var dirs []string
+	for _, d := range skeleton {
+		for p := d; p != "."; p = path.Dir(p) {
+			if !slices.Contains(dirs, p) {
+				dirs = append(dirs, p)
+			}
+		}
+	}
+	return dirs
+}
+
+// Usage is what a jail holds: its inodes of every kind (files,
+// directories, symlinks, FIFOs, sockets; a hard link once) and the bytes
+// the file system spends on them (their blocks, not their apparent size).
 type Usage struct {
 	Files int64 `json:"files"`
 	Bytes int64 `json:"bytes"`
 }
 
-// Usage counts the files and bytes in the jail without following symlinks.
+// over names the bound of the operator's that u is over, or "".
+func (u Usage) over(cfg *Config) Bound {
+	switch {
+	case cfg.MaxDisk > 0 && u.Bytes > cfg.MaxDisk:
+		return BoundDisk
+	case cfg.MaxFiles > 0 && u.Files > cfg.MaxFiles:
+		return BoundFiles
+	}
+	return ""
+}
+
+// Usage counts the jail's inodes and their blocks without following
+// symlinks.
 func (s *Session) Usage() (Usage, error) {
 	s.resetMu.RLock()
 	defer s.resetMu.RUnlock()
@@ -153,24 +190,54 @@ func (s *Session) Usage() (Usage, error) {
 
 // diskUsage returns the jail's usage: exact and current where the
 // manager's usage watch keeps it (Linux: what changed since the last look
-// is looked at, nothing else), else the latest walk of the jail when it
-// is younger than maxAge. Walking takes half a second for 100,000 files,
-// so a call's disk check before it starts then takes the walk of the last
-// second: the precision the watchdog gives the disk bound without inotify.
+// is looked at, nothing else), else a walk of the jail that started less
+// than maxAge ago. One walk of a jail runs at a time: a caller that finds
+// one running waits for it, and takes its count when it started late
+// enough. Walking takes half a second for 100,000 files, so a call's disk
+// check before it starts then takes the walk of the last second: the
+// precision the watchdog gives the disk bound without inotify.
 func (s *Session) diskUsage(maxAge time.Duration) (Usage, error) {
 	if u, ok := s.exactUsage(); ok {
 		return u, nil
 	}
+	since := time.Now().Add(-maxAge)
+	s.usageMu.Lock()
+	for {
+		if !s.usageAt.IsZero() && !s.usageAt.Before(since) {
+			u := s.usage
+			s.usageMu.Unlock()
+			return u, nil
+		}
+		if s.walking == nil {
+			break
+		}
+		walk, started := s.walking, s.walkStart
+		s.usageMu.Unlock()
+		<-walk
+		s.usageMu.Lock()
+		if !started.Before(since) && s.walkErr != nil {
+			err := s.walkErr
+			s.usageMu.Unlock()
+			return Usage{}, err
+		}
+	}
+	done := make(chan struct{})
+	start := time.Now()
+	s.walking, s.walkStart = done, start
+	s.usageMu.Unlock()
+
+	u, err := countRoot(s.root)
+
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()
-	if !s.usageAt.IsZero() && time.Since(s.usageAt) < maxAge {
-		return s.usage, nil
-	}
-	u, err := count(s.root, false)
+	s.walking, s.walkErr = nil, err
+	close(done)
 	if err != nil {
 		return u, err
 	}
-	s.usage, s.usageAt = u, time.Now()
+	if !s.usageAt.After(start) {
+		s.usage, s.usageAt = u, start
+	}
 	return u, nil
 }
 
@@ -183,43 +250,52 @@ func (s *Session) exactUsage() (u Usage, ok bool) {
 	return s.m.uw.usage(s)
 }
 
+// meter returns the usage the latest look at the jail found, for the
+// watchdog, and starts the next look in the background when none runs
+// and the latest is older than maxAge: a look that takes long (a walk of
+// a deep or large jail) holds up only the looks at this jail, never the
+// watchdog's other work (other calls' processes and memory, other jails).
+// ok is false until a look has counted the jail.
+func (s *Session) meter(maxAge time.Duration) (u Usage, ok bool) {
+	s.usageMu.Lock()
+	defer s.usageMu.Unlock()
+	if !s.metering && (s.meteredAt.IsZero() || time.Since(s.meteredAt) >= maxAge) {
+		s.metering = true
+		gen := s.meterGen
+		go s.meterOnce(gen)
+	}
+	return s.metered, !s.meteredAt.IsZero()
+}
+
+func (s *Session) meterOnce(gen uint64) {
+	u, err := func() (Usage, error) {
+		// Held shared, as by a call: a reset (and the session's end)
+		// waits for the look, and the look never counts a jail half
+		// emptied.
+		s.resetMu.RLock()
+		defer s.resetMu.RUnlock()
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return Usage{}, errClosed
+		}
+		return s.diskUsage(diskEvery * watchInterval)
+	}()
+	s.usageMu.Lock()
+	defer s.usageMu.Unlock()
+	s.metering = false
+	if err == nil && gen == s.meterGen {
+		s.metered, s.meteredAt = u, time.Now()
+	}
+}
+
 // forgetUsage drops the latest count: the jail just changed a lot.
 func (s *Session) forgetUsage() {
 	s.usageMu.Lock()
-	s.usageAt = time.Time{}
+	s.usageAt, s.meteredAt, s.metered = time.Time{}, time.Time{}, Usage{}
+	s.meterGen++
 	s.usageMu.Unlock()
-}
-
-// count walks the jail; symlinks are counted as files, never followed.
-// With unlock it also gives the owner full rights on every directory that
-// lacks them, so that a reset can empty them when the server is not root.
-func count(root *os.Root, unlock bool) (Usage, error) {
-	var u Usage
-	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == "." {
-				return err
-			}
-			return nil // vanished or unreadable: a running command's business
-		}
-		if d.IsDir() {
-			if !unlock {
-				return nil
-			}
-			if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o700 != 0o700 {
-				root.Chmod(p, fi.Mode().Perm()|0o700)
-			}
-			return nil
-		}
-		u.Files++
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				u.Bytes += fi.Size()
-			}
-		}
-		return nil
-	})
-	return u, err
 }
 
 // ResetResult is what Reset removed.
@@ -263,28 +339,26 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	if s.m.uw != nil {
 		s.m.uw.forget(s)
 	}
-	// A command may have left directories it cannot write or read (chmod
-	// 500, 000); open them up again, inside the jail only, so that they
-	// can be emptied when the server is not root.
-	u, err := count(s.root, true)
-	if err != nil {
-		return r, fmt.Errorf("reset %s: %w", s.Path, err)
-	}
-	entries, err := readDir(s.root, ".")
-	if err != nil {
-		return r, fmt.Errorf("reset %s: %w", s.Path, err)
-	}
-	var errs []error
-	for _, name := range entries {
-		// os.Root.RemoveAll removes a symlink itself, never its target.
-		if err := s.root.RemoveAll(name); err != nil {
-			errs = append(errs, fmt.Errorf("remove %s: %w", name, err))
+	// The skeleton's directories are made again: what they took is not
+	// what the reset removed.
+	var skel Usage
+	for _, d := range skeletonDirs() {
+		if fi, err := s.root.Lstat(d); err == nil && fi.IsDir() {
+			skel.Files++
+			skel.Bytes += diskBytes(fi)
 		}
 	}
-	r.RemovedFiles, r.RemovedBytes = u.Files, u.Bytes
+	// Emptied by descriptors, never by a path from the jail's root
+	// (walk_unix.go): a symlink is removed itself, never followed, and
+	// directories a command left without rights (chmod 500, 000) are
+	// opened up, inside the jail only, so that they can be emptied when
+	// the server is not root.
+	u, err := emptyRoot(s.root)
+	u.Files, u.Bytes = max(u.Files-skel.Files, 0), max(u.Bytes-skel.Bytes, 0)
 	s.forgetUsage()
 	s.ensureSkeleton()
-	if err := errors.Join(errs...); err != nil {
+	r.RemovedFiles, r.RemovedBytes = u.Files, u.Bytes
+	if err != nil {
 		return r, fmt.Errorf("reset %s: %w", s.Path, err)
 	}
 	return r, nil

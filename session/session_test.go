@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,6 +126,55 @@ func tree(t testing.TB, dir string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// hostUsage is what the file system spends below dir, by the host's own
+// walk: every inode but dir's, of every kind, by its blocks, a hard link
+// once; skip names directories left out (with what they hold).
+func hostUsage(t testing.TB, dir string) Usage {
+	t.Helper()
+	var u Usage
+	seen := map[uint64]bool{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if !fi.IsDir() && st.Nlink > 1 {
+			if seen[st.Ino] {
+				return nil
+			}
+			seen[st.Ino] = true
+		}
+		u.Files++
+		u.Bytes += st.Blocks * 512
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// skeletonUsage is what the skeleton's directories of the jail dir take,
+// those that are directories.
+func skeletonUsage(t testing.TB, dir string) Usage {
+	t.Helper()
+	var u Usage
+	for _, d := range skeletonDirs() {
+		if fi, err := os.Lstat(filepath.Join(dir, d)); err == nil && fi.IsDir() {
+			u.Files++
+			u.Bytes += fi.Sys().(*syscall.Stat_t).Blocks * 512
+		}
+	}
+	return u
 }
 
 // skeletonTree is tree of a jail holding only the skeleton.
@@ -324,48 +374,47 @@ func TestReset(t *testing.T) {
 		tests := []struct {
 			name      string
 			plant     func(t *testing.T, s *Session, outside string)
-			wantFiles int64
-			wantBytes int64
+			wantFiles int64 // inodes, the skeleton's directories left out
 		}{
-			{"empty jail", func(t *testing.T, s *Session, outside string) {}, 0, 0},
+			{"empty jail", func(t *testing.T, s *Session, outside string) {}, 0},
 			{"files and directories", func(t *testing.T, s *Session, outside string) {
 				writeFile(t, s.Path+"/a", "abc")
 				writeFile(t, s.Path+"/d/b", "12345")
 				writeFile(t, s.Path+"/d/e/c", "")
 				writeFile(t, s.Path+"/.cache/x", "1234567")
-			}, 4, 15},
+			}, 6},
 			{"symlink to a file outside", func(t *testing.T, s *Session, outside string) {
 				writeFile(t, outside+"/secret", "do not delete")
 				symlink(t, outside+"/secret", s.Path+"/link")
-			}, 1, 0},
+			}, 1},
 			{"symlink to a directory outside", func(t *testing.T, s *Session, outside string) {
 				writeFile(t, outside+"/dir/f1", "one")
 				writeFile(t, outside+"/dir/sub/f2", "two")
 				symlink(t, outside+"/dir", s.Path+"/dlink")
 				symlink(t, outside+"/dir/", s.Path+"/.cache/dlink-slash")
-			}, 2, 0},
+			}, 2},
 			{"skeleton directory replaced by a symlink outside", func(t *testing.T, s *Session, outside string) {
 				writeFile(t, outside+"/cache/keep", "keep")
 				if err := os.Remove(s.Path + "/.cache"); err != nil {
 					t.Fatal(err)
 				}
 				symlink(t, outside+"/cache", s.Path+"/.cache")
-			}, 1, 0},
+			}, 1},
 			{"dangling symlink", func(t *testing.T, s *Session, outside string) {
 				symlink(t, outside+"/missing", s.Path+"/dangling")
-			}, 1, 0},
+			}, 1},
 			{"hard link to a file outside", func(t *testing.T, s *Session, outside string) {
 				writeFile(t, outside+"/hard", "shared")
 				if err := os.Link(outside+"/hard", s.Path+"/hard"); err != nil {
 					t.Fatal(err)
 				}
-			}, 1, 6},
+			}, 1},
 			{"read-only directory", func(t *testing.T, s *Session, outside string) {
 				writeFile(t, s.Path+"/ro/f", "xy")
 				if err := os.Chmod(s.Path+"/ro", 0o500); err != nil {
 					t.Fatal(err)
 				}
-			}, 1, 2},
+			}, 2},
 			{"planted by a jailed command", func(t *testing.T, s *Session, outside string) {
 				writeFile(t, outside+"/dir/f", "outside")
 				res, err := s.Exec(t.Context(), Request{
@@ -376,7 +425,7 @@ func TestReset(t *testing.T) {
 				if err != nil || res.ExitCode != 0 {
 					t.Fatalf("plant: %v %+v", err, res)
 				}
-			}, 4, 5},
+			}, 8}, // and the call's .jail-mcp/state/
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -385,13 +434,20 @@ func TestReset(t *testing.T) {
 				outside := canonTempDir(t)
 				tt.plant(t, s, outside)
 				before := tree(t, outside)
+				os.Chmod(s.Path+"/ro", 0o700)
+				held, skel := hostUsage(t, s.Path), skeletonUsage(t, s.Path)
+				os.Chmod(s.Path+"/ro", 0o500)
+				want := Usage{Files: held.Files - skel.Files, Bytes: held.Bytes - skel.Bytes}
+				if want.Files != tt.wantFiles {
+					t.Fatalf("planted %d inodes, want %d", want.Files, tt.wantFiles)
+				}
 
 				r, err := s.Reset(t.Context())
 				if err != nil {
 					t.Fatalf("Reset: %v", err)
 				}
-				if r.RemovedFiles != tt.wantFiles || r.RemovedBytes != tt.wantBytes || r.Killed != 0 {
-					t.Errorf("Reset = %+v, want %d files %d bytes 0 killed", r, tt.wantFiles, tt.wantBytes)
+				if r.RemovedFiles != want.Files || r.RemovedBytes != want.Bytes || r.Killed != 0 {
+					t.Errorf("Reset = %+v, want %+v and 0 killed", r, want)
 				}
 				if got := sorted(tree(t, s.Path)); !slices.Equal(got, skeletonTree) {
 					t.Errorf("jail after reset holds %q, want the skeleton %q", got, skeletonTree)
@@ -399,8 +455,8 @@ func TestReset(t *testing.T) {
 				if after := tree(t, outside); !slices.Equal(before, after) {
 					t.Errorf("outside changed from %q to %q", before, after)
 				}
-				if u, err := s.Usage(); err != nil || u != (Usage{}) {
-					t.Errorf("Usage after reset = %+v, %v; want zero", u, err)
+				if u, err := s.Usage(); err != nil || u != hostUsage(t, s.Path) || u.Files != int64(len(skeletonDirs())) {
+					t.Errorf("Usage after reset = %+v, %v; want the skeleton's %+v", u, err, hostUsage(t, s.Path))
 				}
 			})
 		}
@@ -411,28 +467,50 @@ func TestUsage(t *testing.T) {
 	tests := []struct {
 		name  string
 		plant func(t *testing.T, jailDir, outside string)
-		want  Usage
+		files int64 // inodes beyond the skeleton's
 	}{
-		{"skeleton only", func(t *testing.T, jailDir, outside string) {}, Usage{}},
+		{"skeleton only", func(t *testing.T, jailDir, outside string) {}, 0},
 		{"files", func(t *testing.T, jailDir, outside string) {
 			writeFile(t, jailDir+"/a", "abc")
 			writeFile(t, jailDir+"/d/e/b", strings.Repeat("x", 1000))
 			writeFile(t, jailDir+"/.tmp/empty", "")
-		}, Usage{Files: 3, Bytes: 1003}},
+		}, 5},
 		{"symlink to a big directory outside", func(t *testing.T, jailDir, outside string) {
 			for i := range 50 {
 				writeFile(t, fmt.Sprintf("%s/big/f%d", outside, i), strings.Repeat("x", 4096))
 			}
 			symlink(t, outside+"/big", jailDir+"/big")
 			symlink(t, outside+"/big/f0", jailDir+"/f0")
-		}, Usage{Files: 2, Bytes: 0}},
+		}, 2},
 		{"skeleton directory replaced by a symlink outside", func(t *testing.T, jailDir, outside string) {
 			writeFile(t, outside+"/cache/blob", strings.Repeat("x", 1<<16))
 			if err := os.Remove(jailDir + "/.cache"); err != nil {
 				t.Fatal(err)
 			}
 			symlink(t, outside+"/cache", jailDir+"/.cache")
-		}, Usage{Files: 1, Bytes: 0}},
+		}, 0},
+		{"directories and symlinks", func(t *testing.T, jailDir, outside string) {
+			for i := range 20 {
+				if err := os.Mkdir(fmt.Sprintf("%s/d%d", jailDir, i), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				symlink(t, strings.Repeat("x", 4000), fmt.Sprintf("%s/l%d", jailDir, i))
+			}
+		}, 40},
+		{"hard links once", func(t *testing.T, jailDir, outside string) {
+			writeFile(t, jailDir+"/a", strings.Repeat("x", 10000))
+			for _, l := range []string{"/b", "/.tmp/c"} {
+				if err := os.Link(jailDir+"/a", jailDir+l); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, 1},
+		{"unreadable directory", func(t *testing.T, jailDir, outside string) {
+			writeFile(t, jailDir+"/locked/f", strings.Repeat("x", 10000))
+			if err := os.Chmod(jailDir+"/locked", 0o000); err != nil {
+				t.Fatal(err)
+			}
+		}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -440,8 +518,10 @@ func TestUsage(t *testing.T) {
 			s := openSession(t, m, "s")
 			tt.plant(t, s.Path, canonTempDir(t))
 			got, err := s.Usage()
-			if err != nil || got != tt.want {
-				t.Errorf("Usage() = %+v, %v; want %+v", got, err, tt.want)
+			os.Chmod(s.Path+"/locked", 0o700)
+			want := hostUsage(t, s.Path)
+			if err != nil || got != want || got.Files != int64(len(skeletonDirs()))+tt.files {
+				t.Errorf("Usage() = %+v, %v; want %+v, %d inodes beyond the skeleton", got, err, want, tt.files)
 			}
 		})
 	}
@@ -710,7 +790,7 @@ func TestDiskUsageCache(t *testing.T) {
 	if got, _ := s.diskUsage(time.Hour); got != before {
 		t.Errorf("cached count %+v, want the earlier %+v", got, before)
 	}
-	want := Usage{Files: before.Files + 1, Bytes: before.Bytes + 5}
+	want := hostUsage(t, s.Path)
 	if got, _ := s.Usage(); got != want {
 		t.Errorf("Usage() = %+v, want a fresh %+v", got, want)
 	}
@@ -720,7 +800,7 @@ func TestDiskUsageCache(t *testing.T) {
 	if _, err := s.Reset(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.diskUsage(time.Hour); got.Bytes != 0 {
-		t.Errorf("count after reset %+v, want no bytes", got)
+	if got, _ := s.diskUsage(time.Hour); got != hostUsage(t, s.Path) {
+		t.Errorf("count after reset %+v, want the skeleton's %+v", got, hostUsage(t, s.Path))
 	}
 }

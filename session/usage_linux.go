@@ -45,15 +45,36 @@ type usageWatch struct {
 // leaves.
 var errNoWatches = fmt.Errorf("more directories than the inotify watches jail-mcp may use: %w", unix.ENOSPC)
 
+// watchDepth is the deepest directory of a watched jail, below the jail:
+// a look at a directory opens it from the jail base down, a step per
+// level, so a jail deeper than this is walked instead (by descriptors,
+// off the watchdog's loop: walk_unix.go) rather than made to cost each
+// event its depth. No project's tree comes near it.
+const watchDepth = 128
+
+// errTooDeep reports a jail with a directory deeper than watchDepth.
+var errTooDeep = fmt.Errorf("a directory more than %d levels deep", watchDepth)
+
 // wjail is a jail's watched tree.
 type wjail struct {
-	base   *os.Root // the jail base
-	name   string   // the jail's name in it
-	root   *wdir
-	usage  Usage
+	base  *os.Root // the jail base
+	name  string   // the jail's name in it
+	root  *wdir
+	usage Usage
+	// inodes are the jail's inodes but directories, by number: the
+	// blocks each takes and how many of its names the jail holds, so
+	// that a hard link counts once.
+	inodes map[uint64]inode
 	rescan bool // scan again at the next look
 	walked bool // not watched: walked by the caller until the next reset
 	seed   maphash.Seed
+}
+
+// inode is a counted inode: no pointer, so that the garbage collector
+// does not scan a jail's map of them.
+type inode struct {
+	blocks int64 // bytes
+	names  int32
 }
 
 // key is the hash of an entry's name, with a seed of the jail's that no
@@ -68,12 +89,14 @@ type wdir struct {
 	ino    uint64
 	parent *wdir // nil for the jail itself
 	name   string
+	depth  int   // below the jail: 0 for the jail itself
+	blocks int64 // the directory's own bytes on disk, counted unless the jail itself
 	// files holds every entry but directories, by the hash of its name
-	// (nameKey): its size (regular files) or 0. A map with neither keys
-	// nor values that point is not scanned by the garbage collector: a
-	// jail of 100,000 files would otherwise cost the server's every
-	// collection a walk of them (measured: a call 20% slower).
-	files map[uint64]int64
+	// (key): its inode number, in j.inodes. A map with neither keys nor
+	// values that point is not scanned by the garbage collector: a jail
+	// of 100,000 files would otherwise cost the server's every collection
+	// a walk of them (measured: a call 20% slower).
+	files map[uint64]uint64
 	dirs  map[string]*wdir
 	// pending are the entries events named since the last look.
 	pending map[string]bool
@@ -224,6 +247,12 @@ func (w *usageWatch) settle(d *wdir) {
 	defer f.Close()
 	defer restore()
 	fd := int(f.Fd())
+	if d.parent != nil {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err == nil && st.Ino == d.ino {
+			d.setBlocks(&st)
+		}
+	}
 	for name := range d.pending {
 		var st unix.Stat_t
 		err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
@@ -253,18 +282,18 @@ func (w *usageWatch) settle(d *wdir) {
 
 // scan watches and counts s's jail.
 func (w *usageWatch) scan(s *Session) (*wjail, error) {
-	j := &wjail{base: s.m.base, name: s.Name, seed: maphash.MakeSeed()}
+	j := &wjail{base: s.m.base, name: s.Name, seed: maphash.MakeSeed(), inodes: map[uint64]inode{}}
 	b, err := j.base.Open(".")
 	if err != nil {
 		return nil, err
 	}
 	defer b.Close()
-	f, restore, err := openBelow(int(b.Fd()), j.name)
+	f, mode, err := openBelow(int(b.Fd()), j.name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	defer restore()
+	defer restoreMode(f, mode)
 	root, err := w.watch(j, nil, "", f)
 	if err != nil {
 		return nil, err
@@ -282,7 +311,10 @@ func (w *usageWatch) scan(s *Session) (*wjail, error) {
 // and opened up for the scan when a command took the server's rights on
 // it away (chmod 000), then given its mode back.
 func (w *usageWatch) scanDir(j *wjail, parent *wdir, parentFd int, name string) error {
-	f, restore, err := openBelow(parentFd, name)
+	if parent.depth >= watchDepth {
+		return errTooDeep
+	}
+	f, mode, err := openBelow(parentFd, name)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
 			return nil // gone or replaced already: its parent's events say what came instead
@@ -290,7 +322,7 @@ func (w *usageWatch) scanDir(j *wjail, parent *wdir, parentFd int, name string) 
 		return err
 	}
 	defer f.Close()
-	defer restore() // first: through f's descriptor
+	defer restoreMode(f, mode) // first: through f's descriptor
 	d, err := w.watch(j, parent, name, f)
 	if err != nil {
 		return err
@@ -321,10 +353,13 @@ func (w *usageWatch) watch(j *wjail, parent *wdir, name string, f *os.File) (*wd
 			old.parent.remove(w, old.name)
 		}
 	}
-	d := &wdir{j: j, wd: int32(wd), ino: st.Ino, parent: parent, name: name, files: map[uint64]int64{}, dirs: map[string]*wdir{}}
+	d := &wdir{j: j, wd: int32(wd), ino: st.Ino, parent: parent, name: name, files: map[uint64]uint64{}, dirs: map[string]*wdir{}}
 	w.wds[int32(wd)] = d
 	if parent != nil {
 		parent.dirs[name] = d
+		d.depth = parent.depth + 1
+		d.setBlocks(&st)
+		j.usage.Files++
 	}
 	return d, nil
 }
@@ -356,8 +391,9 @@ func (w *usageWatch) fill(j *wjail, d *wdir, f *os.File) error {
 	}
 }
 
-// open opens the watched directory d, from the jail base down; restore
-// gives it back the mode it had, where it had to be opened up.
+// open opens the watched directory d, from the jail base down (at most
+// watchDepth steps); restore gives it back the mode it had, where it had
+// to be opened up.
 func (w *usageWatch) open(d *wdir) (f *os.File, restore func(), err error) {
 	names := []string{}
 	for x := d; x.parent != nil; x = x.parent {
@@ -368,19 +404,19 @@ func (w *usageWatch) open(d *wdir) (f *os.File, restore func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	restore = func() {}
+	mode := noRestore
 	for i := len(names) - 1; i >= 0; i-- {
 		// Opening the next one needs the rights on this one; nothing
 		// after it does.
 		next, again, err := openBelow(int(f.Fd()), names[i])
-		restore()
+		restoreMode(f, mode)
 		f.Close()
 		if err != nil {
 			return nil, nil, err
 		}
-		f, restore = next, again
+		f, mode = next, again
 	}
-	return f, restore, nil
+	return f, func() { restoreMode(f, mode) }, nil
 }
 
 // drop removes every watch of j.
@@ -393,10 +429,10 @@ func (w *usageWatch) drop(j *wjail) {
 // remove takes the entry name out of d: a file, or a directory with
 // everything below it.
 func (d *wdir) remove(w *usageWatch, name string) {
-	if size, ok := d.files[d.j.key(name)]; ok {
-		d.j.usage.Files--
-		d.j.usage.Bytes -= size
-		delete(d.files, d.j.key(name))
+	k := d.j.key(name)
+	if ino, ok := d.files[k]; ok {
+		delete(d.files, k)
+		d.j.unref(ino)
 	}
 	if sub := d.dirs[name]; sub != nil {
 		delete(d.dirs, name)
@@ -405,16 +441,21 @@ func (d *wdir) remove(w *usageWatch, name string) {
 }
 
 // unwatch removes the watches of d and everything below it, and takes
-// what they held out of the usage.
+// what they held out of the usage, d itself included.
 func (d *wdir) unwatch(w *usageWatch) {
 	for _, sub := range d.dirs {
 		sub.unwatch(w)
 	}
-	for _, size := range d.files {
-		d.j.usage.Files--
-		d.j.usage.Bytes -= size
+	for _, ino := range d.files {
+		d.j.unref(ino)
 	}
-	d.files, d.dirs = map[uint64]int64{}, map[string]*wdir{}
+	d.files, d.dirs = map[uint64]uint64{}, map[string]*wdir{}
+	if d.parent != nil {
+		d.j.usage.Files--
+		d.j.usage.Bytes -= d.blocks
+		d.blocks = 0
+		d.parent = nil // counted once
+	}
 	if d.wd >= 0 {
 		if w.wds[d.wd] == d {
 			delete(w.wds, d.wd)
@@ -424,60 +465,53 @@ func (d *wdir) unwatch(w *usageWatch) {
 	}
 }
 
-// setFile counts a non-directory entry: regular files by size, the rest
-// (symlinks, FIFOs, sockets) as files of no bytes, as the walk does.
-func (d *wdir) setFile(name string, st *unix.Stat_t) {
-	size := int64(0)
-	if st.Mode&unix.S_IFMT == unix.S_IFREG {
-		size = st.Size
-	}
-	k := d.j.key(name)
-	old, ok := d.files[k]
-	if !ok {
-		d.j.usage.Files++
-	}
-	d.j.usage.Bytes += size - old
-	d.files[k] = size
+// setBlocks counts the blocks of the directory d (not the jail itself)
+// anew: a directory grows with its entries.
+func (d *wdir) setBlocks(st *unix.Stat_t) {
+	b := st.Blocks * 512
+	d.j.usage.Bytes += b - d.blocks
+	d.blocks = b
 }
 
-// openBelow opens the directory name of the directory parentFd for
-// reading, never following a symlink. A directory the server may not read
-// or search (a command's chmod 000 in its own jail) is given the owner's
-// rights for as long as restore is not called, then its mode back; the
-// mode is changed through the descriptor's magic link, so never on what a
-// command swapped in since.
-func openBelow(parentFd int, name string) (f *os.File, restore func(), err error) {
-	restore = func() {}
-	fd, err := unix.Openat(parentFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err == nil {
-		return os.NewFile(uintptr(fd), name), restore, nil
+// setFile counts a non-directory entry, of any kind, by the blocks its
+// inode takes, a hard link once.
+func (d *wdir) setFile(name string, st *unix.Stat_t) {
+	j := d.j
+	k := j.key(name)
+	if old, ok := d.files[k]; ok {
+		if old == st.Ino {
+			in := j.inodes[old]
+			j.usage.Bytes += st.Blocks*512 - in.blocks
+			in.blocks = st.Blocks * 512
+			j.inodes[old] = in
+			return
+		}
+		j.unref(old)
 	}
-	if !errors.Is(err, unix.EACCES) {
-		return nil, restore, err
+	d.files[k] = st.Ino
+	in, ok := j.inodes[st.Ino]
+	if !ok {
+		j.usage.Files++
 	}
-	pfd, perr := unix.Openat(parentFd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if perr != nil {
-		return nil, restore, err
+	j.usage.Bytes += st.Blocks*512 - in.blocks
+	in.blocks = st.Blocks * 512
+	in.names++
+	j.inodes[st.Ino] = in
+}
+
+// unref takes one of the inode's names out; its last takes the inode out.
+func (j *wjail) unref(ino uint64) {
+	in, ok := j.inodes[ino]
+	if !ok {
+		return
 	}
-	defer unix.Close(pfd)
-	var st unix.Stat_t
-	if err := unix.Fstat(pfd, &st); err != nil {
-		return nil, restore, err
+	if in.names--; in.names > 0 {
+		j.inodes[ino] = in
+		return
 	}
-	link := "/proc/self/fd/" + strconv.Itoa(pfd)
-	mode := st.Mode & 0o7777
-	if err := unix.Chmod(link, mode|0o700); err != nil {
-		return nil, restore, err
-	}
-	fd, err = unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		unix.Chmod(link, mode)
-		return nil, restore, err
-	}
-	// The mode goes back through the directory's own descriptor, which
-	// stays open until then.
-	dir := os.NewFile(uintptr(fd), name)
-	return dir, func() { unix.Fchmod(fd, mode) }, nil
+	delete(j.inodes, ino)
+	j.usage.Files--
+	j.usage.Bytes -= in.blocks
 }
 
 func cString(b []byte) string {

@@ -8,12 +8,13 @@ import (
 )
 
 // diskEvery is how many watchdog ticks pass between two walks of a jail
-// whose usage the usage watch does not keep.
+// whose usage the usage watch does not keep: the age of the walk a call's
+// disk checks may take.
 const diskEvery = 20
 
-// watchdog enforces the process, memory and disk bounds of every running
-// command of a manager with one scan of /proc a tick, however many
-// commands run; it runs only while some command does.
+// watchdog enforces the process, memory, disk and file bounds of every
+// running command of a manager with one scan of /proc a tick, however
+// many commands run; it runs only while some command does.
 type watchdog struct {
 	mu      sync.Mutex
 	watched map[*watched]bool
@@ -62,7 +63,7 @@ func (m *Manager) watchLoop() {
 	w := &m.dog
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
-	for tick := 1; ; tick++ {
+	for {
 		<-t.C
 		w.mu.Lock()
 		if len(w.watched) == 0 {
@@ -111,30 +112,24 @@ func (m *Manager) watchLoop() {
 				report(x, BoundMemory)
 			}
 		}
-		if cfg.MaxDisk > 0 {
-			// Where the usage watch keeps a jail's usage, a look costs
-			// what changed: every tick. A jail that must be walked is
-			// walked every diskEvery ticks.
-			over := map[*Session]bool{}
+		if cfg.MaxDisk > 0 || cfg.MaxFiles > 0 {
+			// The jail's usage is looked at off this loop, one look at
+			// a time per jail (Session.meter): a walk of a deep or large
+			// jail must not hold up the bounds of every other call. The
+			// latest look is what the bounds are held to meanwhile.
+			over := map[*Session]Bound{}
 			for _, x := range roots {
 				if _, done := over[x.s]; done {
 					continue
 				}
-				u, ok := x.s.exactUsage()
-				if !ok {
-					if tick%diskEvery != 0 {
-						continue
-					}
-					var err error
-					if u, err = x.s.diskUsage(0); err != nil {
-						continue
-					}
+				over[x.s] = ""
+				if u, ok := x.s.meter(0); ok {
+					over[x.s] = u.over(&cfg)
 				}
-				over[x.s] = u.Bytes > cfg.MaxDisk
 			}
 			for _, x := range roots {
-				if over[x.s] {
-					report(x, BoundDisk)
+				if b := over[x.s]; b != "" {
+					report(x, b)
 				}
 			}
 		}

@@ -41,6 +41,7 @@ type Limits struct {
 	MaxProcs       int64    `json:"max_procs"`
 	MaxMemoryBytes int64    `json:"max_memory_bytes"`
 	MaxDiskBytes   int64    `json:"max_disk_bytes"`
+	MaxFiles       int64    `json:"max_files"`
 	MaxJobTimeMS   int64    `json:"max_job_time_ms"`
 	MaxJobs        int      `json:"max_jobs"`
 	Enforced       []string `json:"enforced"`
@@ -71,7 +72,7 @@ type StatusResult struct {
 }
 
 // limitNames are the bounds of Limits, by field name.
-var limitNames = []string{"timeout_ms", "max_timeout_ms", "max_output_bytes", "max_job_time_ms", "max_jobs", "max_procs", "max_memory_bytes", "max_disk_bytes"}
+var limitNames = []string{"timeout_ms", "max_timeout_ms", "max_output_bytes", "max_job_time_ms", "max_jobs", "max_procs", "max_memory_bytes", "max_disk_bytes", "max_files"}
 
 // alwaysEnforced is how many of limitNames hold wherever commands run.
 const alwaysEnforced = 5
@@ -98,7 +99,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		Limits: Limits{
 			TimeoutMS: cfg.Timeout.Milliseconds(), MaxTimeoutMS: cfg.MaxTimeout.Milliseconds(),
 			MaxOutputBytes: int64(cfg.MaxOutput), MaxProcs: cfg.MaxProcs,
-			MaxMemoryBytes: cfg.MaxMemory, MaxDiskBytes: cfg.MaxDisk,
+			MaxMemoryBytes: cfg.MaxMemory, MaxDiskBytes: cfg.MaxDisk, MaxFiles: cfg.MaxFiles,
 			MaxJobTimeMS: cfg.MaxJobTime.Milliseconds(), MaxJobs: cfg.MaxJobs,
 			Enforced: enforced(cfg.Backend), NotEnforced: notEnforced(cfg.Backend),
 		},
@@ -172,7 +173,11 @@ func renderStatus(s StatusResult) string {
 		}
 		fmt.Fprintf(&b, "credentials (read-only): %s\n", strings.Join(names, ", "))
 	}
-	fmt.Fprintf(&b, "usage %d files, %d bytes; %d running\n", s.Usage.Files, s.Usage.Bytes, s.Running)
+	fmt.Fprintf(&b, "usage %d files, %d bytes on disk", s.Usage.Files, s.Usage.Bytes)
+	if s.Limits.MaxFiles > 0 || s.Limits.MaxDiskBytes > 0 {
+		fmt.Fprintf(&b, " (bounds: --max-files %d, --max-disk %d)", s.Limits.MaxFiles, s.Limits.MaxDiskBytes)
+	}
+	fmt.Fprintf(&b, "; %d running\n", s.Running)
 	for _, j := range s.Jobs {
 		state := "running"
 		switch {

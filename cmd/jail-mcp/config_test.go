@@ -147,6 +147,8 @@ func TestBadConfig(t *testing.T) {
 		{name: "max-procs word", flag: "max-procs", env: "JAIL_MCP_MAX_PROCS", value: cfgValue("many"), want: []string{"positive integer"}},
 		{name: "max-memory word", flag: "max-memory", env: "JAIL_MCP_MAX_MEMORY", value: cfgValue("lots"), want: []string{"byte count"}},
 		{name: "max-disk negative", flag: "max-disk", env: "JAIL_MCP_MAX_DISK", value: cfgValue("-1GiB"), want: []string{"byte count"}},
+		{name: "max-files zero", flag: "max-files", env: "JAIL_MCP_MAX_FILES", value: cfgValue("0"), want: []string{"positive integer"}},
+		{name: "max-files word", flag: "max-files", env: "JAIL_MCP_MAX_FILES", value: cfgValue("lots"), want: []string{"positive integer"}},
 		{name: "max-sessions zero", flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", value: cfgValue("0"), want: []string{"positive integer"}},
 		{name: "max-sessions negative", flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", value: cfgValue("-3"), want: []string{"positive integer"}},
 		{name: "max-sessions word", flag: "max-sessions", env: "JAIL_MCP_MAX_SESSIONS", value: cfgValue("many"), want: []string{"positive integer"}},

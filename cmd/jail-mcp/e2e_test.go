@@ -685,7 +685,7 @@ func TestResetKillsAndNeverFollowsSymlinks(t *testing.T) {
 		if strings.Join(names, " ") != ".cache .config .local .runtime .tmp" {
 			t.Errorf("jail after reset: %v", names)
 		}
-		if st := ts.Status(); st.Usage.Files != 0 || st.Running != 0 {
+		if st := ts.Status(); st.Usage.Files != 7 || st.Running != 0 { // the skeleton's directories
 			t.Errorf("status after reset: %+v", st)
 		}
 		// The session keeps working after a reset.
@@ -699,11 +699,13 @@ func TestStatus(t *testing.T) {
 	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		project := testkit.NewProject(t)
 		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "st", "--network", "off", "--timeout", "30s")
+		ts.Exec(map[string]any{"command": "true"})
+		before := ts.Status().Usage
 		ts.Exec(map[string]any{"command": "printf 12345 > $HOME/f"})
 		st := ts.Status()
 		if st.Session != "st" || st.Project != project || st.Jail != filepath.Join(project, ".agent-home", "st") ||
-			st.Backend != b.Name || !st.Available || !st.Confined || st.Network || st.Usage.Files != 1 ||
-			st.Usage.Bytes != 5 || st.Limits.TimeoutMS != 30000 || st.Version == "" || len(st.Guarantees.Kept) == 0 {
+			st.Backend != b.Name || !st.Available || !st.Confined || st.Network || st.Usage.Files != before.Files+1 ||
+			st.Usage.Bytes <= before.Bytes || st.Limits.MaxFiles != 500000 || st.Limits.TimeoutMS != 30000 || st.Version == "" || len(st.Guarantees.Kept) == 0 {
 			t.Errorf("status: %+v", st)
 		}
 		var kept, notKept []int

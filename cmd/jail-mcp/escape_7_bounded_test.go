@@ -4,19 +4,24 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/tools"
 )
 
 // Promise 7: bounded.
@@ -231,33 +236,31 @@ for line in open("/proc/self/mountinfo"):
 		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
 			t.Fatalf("reset: %v", err)
 		}
-		res = fx.attack(t, disk, `
-head -c 20000000 /dev/zero > "$HOME/big"; echo "status $?"
-echo "size $(stat -c %s "$HOME/big")"
-# One file at the bound fills the jail: gone before the next.
-rm -f "$HOME/big"
-try truncate -s 100M "$HOME/sparse"
-try dd if=/dev/zero of="$HOME/seek" bs=1 count=1 seek=20000000
-`+py(`
-# Python ignores SIGXFSZ: the write fails instead.
-try:
-    with open(HOME + "/big-py", "wb") as f:
-        f.write(b"p" * 20000000)
-    escaped("wrote 20 MB")
-except OSError:
-    pass
-print("size-py", os.stat(HOME + "/big-py").st_size)
-os.remove(HOME + "/big-py")
-`)+`rm -f "$HOME/big" "$HOME/big-py" "$HOME/sparse" "$HOME/seek"`, nil)
-		for _, line := range strings.Split(res.Stdout, "\n") {
-			if size, ok := strings.CutPrefix(line, "size"); ok {
-				if n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(size, "-py")), 10, 64); err != nil || n > 8<<20 {
-					fx.escape(t, "file past --max-disk 8MiB: %s", line)
-				}
+		// Each write on its own call: a file at the per-file bound takes
+		// the jail over --max-disk too (its directories take blocks), so
+		// the watchdog may kill the call for "disk" before it ends.
+		for _, w := range []struct{ name, command string }{
+			{"big", `head -c 20000000 /dev/zero > "$HOME/big"; echo "status $?"`},
+			{"sparse", `truncate -s 100M "$HOME/sparse"`},
+			{"seek", `dd if=/dev/zero of="$HOME/seek" bs=1 count=1 seek=20000000`},
+			// Python ignores SIGXFSZ: the write fails instead.
+			{"big-py", `"$PY" -c 'import os
+with open(os.environ["HOME"] + "/big-py", "wb") as f:
+    f.write(b"p" * 20000000)'`},
+		} {
+			res, _ := disk.Exec(map[string]any{"command": w.command, "env": map[string]any{"PY": fx.py}})
+			if fi, err := os.Lstat(filepath.Join(diskJail, w.name)); err == nil && fi.Size() > 8<<20 {
+				fx.escape(t, "%s: a file of %d bytes, past --max-disk 8MiB", w.name, fi.Size())
 			}
-		}
-		if !strings.Contains(res.Stdout, fmt.Sprintf("status %d\n", 128+int(syscall.SIGXFSZ))) {
-			t.Errorf("the writer did not get SIGXFSZ: %q", res.Stdout)
+			if res.Limit != "file_size" && res.Limit != "disk" && w.name != "sparse" && w.name != "seek" {
+				t.Errorf("%s: %+v", w.name, res)
+			}
+			if strings.Contains(res.Stdout, "status ") && !strings.Contains(res.Stdout, fmt.Sprintf("status %d\n", 128+int(syscall.SIGXFSZ))) {
+				t.Errorf("the writer did not get SIGXFSZ: %q", res.Stdout)
+			}
+			if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+				t.Fatalf("reset: %v", err)
+			}
 		}
 	})
 	fx.vector(t, "disk", func(t *testing.T) {
@@ -275,6 +278,54 @@ os.remove(HOME + "/big-py")
 	})
 	fx.vector(t, "http-sessions", fx.httpSessions)
 	fx.vector(t, "http-flood", fx.httpFlood)
+	fx.vector(t, "dirs-symlinks", func(t *testing.T) {
+		// Directories and long symlinks take blocks (4 KiB each here)
+		// but no apparent size: 16 MiB of them under --max-disk 8MiB.
+		res, raw := disk.Exec(map[string]any{"command": `"$PY" -c 'import os
+h = os.environ["HOME"]
+for i in range(3000):
+    os.mkdir(h + "/d%d" % i)
+for i in range(1000):
+    os.symlink("x" * 4000, h + "/l%d" % i)'`, "env": map[string]any{"PY": fx.py}})
+		if res.Limit != "disk" || !raw.IsError {
+			fx.escape(t, "3,000 directories and 1,000 long symlinks under --max-disk 8MiB, and the call says: %+v", res)
+		}
+		_, refused := disk.Exec(map[string]any{"command": "true"})
+		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(testkit.OneLineText(t, refused), "--max-disk") {
+			fx.escape(t, "a call over --max-disk ran: %q", testkit.ResultText(refused))
+		}
+		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+			t.Errorf("reset: %v", err)
+		}
+	})
+	fx.vector(t, "files", func(t *testing.T) {
+		// Inodes that take no block (empty files, short symlinks,
+		// FIFOs) under --max-files 1000.
+		files := fx.start(t, project, fx.env(), "--session", "files", "--max-files", "1000", "--auth", "none")
+		res, raw := files.Exec(map[string]any{"command": `"$PY" -c 'import os
+h = os.environ["HOME"]
+for i in range(1500):
+    open(h + "/e%d" % i, "w").close()
+    os.symlink("t", h + "/s%d" % i)
+    os.mkfifo(h + "/p%d" % i)'`, "env": map[string]any{"PY": fx.py}})
+		if res.Limit != "files" || !raw.IsError {
+			fx.escape(t, "4,500 files of no block under --max-files 1000, and the call says: %+v", res)
+		}
+		_, refused := files.Exec(map[string]any{"command": "true"})
+		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(testkit.OneLineText(t, refused), "--max-files") {
+			fx.escape(t, "a call over --max-files ran: %q", testkit.ResultText(refused))
+		}
+		if st := files.Status(); st.Usage.Files < 1000 || st.Limits.MaxFiles != 1000 {
+			t.Errorf("jail_status: usage %+v, limits %+v", st.Usage, st.Limits)
+		}
+		if r, err := files.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+			t.Errorf("reset: %v", err)
+		}
+		if res, _ := files.Exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
+			t.Errorf("after the reset: %+v", res)
+		}
+	})
+	fx.vector(t, "deep-walk", fx.deepWalk)
 	fx.vector(t, "disk-burst", func(t *testing.T) {
 		// Past the bound between two looks of the watchdog, and exit 0:
 		// the call must still say so, and the next must not start.
@@ -453,4 +504,104 @@ func sandboxShm(t *testing.T, ts *testkit.Server) int64 {
 		held += int64(fs.Blocks-fs.Bfree) * fs.Bsize
 	}
 	return held
+}
+
+// deepWalk: a command makes a chain of 20,000 directories in its jail,
+// which the server must then walk (too deep to watch), and keeps a call
+// running there so that the watchdog looks at the jail's usage. Walking
+// it by paths took minutes, on the watchdog's one loop: meanwhile no call
+// of any session of the server was held to its bounds. Another session's
+// fork bomb must still be stopped for --max-procs, and jail_status and
+// jail_reset of the deep jail must answer.
+func (fx *escapeFixture) deepWalk(t *testing.T) {
+	const depth = 20000
+	project := testkit.NewProject(t)
+	hs := testkit.StartHTTP(t, project, append(fx.env(), fx.backend.Env...), append(slices.Clone(fx.backend.Args),
+		"--max-procs", "100", "--timeout", "60s", "--max-timeout", "10m", "--auth", "none")...)
+	deep, other := hs.Connect(t, ""), hs.Connect(t, "")
+	res, _ := deep.Exec(map[string]any{"command": `"$PY" -c 'import os
+os.chdir(os.environ["HOME"])
+for i in range(` + strconv.Itoa(depth) + `):
+    os.mkdir("d")
+    os.chdir("d")
+open("f", "w").write("bottom")
+print("made")'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 600000})
+	// Whatever happens, the chain goes when the test ends: Go's
+	// os.RemoveAll (t.TempDir) holds a descriptor a level.
+	t.Cleanup(func() { unchain(t, deep.Jail()) })
+	if res.Stdout != "made\n" {
+		t.Fatalf("making the chain: %+v", res)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	started := filepath.Join(deep.Jail(), "started")
+	running := deep.Background(ctx, `touch "$HOME/started"; exec sleep 600`)
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		select {
+		case r := <-running:
+			t.Fatalf("the deep jail's call ended: %+v", r)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	m := fmt.Sprintf("31.%d99", os.Getpid())
+	defer testkit.KillMarked(m)
+	bomb, raw := other.Exec(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m), "timeout_ms": 120000})
+	if bomb.Limit != "procs" || !raw.IsError {
+		fx.escape(t, "a fork bomb beside a deep jail's walk, under --max-procs 100: %+v", bomb)
+	}
+	st := deep.Status()
+	if st.Usage.Files < depth+1 {
+		t.Errorf("jail_status of the deep jail: usage %+v, want at least %d files", st.Usage, depth+1)
+	}
+	cancel()
+	<-running
+	r, err := deep.Call(t.Context(), "jail_reset", nil)
+	if err != nil || r.IsError {
+		t.Fatalf("reset of the deep jail: %v %q", err, testkit.ResultText(r))
+	}
+	var out tools.ResetResult
+	if b, _ := json.Marshal(r.StructuredContent); json.Unmarshal(b, &out) != nil || out.RemovedFiles < depth+1 {
+		t.Errorf("reset of the deep jail: %q", testkit.ResultText(r))
+	}
+	if _, err := os.Lstat(filepath.Join(deep.Jail(), "d")); !os.IsNotExist(err) {
+		t.Errorf("the chain is still there after the reset: %v", err)
+	}
+}
+
+// unchain removes what is left of a chain of directories "d" below dir,
+// by descriptors: down the chain, then up it by "..", each directory
+// removed from its parent.
+func unchain(t *testing.T, dir string) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	depth := 0
+	for {
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		unix.Close(fd)
+		fd, depth = next, depth+1
+	}
+	unix.Unlinkat(fd, "f", 0)
+	for ; depth > 0; depth-- {
+		up, err := unix.Openat(fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Errorf("remove the chain: %v", err)
+			return
+		}
+		fd = up
+		if err := unix.Unlinkat(fd, "d", unix.AT_REMOVEDIR); err != nil {
+			t.Errorf("remove the chain: %v", err)
+		}
+	}
+	unix.Close(fd)
 }

@@ -49,6 +49,7 @@ type Config struct {
 	MaxProcs    int64
 	MaxMemory   int64
 	MaxDisk     int64
+	MaxFiles    int64
 	MaxSessions int
 	// MaxConns and MaxConnsPerAddr bound the open HTTP connections, in
 	// all and of one remote address; MaxConnsSet: the operator set
@@ -74,6 +75,14 @@ const DefaultMaxSessions = 256
 // descriptors a flood of connections can take far from the limit (the
 // server lowers it to half the descriptor limit where that is lower).
 const DefaultMaxConns = 1024
+
+// DefaultMaxFiles bounds the inodes of a jail. Its blocks are bounded by
+// --max-disk, but empty files, short symlinks, FIFOs and sockets take
+// none: this is what bounds them. Half a million is above what a jail's
+// caches reach (a Go module and build cache, npm's and pip's together are
+// some 100,000 files for a large project) and far below what a host's file
+// system holds.
+const DefaultMaxFiles = 500000
 
 // option is one row of the contract's configuration table: the flag, its
 // variable, its default and usage, and parse, which sets the field of
@@ -114,7 +123,8 @@ var options = []option{
 	{"pass-env", "JAIL_MCP_PASS_ENV", "", "`LIST` of host variables passed into the jail: names or PREFIX_*", parsePassEnv},
 	{"max-procs", "JAIL_MCP_MAX_PROCS", "512", "processes a command may have at once (`N`), each thread counted", countOf(func(c *Config) *int64 { return &c.MaxProcs }, math.MaxInt64)},
 	{"max-memory", "JAIL_MCP_MAX_MEMORY", "4GiB", "memory `BYTES` of a command's processes together", bytesOf(func(c *Config) *int64 { return &c.MaxMemory })},
-	{"max-disk", "JAIL_MCP_MAX_DISK", "10GiB", "disk usage `BYTES` of one session's jail", bytesOf(func(c *Config) *int64 { return &c.MaxDisk })},
+	{"max-disk", "JAIL_MCP_MAX_DISK", "10GiB", "disk usage `BYTES` of one session's jail (the blocks of its files of every kind)", bytesOf(func(c *Config) *int64 { return &c.MaxDisk })},
+	{"max-files", "JAIL_MCP_MAX_FILES", strconv.Itoa(DefaultMaxFiles), "files of every kind (inodes: directories and symlinks too) one session's jail may hold (`N`)", countOf(func(c *Config) *int64 { return &c.MaxFiles }, math.MaxInt64)},
 	{"max-sessions", "JAIL_MCP_MAX_SESSIONS", strconv.Itoa(DefaultMaxSessions), "live MCP sessions served at once over HTTP (`N`)", countOf(func(c *Config) *int { return &c.MaxSessions }, math.MaxInt32)},
 	{"max-conns", "JAIL_MCP_MAX_CONNS", strconv.Itoa(DefaultMaxConns), "open HTTP connections at once (`N`); beyond them the least needed are closed (at most half the descriptor limit)", countOf(func(c *Config) *int { return &c.MaxConns }, math.MaxInt32)},
 	{"max-conns-per-addr", "JAIL_MCP_MAX_CONNS_PER_ADDR", "", "open HTTP connections of one remote address (`N`; default: --max-conns)", parseMaxConnsPerAddr},

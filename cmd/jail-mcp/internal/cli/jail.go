@@ -42,7 +42,7 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		Environ: environ, PassEnv: cfg.PassEnv, Timeout: cfg.Timeout, MaxTimeout: cfg.MaxTimeout,
 		MaxOutput: int(cfg.MaxOutput), MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory,
 		MaxJobTime: cfg.MaxJobTime, MaxJobs: cfg.MaxJobs,
-		MaxDisk: cfg.MaxDisk, Logger: log, OneCall: oneCall, Observer: obs,
+		MaxDisk: cfg.MaxDisk, MaxFiles: cfg.MaxFiles, Logger: log, OneCall: oneCall, Observer: obs,
 	}
 	b, err := jail.Open(ctx, cfg.Backend, jail.Options{Getenv: getenv, SkipTrialRun: oneCall})
 	var unavailable *jail.UnavailableError

@@ -1,0 +1,259 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// chain makes a chain of n directories "d" below dir, with a file at its
+// bottom, each made and entered by its parent's descriptor, so that the
+// test itself takes the chain's length, not its square; it is removed the
+// same way when the test ends (os.RemoveAll holds a descriptor a level and
+// runs out of them).
+func chain(t testing.TB, dir string, n int) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := unix.Mkdirat(fd, "d", 0o700); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	f, err := unix.Openat(fd, "f", unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	unix.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Write(f, []byte("bottom"))
+	unix.Close(f)
+	t.Cleanup(func() { unchain(t, dir) })
+}
+
+// unchain removes what is left of a chain below dir, by descriptors: down
+// the chain, then up it by "..", each directory removed from its parent.
+func unchain(t testing.TB, dir string) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	depth := 0
+	for {
+		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		unix.Close(fd)
+		fd, depth = next, depth+1
+	}
+	unix.Unlinkat(fd, "f", 0)
+	for ; depth > 0; depth-- {
+		up, err := unix.Openat(fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Errorf("remove the chain: %v", err)
+			return
+		}
+		fd = up
+		if err := unix.Unlinkat(fd, "d", unix.AT_REMOVEDIR); err != nil {
+			t.Errorf("remove the chain: %v", err)
+		}
+	}
+	unix.Close(fd)
+}
+
+// deepDepth is deeper than a walk by paths could walk in the time of a
+// test (quadratic: 10,000 took 158 s), and than the descriptors a
+// recursion would hold (the soft limit is often 1024, at most 20,000 on
+// some hosts).
+const deepDepth = 25000
+
+// TestDeepJail: a jail holding a chain of 25,000 directories is counted,
+// reset and pruned in the chain's time, and while it is walked, the
+// watchdog still holds the calls of another session to their bounds.
+// The server makes no cgroups here (the bounds are the watchdog's alone,
+// as for an unprivileged server): it holds the process and memory bounds
+// from its own count, on the loop the walks must not hold up.
+func TestDeepJail(t *testing.T) {
+	m, _ := newManager(t, func(c *Config) { c.MaxDisk, c.MaxTimeout = 1<<40, time.Hour }, nil)
+	// After New: no cgroups, so the watchdog's count is the only bound.
+	m.cfg.MaxProcs, m.cfg.MaxMemory = 50, 64<<20
+	if m.cg != nil {
+		t.Fatal("the manager made cgroups")
+	}
+	// Walked whatever its depth, as by a server out of inotify watches.
+	m.uw.budget = 1000
+	deep := openSession(t, m, "deep")
+	start := time.Now()
+	chain(t, deep.Path, deepDepth)
+	t.Logf("chain of %d made in %v", deepDepth, time.Since(start))
+	want := int64(len(skeletonDirs())) + deepDepth + 1
+
+	start = time.Now()
+	u, err := deep.Usage()
+	t.Logf("counted in %v", time.Since(start))
+	if err != nil || u.Files != want || u.Bytes < deepDepth*512 {
+		t.Fatalf("Usage() = %+v, %v; want %d files", u, err, want)
+	}
+	if _, ok := deep.exactUsage(); ok {
+		t.Errorf("a jail %d levels deep is watched, deeper than %d", deepDepth, watchDepth)
+	}
+
+	// A call of the deep jail runs, so that the watchdog looks at its
+	// usage (a walk) every second while the other session's calls run.
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan *Result, 1)
+	go func() {
+		res, _ := deep.Exec(ctx, Request{Command: "sleep 600", Timeout: 10 * time.Minute})
+		ran <- res
+	}()
+	waitUntil(t, func() bool { return deep.Running() == 1 })
+	// Its first look has been taken (metered), or is being taken.
+	waitUntil(t, func() bool {
+		deep.usageMu.Lock()
+		defer deep.usageMu.Unlock()
+		return deep.metering || !deep.meteredAt.IsZero()
+	})
+
+	other := openSession(t, m, "other")
+	for _, tt := range []struct {
+		name, command string
+		want          Bound
+	}{
+		{"fork bomb", `i=0; while [ $i -lt 2000 ]; do sleep 300 & i=$((i+1)); done; wait`, BoundProcs},
+		{"memory hog", `exec python3 -c 'import time
+chunks = [b"m" * (1 << 20) for _ in range(512)]
+time.sleep(300)'`, BoundMemory},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := other.Exec(t.Context(), Request{Command: tt.command, Timeout: 2 * time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Limit != tt.want || res.End != OverBound {
+				t.Errorf("%s beside a walked jail: %+v, want killed for %s", tt.name, res, tt.want)
+			}
+		})
+	}
+	cancel()
+	if res := <-ran; res == nil || res.End != Cancelled {
+		t.Errorf("the deep jail's call: %+v", res)
+	}
+
+	before, err := deep.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	r, err := deep.Reset(t.Context())
+	t.Logf("reset in %v", time.Since(start))
+	if err != nil || r.RemovedFiles != before.Files-int64(len(skeletonDirs())) || r.RemovedFiles < deepDepth+1 {
+		t.Errorf("Reset = %+v, %v; want the %d files beyond the skeleton removed", r, err, before.Files-int64(len(skeletonDirs())))
+	}
+	if u, err := deep.Usage(); err != nil || u.Files != int64(len(skeletonDirs())) {
+		t.Errorf("Usage after reset = %+v, %v", u, err)
+	}
+
+	// An old jail no server holds, pruned.
+	old := filepath.Join(m.cfg.Root, "old")
+	if err := os.Mkdir(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	chain(t, old, deepDepth)
+	start = time.Now()
+	got, err := Prune(m.cfg.Root, 0, true, time.Now().Add(time.Hour))
+	t.Logf("pruned in %v", time.Since(start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range got {
+		if e.Name == "old" && (!e.Removed || e.Files != deepDepth+1 || e.Err != "") {
+			t.Errorf("prune of the deep jail: %+v", e)
+		}
+	}
+	if _, err := os.Lstat(old); !os.IsNotExist(err) {
+		t.Errorf("the deep jail is still there: %v", err)
+	}
+}
+
+// TestWalkComb: a walk deeper than its window of descriptors, with a
+// directory and a file at every level and directories a command locked
+// (chmod 000) on the way, counts what the host's own walk counts, gives
+// every locked directory its mode back, and empties it all.
+func TestWalkComb(t *testing.T) {
+	m, _ := newManager(t, nil, nil)
+	s := openSession(t, m, "comb")
+	p := s.Path
+	var locked []string
+	for i := range 3 * walkWindow {
+		if err := os.WriteFile(filepath.Join(p, "f"), []byte(strings.Repeat("x", i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(p, "side", "leaf"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if i%40 == 7 {
+			locked = append(locked, p)
+		}
+		p = filepath.Join(p, "d")
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := hostUsage(t, s.Path)
+	for i := len(locked) - 1; i >= 0; i-- { // from the bottom: each needs the way down
+		if err := os.Chmod(locked[i], 0o000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := len(locked) - 1; i >= 0; i-- {
+		defer os.Chmod(locked[i], 0o700)
+	}
+	got, err := countRoot(s.root)
+	if err != nil || got != want {
+		t.Errorf("countRoot = %+v, %v; the host counts %+v", got, err, want)
+	}
+	// Each locked directory has its mode back; opened by the test (from
+	// the top down) to look at the next one, then locked again.
+	for _, d := range locked {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0 {
+			t.Errorf("%s after the walk: %v %v", d, fi.Mode(), err)
+		}
+		os.Chmod(d, 0o700)
+	}
+	for i := len(locked) - 1; i >= 0; i-- {
+		os.Chmod(locked[i], 0o000)
+	}
+	removed, err := emptyRoot(s.root)
+	if err != nil || removed != want {
+		t.Errorf("emptyRoot = %+v, %v; want %+v", removed, err, want)
+	}
+	if left, err := countRoot(s.root); err != nil || left != (Usage{}) {
+		t.Errorf("left after emptying: %+v, %v", left, err)
+	}
+}
+
+// waitUntil waits for cond; go test's -timeout bounds the wait.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-t.Context().Done():
+			t.Fatal("gave up waiting")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
