@@ -185,7 +185,7 @@ func (b *bwrap) startDirect(spec Spec, c Call) (Process, error) {
 
 func (b *bwrap) Guarantees() Guarantees {
 	var notKept map[int]string
-	p2 := "no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces, internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...), no leases or directory notifications, other sessions' jails not in view. Known gap: flock and read locks on host files a command can read"
+	p2 := "no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces, internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...), no leases or directory notifications, no SO_REUSEPORT (with network on, the host's listeners stay the host's), other sessions' jails not in view. Known gap: flock and read locks on host files a command can read"
 	if !b.Agents() {
 		notKept = map[int]string{2: "not in full: a FIFO in the project or under HOME, opened for writing, reaches the host process reading it (a read-only mount does not stop it; without Landlock ABI 6 there is no layer that does; /tmp, /var/tmp and /run are shown empty, /dev/shm is the sandbox's own). Otherwise " + p2}
 	}

@@ -39,6 +39,9 @@ import (
 //     F_NOTIFY): a read lease on a host file the user owns, taken through
 //     a read-only descriptor, holds host writers off and signals the
 //     jail at each of their opens.
+//   - SO_REUSEPORT: with network on, a socket with it binds beside a
+//     host listener of the same uid that has it too, and takes a share
+//     of that listener's connections.
 const (
 	seccompRetAllow = 0x7fff0000
 	seccompRetErrno = 0x00050000
@@ -77,6 +80,8 @@ const (
 	msgFastOpen        = 0x20000000 // sendto, sendmsg, sendmmsg flag
 	tcpFastOpen        = 23         // setsockopt(IPPROTO_TCP, ...) options
 	tcpFastOpenConnect = 30
+	solSocket          = 1  // setsockopt level
+	soReusePort        = 15 // SOL_SOCKET option
 
 	prioProcess      = 0 // setpriority, getpriority: which
 	prioPgrp         = 1
@@ -87,16 +92,51 @@ const (
 	processMrelease = 448
 )
 
-// fsFlagIoctls are the ioctls that set a file's inode flags (chattr's
-// append-only, immutable, no-atime, synchronous...) or its version:
-// through a read-only descriptor, on any file its owner can open.
-var fsFlagIoctls = []uint32{
-	0x40086602, // FS_IOC_SETFLAGS
-	0x40046602, // FS_IOC32_SETFLAGS
-	0x401c5820, // FS_IOC_FSSETXATTR
-	0x40087602, // FS_IOC_SETVERSION
-	0x40047602, // FS_IOC32_SETVERSION
-}
+// File systems' own ioctls change a host file through a read-only
+// descriptor wherever they check the file's owner, not the descriptor's
+// mode: chattr's inode flags, an encryption policy on an empty directory
+// (fscrypt: the directory then takes no file without a key the host user
+// lacks), fs-verity (the file's content frozen), btrfs subvolumes and
+// snapshots created in a host directory. Landlock checks none of them
+// (its ioctl right covers devices only). So, as a class: of the ioctl
+// types of the file systems ('f': ext4 and the generic fscrypt, fs-verity
+// and flag ioctls; 0x94: btrfs and the generic clone and dedupe ones;
+// 0xf5: f2fs), only the ones that read pass (and clone and dedupe, whose
+// destination must be open for writing), and the setters of the other
+// types ('X', 'v') are denied by number.
+var (
+	fsIoctlTypes = []uint32{0x66, 0x94, 0xf5}
+	fsIoctlReads = []uint32{
+		0x80086601, // FS_IOC_GETFLAGS
+		0x80046601, // FS_IOC32_GETFLAGS
+		0x80086603, // EXT4_IOC_GETVERSION
+		0x80046603, // EXT4_IOC32_GETVERSION
+		0x80086605, // EXT4_IOC_GETRSVSZ
+		0xc020660b, // FS_IOC_FIEMAP
+		0x00006612, // EXT4_IOC_PRECACHE_EXTENTS
+		0x40106614, // FS_IOC_GET_ENCRYPTION_PWSALT
+		0x400c6615, // FS_IOC_GET_ENCRYPTION_POLICY
+		0xc0096616, // FS_IOC_GET_ENCRYPTION_POLICY_EX
+		0xc080661a, // FS_IOC_GET_ENCRYPTION_KEY_STATUS
+		0x8010661b, // FS_IOC_GET_ENCRYPTION_NONCE
+		0x40046629, // EXT4_IOC_GETSTATE
+		0xc020662a, // EXT4_IOC_GET_ES_CACHE
+		0x8008662c, // EXT4_IOC_GETFSUUID
+		0xc0046686, // FS_IOC_MEASURE_VERITY
+		0xc0286687, // FS_IOC_READ_VERITY_METADATA
+		0x40049409, // FICLONE
+		0x4020940d, // FICLONERANGE
+		0xc0189436, // FIDEDUPERANGE
+		0x81009431, // FS_IOC_GETFSLABEL
+		0x8400941f, // BTRFS_IOC_FS_INFO
+		0x80189439, // BTRFS_IOC_GET_FEATURES
+	}
+	fsIoctlSetters = []uint32{
+		0x401c5820, // FS_IOC_FSSETXATTR
+		0x40087602, // FS_IOC_SETVERSION
+		0x40047602, // FS_IOC32_SETVERSION
+	}
+)
 
 // seccompArch is one ABI's numbers of the syscalls every filter checks.
 type seccompArch struct {
@@ -106,7 +146,8 @@ type seccompArch struct {
 	socketcall uint32   // 0: none; the multiplexer hides its arguments, so it is denied whole
 	keys       []uint32 // add_key, request_key, keyctl
 	fcntl      []uint32 // fcntl, and fcntl64 where the ABI has it
-	x32        bool     // numbers with the x32 bit set are another ABI: denied
+	setsockopt uint32
+	x32        bool // numbers with the x32 bit set are another ABI: denied
 	native     *nativeCalls
 }
 
@@ -156,12 +197,12 @@ var (
 // runs on it.
 var seccompArches = map[string][]seccompArch{
 	"amd64": {
-		{audit: auditArchX86_64, socket: 41, socketpair: 53, keys: []uint32{248, 249, 250}, fcntl: []uint32{72}, x32: true, native: amd64Calls},
-		{audit: auditArchI386, socket: 359, socketpair: 360, socketcall: 102, keys: []uint32{286, 287, 288}, fcntl: []uint32{55, 221}},
+		{audit: auditArchX86_64, socket: 41, socketpair: 53, keys: []uint32{248, 249, 250}, fcntl: []uint32{72}, setsockopt: 54, x32: true, native: amd64Calls},
+		{audit: auditArchI386, socket: 359, socketpair: 360, socketcall: 102, keys: []uint32{286, 287, 288}, fcntl: []uint32{55, 221}, setsockopt: 366},
 	},
 	"arm64": {
-		{audit: auditArchAArch64, socket: 198, socketpair: 199, keys: []uint32{217, 218, 219}, fcntl: []uint32{25}, native: arm64Calls},
-		{audit: auditArchARM, socket: 281, socketpair: 288, keys: []uint32{309, 310, 311}, fcntl: []uint32{55, 221}},
+		{audit: auditArchAArch64, socket: 198, socketpair: 199, keys: []uint32{217, 218, 219}, fcntl: []uint32{25}, setsockopt: 208, native: arm64Calls},
+		{audit: auditArchARM, socket: 281, socketpair: 288, keys: []uint32{309, 310, 311}, fcntl: []uint32{55, 221}, setsockopt: 294},
 	},
 }
 
@@ -193,8 +234,9 @@ type seccompPolicy struct {
 	// kcmp, process_madvise and process_mrelease are denied. Landlock
 	// scopes signals and ptrace, not these.
 	pids bool
-	// fsFlags: no inode flags set by ioctl (chattr): Landlock lets a
-	// read-only descriptor do it.
+	// fsFlags: of the file systems' ioctls, those that read only
+	// (fsIoctlReads): Landlock lets a read-only descriptor set inode
+	// flags, encryption policies, fs-verity and btrfs subvolumes.
 	fsFlags bool
 }
 
@@ -306,6 +348,18 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 		for _, nr := range a.fcntl {
 			argIn(nr, offArg1, eperm, fSetLease, fNotify)
 		}
+		// setsockopt(fd, SOL_SOCKET, SO_REUSEPORT), on every backend:
+		// with network on the command shares the host's network, and a
+		// socket of the same uid with it binds beside a host listener
+		// that set it too and takes a share of its connections (as root:
+		// of every listener a root process opened, before it dropped its
+		// privileges).
+		body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.setsockopt, SkipTrue: 7},
+			bpf.LoadAbsolute{Off: offArg1, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: solSocket, SkipTrue: 2},
+			bpf.LoadAbsolute{Off: offArg2, Size: 4},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: soReusePort, SkipTrue: 2},
+			bpf.LoadAbsolute{Off: offNr, Size: 4}, bpf.Jump{Skip: 1}, errno(eperm))
 		if n := a.native; n != nil {
 			// nr with any CLONE_NEW* bit in args[0] is denied, else allowed.
 			denyNewNS := func(nr uint32) {
@@ -349,7 +403,7 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 				}
 			}
 			if pol.fsFlags {
-				argIn(n.ioctl, offArg1, eperm, fsFlagIoctls...)
+				body = append(body, fsIoctls(n.ioctl)...)
 			}
 			if pol.tcpOnly {
 				denyNr(n.listen, eperm)
@@ -440,4 +494,37 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 	}
 	prog = append(prog, deny)
 	return prog, nil
+}
+
+// fsIoctls is the filter's test of ioctl (number nr) under fsFlags: a
+// command of one of fsIoctlTypes passes only if it is one of
+// fsIoctlReads, one of fsIoctlSetters never; other calls go on with the
+// syscall number loaded.
+func fsIoctls(nr uint32) []bpf.Instruction {
+	nt, ns, nrd := len(fsIoctlTypes), len(fsIoctlSetters), len(fsIoctlReads)
+	check := 3 + nt + 1 + ns + 2 // index of the reads' test
+	deny := check + 1 + nrd
+	ok, end := deny+1, deny+2
+	b := []bpf.Instruction{
+		bpf.LoadAbsolute{Off: offArg1, Size: 4},
+		bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 8},
+		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xff},
+	}
+	for _, t := range fsIoctlTypes {
+		b = append(b, bpf.JumpIf{Cond: bpf.JumpEqual, Val: t, SkipTrue: uint8(check - len(b) - 1)})
+	}
+	b = append(b, bpf.LoadAbsolute{Off: offArg1, Size: 4})
+	for _, c := range fsIoctlSetters {
+		b = append(b, bpf.JumpIf{Cond: bpf.JumpEqual, Val: c, SkipTrue: uint8(deny - len(b) - 1)})
+	}
+	b = append(b, bpf.LoadAbsolute{Off: offNr, Size: 4}, bpf.Jump{Skip: uint32(end - len(b) - 2)})
+	b = append(b, bpf.LoadAbsolute{Off: offArg1, Size: 4})
+	for _, c := range fsIoctlReads {
+		b = append(b, bpf.JumpIf{Cond: bpf.JumpEqual, Val: c, SkipTrue: uint8(ok - len(b) - 1)})
+	}
+	b = append(b, bpf.RetConstant{Val: seccompRetErrno | eperm}, bpf.LoadAbsolute{Off: offNr, Size: 4})
+	if len(b) != end {
+		panic("fsIoctls: miscounted")
+	}
+	return append([]bpf.Instruction{bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr, SkipTrue: uint8(end)}}, b...)
 }

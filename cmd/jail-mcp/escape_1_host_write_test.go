@@ -357,6 +357,51 @@ for p in TARGETS:
 `), nil)
 	})
 
+	fx.vector(t, "fs-ioctls", func(t *testing.T) {
+		// The file systems' own ioctls that change a file through a
+		// read-only descriptor, where the file system checks the owner
+		// and not the descriptor's mode: an fscrypt policy on an empty
+		// host directory (shown on an ext4 with encryption: the
+		// directory then takes no file without a key), fs-verity (the
+		// file frozen), btrfs subvolumes and snapshots, f2fs atomic
+		// writes, ext4's extent migration. Under landlock nothing but
+		// the filter stands before the file system, so the jail must be
+		// what refuses them (EPERM), not this machine's file system
+		// lacking the feature (EOPNOTSUPP, ENOTTY); under bwrap the
+		// read-only mounts refuse what the file system supports.
+		strict := "0"
+		if fx.landlock() {
+			strict = "1"
+		}
+		fx.attack(t, fx.a, py(`
+import errno, fcntl, struct
+STRICT = E["STRICT"] == "1"
+enc = struct.pack("=BBBB8s", 0, 1, 4, 2, b"jailmcp!")
+verity = struct.pack("=IIIIQIIQ88s", 1, 1, 4096, 0, 0, 0, 0, 0, b"")
+dir_ioctls = [("FS_IOC_SET_ENCRYPTION_POLICY", 0x800c6613, enc),
+              ("BTRFS_IOC_SUBVOL_CREATE", 0x5000940e, bytearray(4096)),
+              ("BTRFS_IOC_SNAP_CREATE", 0x50009401, bytearray(4096))]
+file_ioctls = [("FS_IOC_ENABLE_VERITY", 0x40806685, verity),
+               ("EXT4_IOC_MIGRATE", 0x6609, 0),
+               ("BTRFS_IOC_SUBVOL_SETFLAGS", 0x4008941a, struct.pack("Q", 2)),
+               ("F2FS_IOC_START_ATOMIC_WRITE", 0xf501, 0)]
+empty = os.path.join(E["VICTIM"], "emptydir")
+for p in TARGETS + [empty]:
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        continue
+    for name, cmd, arg in (dir_ioctls if os.path.isdir(p) else file_ioctls):
+        try:
+            fcntl.ioctl(fd, cmd, arg)
+            escaped(name + " on " + p)
+        except OSError as e:
+            if STRICT and e.errno not in (errno.EPERM, errno.EACCES, errno.EROFS):
+                escaped("%s on %s was refused by the file system (%s), not by the jail" % (name, p, errno.errorcode[e.errno]))
+    os.close(fd)
+`), map[string]any{"env": map[string]any{"STRICT": strict}})
+	})
+
 	fx.vector(t, "other-session", func(t *testing.T) {
 		fx.bothWays(t, `
 for f in `+otherSessionFiles+`; do

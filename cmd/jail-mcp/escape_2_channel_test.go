@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -553,6 +554,43 @@ for fam, name in names.items():
         attempt("socket(AF_%s, %d)" % (name, kind), socket.socket, fam, kind)
 `), map[string]any{"network": network})
 		}
+	})
+
+	// A host listener of the server's uid with SO_REUSEPORT (HAProxy,
+	// Envoy, nginx's reuseport, systemd's ReusePort=; as root, every
+	// listener a root process opened before it dropped its privileges):
+	// with network on, a command binding the same port with it too
+	// would take a share of the listener's connections.
+	fx.vector(t, "reuseport-steal", func(t *testing.T) {
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}}
+		host, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("host listener: %v", err)
+		}
+		defer host.Close()
+		port := host.Addr().(*net.TCPAddr).Port
+		fx.attack(t, fx.a, py(`
+import socket
+port = int(E["PORT"])
+for fam, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET, "0.0.0.0")):
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind((addr, port))
+        s.listen()
+        escaped("listening on %s:%d beside the host's listener" % (addr, port))
+    except OSError:
+        pass
+    s.close()
+`), map[string]any{"env": map[string]any{"PORT": strconv.Itoa(port)}})
 	})
 
 	// A read lease on a host file the user owns, taken through a
