@@ -130,6 +130,10 @@ type Spec struct {
 	// nothing of it but its own jail (bwrap shows it empty but for the
 	// jail; agents grant no read beneath it but the jail).
 	Siblings string
+	// Unread are host files and directories a command reads nothing of,
+	// wherever they are (the HTTP server's token file). Session agents
+	// hide them (their read view); a backend without agents does not.
+	Unread []string
 
 	// MaxMemory (--max-memory), when positive, bounds what the sandbox's
 	// own shared memory may hold (bubblewrap's /dev/shm and System V

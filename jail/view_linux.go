@@ -37,9 +37,10 @@ type readView struct {
 }
 
 // viewHidden are the host directories a call reads nothing of, but for
-// what is shown in them, on backend kind ("landlock" or "bwrap").
-func viewHidden(kind, siblings string) []string {
-	hidden := slices.Clone(ShadowDirs)
+// what is shown in them, on backend kind ("landlock" or "bwrap"), and the
+// paths the session hides.
+func viewHidden(kind, siblings string, hide ...string) []string {
+	hidden := append(slices.Clone(ShadowDirs), hide...)
 	if kind == "landlock" {
 		// bwrap's /dev is the sandbox's own.
 		hidden = append(hidden, "/dev")

@@ -37,9 +37,12 @@ type Config struct {
 	Network bool
 	// Allow, when set (with Network), is the allowlist every connection
 	// of a command is held to, through a proxy the server runs.
-	Allow      *egress.Policy
-	Auth       []string // canonical CLI names the operator enabled
-	Home       string   // the operator's home, where credentials live
+	Allow *egress.Policy
+	Auth  []string // canonical CLI names the operator enabled
+	Home  string   // the operator's home, where credentials live
+	// Unread are host paths no command reads (the HTTP token file),
+	// where the backend runs session agents.
+	Unread     []string
 	Environ    []string // the server's environment, KEY=VALUE
 	PassEnv    []string // names or PREFIX_* passed beyond the base set
 	Timeout    time.Duration

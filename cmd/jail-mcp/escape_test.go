@@ -95,13 +95,6 @@ var knownGaps = map[string]func() bool{
 	"bwrap/2/fifo-read-home-cache":    gapAlways,
 	"landlock/2/fifo-read-project":    gapAlways,
 	"landlock/2/fifo-read-home-cache": gapAlways,
-	// A --token-file is a file of the server's user, and reads are not
-	// confined: under Landlock every such file is in view, and under
-	// bubblewrap too but where it shadows /tmp, /var/tmp and /run (its
-	// direct mode). JAIL_MCP_TOKEN has no such gap (the server is not
-	// dumpable); the docs say so.
-	"landlock/6/http-token-file": gapAlways,
-	"bwrap/6/http-token-file":    func() bool { return !gapBwrapDirect() },
 }
 
 // gapBwrapDirect: bwrap runs each call in its own sandbox, without a

@@ -58,11 +58,6 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 			return err
 		}
 	}
-	if cfg.TokenFile != "" {
-		// Reads are not confined: a file of the server's user is a
-		// command's to read (docs/security.md).
-		log.Warn("jailed commands can read the token file as they can any file of this user: remove it now that the server has read it, or pass the token in JAIL_MCP_TOKEN", "token_file", cfg.TokenFile)
-	}
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -88,6 +83,12 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return err
 	}
 	defer m.Close()
+	if cfg.TokenFile != "" && !st.Agents {
+		// Only a session agent's read view hides the file: a backend
+		// without agents lets a command read it as any file of this
+		// user (docs/security.md).
+		log.Warn("jailed commands can read the token file on this backend (it runs no session agents): remove it now that the server has read it, or pass the token in JAIL_MCP_TOKEN", "token_file", cfg.TokenFile, "backend", st.Name)
+	}
 	h := &tools.Handler{
 		Manager: m, Version: cli.Version(),
 		BackendName: st.Name, Reason: st.Reason, Hint: st.Hint,

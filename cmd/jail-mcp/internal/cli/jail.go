@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,6 +20,9 @@ import (
 type BackendState struct {
 	Name         string // configured or probed, also when unavailable
 	Reason, Hint string // why nothing confines, when nothing does
+	// Agents: the backend runs session agents, whose read view hides
+	// Config.TokenFile from commands.
+	Agents bool
 }
 
 // OpenJail chooses the backend and opens the jail base. When no backend
@@ -44,12 +48,18 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		MaxJobTime: cfg.MaxJobTime, MaxJobs: cfg.MaxJobs,
 		MaxDisk: cfg.MaxDisk, MaxFiles: cfg.MaxFiles, Logger: log, OneCall: oneCall, Observer: obs,
 	}
+	if cfg.TokenFile != "" {
+		// The file the token was read from is no command's to read.
+		if abs, err := filepath.Abs(cfg.TokenFile); err == nil {
+			scfg.Unread = append(scfg.Unread, abs)
+		}
+	}
 	b, err := jail.Open(ctx, cfg.Backend, jail.Options{Getenv: getenv, SkipTrialRun: oneCall})
 	var unavailable *jail.UnavailableError
 	switch {
 	case err == nil:
 		scfg.Backend = b
-		st.Name = b.Name()
+		st.Name, st.Agents = b.Name(), b.Agents()
 	case errors.As(err, &unavailable):
 		st.Name, st.Reason, st.Hint = unavailable.Backend, unavailable.Reason, unavailable.Hint
 		if cfg.Fallback == "warn" {
