@@ -185,7 +185,7 @@ func (fx *escapeFixture) httpTokenFile(t *testing.T) {
 	}
 	hs := testkit.StartHTTP(t, testkit.NewProject(t), append(fx.env(), fx.backend.Env...), append(slices.Clone(fx.backend.Args), "--token-file", file)...)
 	s := hs.Connect(t, "")
-	res, _ := s.Exec(map[string]any{"command": `tr '\0' ' ' < /proc/$PPID/cmdline; echo; cat "$FILE"`, "env": map[string]any{"FILE": file}})
+	res, _ := s.Exec(map[string]any{"command": `tr '\0' ' ' < /proc/$PPID/cmdline; echo; cat "$FILE"; cat "/proc/self/root$FILE"; (cd "$(dirname "$FILE")" && cat "./$(basename "$FILE")"; cp "$FILE" "$HOME/t" && cat "$HOME/t")`, "env": map[string]any{"FILE": file}})
 	if strings.Contains(res.Stdout, token) {
 		fx.escape(t, "the token file %s is readable in the jail", file)
 	}
