@@ -1118,3 +1118,39 @@ func TestWarningsReachTheClientLog(t *testing.T) {
 		}
 	})
 }
+
+// TestRenamesAcrossJailDirs: renames and hard links between directories
+// of the jail, of files and of directories, by mv, ln and rename(2),
+// work on both backends (they failed with EXDEV when a call's Landlock
+// layer handled no filesystem right and so granted no REFER); a host file
+// still cannot be linked or moved into the jail.
+func TestRenamesAcrossJailDirs(t *testing.T) {
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		if err := os.WriteFile(filepath.Join(project, "README.md"), []byte("host\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ts := b.Start(t, project, testkit.ServerEnv(), "--network", "off", "--auth", "none")
+		script := `set -e
+cd "$HOME"
+mkdir -p a/deep b c
+echo one > a/f
+mv a/f b/f
+ln b/f c/g
+mkdir a/deep/dir && echo two > a/deep/dir/x
+mv a/deep/dir b/dir
+python3 -c 'import os; os.rename("b/dir", "c/dir"); os.rename("c/g", "a/deep/g"); os.link("b/f", "a/h")'
+cat b/f a/deep/g a/h c/dir/x
+stat -c %h b/f
+if ln "$PROJECT/README.md" "$HOME/stolen" 2>/dev/null; then echo linked-host; fi
+if mv "$PROJECT/README.md" "$HOME/moved" 2>/dev/null; then echo moved-host; fi
+echo done`
+		res, raw := ts.Exec(map[string]any{"command": script, "env": map[string]any{"PROJECT": project}})
+		if res.ExitCode != 0 || res.Stdout != "one\none\none\ntwo\n3\ndone\n" {
+			t.Fatalf("renames and links across the jail's directories: %+v %s", res, testkit.ResultText(raw))
+		}
+		if _, err := os.Stat(filepath.Join(project, "README.md")); err != nil {
+			t.Errorf("the host file moved: %v", err)
+		}
+	})
+}
