@@ -506,7 +506,7 @@ func (a *agentClient) Run(c Call) (Process, error) {
 					return Exit{Code: -1, Signal: syscall.SIGKILL}, a.Err()
 				}
 			}
-			return Exit{Code: call.exit.Code, Signal: syscall.Signal(call.exit.Signal)}, nil
+			return Exit{Code: call.exit.Code, Signal: syscall.Signal(call.exit.Signal), RefusedWrite: call.exit.Refused, RefusedWrites: call.exit.RefusedN}, nil
 		},
 		Kill: func() {
 			killOnce.Do(func() {

@@ -86,6 +86,9 @@ type agent struct {
 	// whose calls only scope), and views its last ruleset.
 	view  *readView
 	views viewCache
+	// project is where each call's write watch reports refused writes
+	// ("": no watch).
+	project string
 	// shm is the sandbox's own /dev/shm (bwrap), -1 for none: what it
 	// and the sandbox's System V segments hold counts in every call's
 	// memory, and over maxShared no call starts.
@@ -212,6 +215,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		return fmt.Errorf("agent: unknown kind %q", m.Kind)
 	}
 	a.view = &readView{hidden: m.Hidden, shown: m.Shown, jail: m.Jail}
+	a.project = m.Project
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("not dumpable: %w", err)
 	}
@@ -351,6 +355,18 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 			return agentMsg{T: msgFailed, ID: m.ID, Err: fmt.Sprintf("shared memory holds %d bytes", held), Shared: held}
 		}
 	}
+	var watch *writeWatch
+	if a.project != "" && a.view != nil {
+		// A hint, not a bound: a kernel without seccomp notifications,
+		// or a listener already in the chain, leaves the call unwatched.
+		watch, _ = startWriteWatch(a.project, a.view.jail)
+	}
+	defer func() {
+		// A call that did not start its command.
+		if watch != nil {
+			watch.end()
+		}
+	}()
 	path := m.Argv[0]
 	if !strings.Contains(path, "/") {
 		p, err := lookPath(path, envValue(m.Env, "PATH"))
@@ -376,10 +392,21 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 	if pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
 		var memfds MemfdScan
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
+		if watch != nil {
+			fds = append(fds, unix.PollFd{Fd: int32(watch.listener), Events: unix.POLLIN})
+		}
 		for {
 			n, err := unix.Poll(fds, int(TreeInterval.Milliseconds()))
 			if err != nil && err != unix.EINTR {
 				break
+			}
+			if n > 0 && len(fds) > 2 && fds[2].Revents != 0 {
+				// A write the watch looks at, which waits for it.
+				watch.pending()
+				fds[2].Revents = 0
+				if fds[0].Revents == 0 && fds[1].Revents == 0 {
+					continue
+				}
 			}
 			if n > 0 && fds[1].Revents&unix.POLLIN != 0 && !r.killed.Load() {
 				// Signals for the call: every process of its domain that
@@ -417,6 +444,10 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 	cmd.Wait()
 	killDomain()
 	out := agentMsg{T: msgExited, ID: m.ID, Code: -1}
+	if watch != nil {
+		out.Refused, out.RefusedN = watch.end()
+		watch = nil
+	}
 	if st := cmd.ProcessState; st != nil {
 		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			out.Signal = int(ws.Signal())

@@ -47,7 +47,10 @@ type agentMsg struct {
 	Spares int `json:"spares,omitempty"`
 	// Hidden and Shown: the read view of every call (view_linux.go).
 	Hidden []string `json:"hidden,omitempty"`
-	Shown  []string `json:"shown,omitempty"`
+	// Project is the read-only project whose refused writes each call
+	// reports; empty: none watched.
+	Project string   `json:"project,omitempty"`
+	Shown   []string `json:"shown,omitempty"`
 
 	// run (server to agent).
 	Argv []string `json:"argv,omitempty"`
@@ -66,6 +69,10 @@ type agentMsg struct {
 	Signal   int    `json:"signal,omitempty"`
 	Err      string `json:"err,omitempty"`
 	NotFound bool   `json:"not_found,omitempty"`
+	// exited: the first write the jail refused in the project, and how
+	// many (the call's write watch).
+	Refused  string `json:"refused,omitempty"`
+	RefusedN int    `json:"refused_n,omitempty"`
 }
 
 // Message types.

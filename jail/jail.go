@@ -130,6 +130,9 @@ type Spec struct {
 	// nothing of it but its own jail (bwrap shows it empty but for the
 	// jail; agents grant no read beneath it but the jail).
 	Siblings string
+	// Project is the project, read-only: a session agent reports the
+	// writes the jail refused a command there (Exit.RefusedWrite).
+	Project string
 	// Unread are host files and directories a command reads nothing of,
 	// wherever they are (the HTTP server's token file). Session agents
 	// hide them (their read view); a backend without agents does not.

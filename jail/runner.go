@@ -28,6 +28,11 @@ type Call struct {
 type Exit struct {
 	Code   int            // its exit status; -1 when a signal ended it
 	Signal syscall.Signal // the signal that ended it, or 0
+	// RefusedWrite is the first path of Spec.Project the jail refused the
+	// command a write to, and RefusedWrites how many it refused, as a
+	// session agent's write watch saw them (none without agents).
+	RefusedWrite  string
+	RefusedWrites int
 }
 
 // Process is a started command.

@@ -147,7 +147,7 @@ func (s *Session) agentDone(slot *agentSlot) {
 // bound in it; from a launcher thread already in cgroups of its own where
 // the server makes cgroups.
 func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (jail.Runner, *callCgroup, error) {
-	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project, s.m.cfg.Home}, Siblings: filepath.Dir(s.Path), Unread: s.m.cfg.Unread, MaxMemory: s.m.cfg.MaxMemory}
+	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project, s.m.cfg.Home}, Siblings: filepath.Dir(s.Path), Project: s.m.cfg.Project, Unread: s.m.cfg.Unread, MaxMemory: s.m.cfg.MaxMemory}
 	if eg != nil {
 		spec.Egress = &jail.Egress{Serve: eg.serve}
 	}

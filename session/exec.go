@@ -87,6 +87,12 @@ type Result struct {
 	// AgentLost says why the session agent ended during the call, which
 	// took the command with it.
 	AgentLost string
+	// RefusedWrite is the first path of the project the jail refused the
+	// command a write to (the project is read-only), RefusedWrites how
+	// many it refused; seen by the session agent's write watch, so empty
+	// on a backend without agents.
+	RefusedWrite  string
+	RefusedWrites int
 	// Refusals are the connections the proxy of an allowlist refused
 	// while the command ran (in its session agent, all of its calls').
 	Refusals   []egress.Refusal
@@ -361,7 +367,7 @@ func (s *Session) admit() error {
 // session agents), its credentials bound for it; done releases it.
 func (s *Session) ownRunner(call jail.Call, p callPlan, exps []auth.Exposure) (r jail.Runner, done func(), err error) {
 	cfg := s.m.cfg
-	spec := jail.Spec{Argv: call.Argv, Dir: call.Dir, Env: call.Env, Jail: s.Path, Network: p.network, Visible: []string{cfg.Project, cfg.Home}, Siblings: filepath.Dir(s.Path), Unread: cfg.Unread, MaxMemory: cfg.MaxMemory}
+	spec := jail.Spec{Argv: call.Argv, Dir: call.Dir, Env: call.Env, Jail: s.Path, Network: p.network, Visible: []string{cfg.Project, cfg.Home}, Siblings: filepath.Dir(s.Path), Project: cfg.Project, Unread: cfg.Unread, MaxMemory: cfg.MaxMemory}
 	opened, err := s.sandboxFiles(&spec, exps)
 	if err == nil {
 		if r, err = cfg.Backend.Runner(spec, nil); err != nil {

@@ -84,8 +84,26 @@ func (e End) String() string {
 // bound, then the cancellation. A write stopped at the per-file bound is
 // the command's own end with Limit BoundFileSize: the command was not
 // killed for it (it got SIGXFSZ, or its shell reports 128+SIGXFSZ).
+// RefusedWriteNote is the line a result adds when the jail refused the
+// command a write in the read-only project: the path, and the way out;
+// "" when it refused none.
+func (r *Result) RefusedWriteNote() string {
+	if r.RefusedWrites == 0 {
+		return ""
+	}
+	more := ""
+	switch n := r.RefusedWrites - 1; {
+	case n == 1:
+		more = " (and 1 more write there)"
+	case n > 1:
+		more = fmt.Sprintf(" (and %d more writes there)", n)
+	}
+	return fmt.Sprintf("write refused: %s is in the project, which is read-only in the jail%s; write under $HOME (the session's jail) instead, for instance a copy of the project", r.RefusedWrite, more)
+}
+
 func (r *Result) settle(stopped End, bound, kernel Bound, exit jail.Exit, lost error) {
 	r.ExitCode = exit.Code
+	r.RefusedWrite, r.RefusedWrites = exit.RefusedWrite, exit.RefusedWrites
 	if exit.Signal != 0 {
 		r.ExitCode = -1
 		r.Signal, r.SignalNumber = signalName(exit.Signal), int(exit.Signal)

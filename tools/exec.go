@@ -72,6 +72,10 @@ type Outcome struct {
 	// Refusals: the connections the allowlist's proxy refused while the
 	// command ran (so far, for a job that runs).
 	Refusals []egress.Refusal `json:"network_refusals"`
+	// RefusedWrite: the first path of the read-only project the jail
+	// refused the command a write to, RefusedWrites how many.
+	RefusedWrite  string `json:"refused_write"`
+	RefusedWrites int    `json:"refused_writes"`
 }
 
 // newOutcome is an Outcome with a command's output and where it ran.
@@ -90,6 +94,7 @@ func (o *Outcome) ended(res *session.Result) {
 	if len(res.Refusals) > 0 {
 		o.Refusals = res.Refusals
 	}
+	o.RefusedWrite, o.RefusedWrites = res.RefusedWrite, res.RefusedWrites
 }
 
 // ExecResult is the structured result of jailed_exec.
@@ -214,6 +219,9 @@ func renderExec(r *session.Result) string {
 		b.WriteString(note + "\n")
 	}
 	b.WriteString(r.Status() + "\n")
+	if note := r.RefusedWriteNote(); note != "" {
+		b.WriteString(note + "\n")
+	}
 	writeRefusals(&b, r.Refusals)
 	writeStreams(&b, "--- %s (%d bytes) ---\n", r.Stdout, r.Stderr)
 	return b.String()

@@ -197,6 +197,9 @@ func renderJob(r session.JobRead) string {
 		fmt.Fprintf(&b, "job %s ended after %v: %s; it and everything it started were killed", r.ID, d, r.Killed)
 	default:
 		fmt.Fprintf(&b, "job %s ended: %s", r.ID, res.Status())
+		if note := res.RefusedWriteNote(); note != "" {
+			b.WriteString("\n" + note)
+		}
 	}
 	b.WriteString("\n")
 	writeStreams(&b, "--- new %s (%d bytes in all) ---\n", r.Stdout, r.Stderr)

@@ -1154,3 +1154,54 @@ echo done`
 		}
 	})
 }
+
+// TestRefusedWriteExplained: a write refused in the read-only project is
+// named in the result (refused_write, and a line of its text), from what
+// the kernel saw, not from the command's words: a command that prints the
+// same line but writes only its jail gets none. A job's result names it
+// too.
+func TestRefusedWriteExplained(t *testing.T) {
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		writeFiles(t, project, map[string]string{"README.md": "host\n", "src/main.c": "int main(){}\n"})
+		ts := b.Start(t, project, testkit.ServerEnv(), "--network", "off", "--auth", "none")
+		type refused struct {
+			RefusedWrite  string `json:"refused_write"`
+			RefusedWrites int    `json:"refused_writes"`
+		}
+		fields := func(raw *mcp.CallToolResult) refused {
+			var r refused
+			b, _ := json.Marshal(raw.StructuredContent)
+			json.Unmarshal(b, &r)
+			return r
+		}
+		// What npm, configure and git stash do: make a directory, write a
+		// log, take a lock; each refused, and the tool says little.
+		res, raw := ts.Exec(map[string]any{"command": `mkdir node_modules 2>/dev/null; (cd src && echo log > config.log) 2>/dev/null; true > "$PWD/.git-index.lock" 2>/dev/null; exit 1`})
+		if got := fields(raw); got.RefusedWrite != filepath.Join(project, "node_modules") || got.RefusedWrites != 3 || res.ExitCode != 1 {
+			t.Errorf("refused writes: %+v, exit %d", got, res.ExitCode)
+		}
+		if text := testkit.ResultText(raw); !strings.Contains(text, "write refused: "+filepath.Join(project, "node_modules")+" is in the project, which is read-only in the jail (and 2 more writes there)") || !strings.Contains(text, "$HOME") {
+			t.Errorf("the text does not say which write was refused, and what to do:\n%s", text)
+		}
+		// The command's own words are not the kernel's.
+		_, raw = ts.Exec(map[string]any{"command": `echo "write refused: $PWD/README.md" >&2; echo ok > "$HOME/f"; cat README.md >/dev/null; mkdir -p "$PWD/src"; rm -f "$PWD/absent"`})
+		if got := fields(raw); got.RefusedWrite != "" || got.RefusedWrites != 0 || strings.Contains(strings.SplitN(testkit.ResultText(raw), "\n", 2)[0], "write refused") {
+			t.Errorf("writes only in the jail (and a lie on stderr), yet: %+v\n%s", got, testkit.ResultText(raw))
+		}
+		// A job.
+		_, raw = ts.Exec(map[string]any{"command": `sleep 0.2; echo x >> README.md`, "background": true})
+		var job struct {
+			JobID string `json:"job_id"`
+		}
+		jb, _ := json.Marshal(raw.StructuredContent)
+		json.Unmarshal(jb, &job)
+		r, err := ts.Call(t.Context(), "jail_job", map[string]any{"job_id": job.JobID, "wait_ms": 30000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fields(r); got.RefusedWrite != filepath.Join(project, "README.md") || got.RefusedWrites != 1 || !strings.Contains(testkit.ResultText(r), "write refused: "+filepath.Join(project, "README.md")) {
+			t.Errorf("job: %+v\n%s", got, testkit.ResultText(r))
+		}
+	})
+}

@@ -25,7 +25,10 @@ type DoctorReport struct {
 	// or why it cannot; AllowlistGaps what it cannot exclude.
 	Allowlist     string   `json:"allowlist,omitempty"`
 	AllowlistGaps []string `json:"allowlist_gaps,omitempty"`
-	Version       string   `json:"version"`
+	// RefusedWrites says whether a result names the write into the
+	// read-only project the jail refused a command (refused_write).
+	RefusedWrites string `json:"refused_writes,omitempty"`
+	Version       string `json:"version"`
 }
 
 // doctor tells which backends exist here, which one would be used, why the
@@ -52,6 +55,10 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		g := b.Guarantees()
 		r.Guarantees = &g
 		r.Allowlist, r.AllowlistGaps = jail.DescribeEgress(b)
+		r.RefusedWrites = "named: each call's session agent watches its writes (seccomp notifications) and the result names the first one refused in the project (refused_write)"
+		if !b.Agents() {
+			r.RefusedWrites = "not detected: " + b.Name() + " runs no session agents here, so a write refused in the project shows only as the command's own error"
+		}
 	} else if ue, ok := err.(*jail.UnavailableError); ok {
 		r.Selected, r.Reason, r.Hint = ue.Backend, ue.Reason, ue.Hint
 	} else {
@@ -116,6 +123,7 @@ func printDoctor(w io.Writer, r DoctorReport, asked string) {
 				fmt.Fprintf(w, "  %d. %s: %s\n", p.ID, p.Name, p.Note)
 			}
 		}
+		fmt.Fprintf(w, "refused writes in the project: %s\n", r.RefusedWrites)
 		fmt.Fprintf(w, "--network allow:...: %s\n", r.Allowlist)
 		for _, g := range r.AllowlistGaps {
 			fmt.Fprintf(w, "  gap: %s\n", g)

@@ -107,6 +107,9 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	if !res.Confined {
 		fmt.Fprintln(stderr, "jail-mcp: the command ran UNCONFINED (--fallback warn)")
 	}
+	if note := res.RefusedWriteNote(); note != "" {
+		fmt.Fprintln(stderr, "jail-mcp: "+note)
+	}
 	// The command's own status, as a shell gives it, but for an end of
 	// the server's making, which says so on stderr: timeout(1)'s 124 for
 	// a timeout, a shell's 130 for an interrupt.
