@@ -395,18 +395,20 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 		if watch != nil {
 			fds = append(fds, unix.PollFd{Fd: int32(watch.listener), Events: unix.POLLIN})
 		}
+		// The count is due every TreeInterval, whatever else comes: a
+		// command that floods the watch with writes, or the server with
+		// signals, must not keep its tree from being counted.
+		next := time.Now().Add(TreeInterval)
 		for {
-			n, err := unix.Poll(fds, int(TreeInterval.Milliseconds()))
+			n, err := unix.Poll(fds, max(int(time.Until(next).Milliseconds()), 0))
 			if err != nil && err != unix.EINTR {
 				break
 			}
 			if n > 0 && len(fds) > 2 && fds[2].Revents != 0 {
-				// A write the watch looks at, which waits for it.
-				watch.pending()
+				// Writes the watch looks at, which wait for it: a bounded
+				// number a round.
+				watch.pending(watchRound)
 				fds[2].Revents = 0
-				if fds[0].Revents == 0 && fds[1].Revents == 0 {
-					continue
-				}
 			}
 			if n > 0 && fds[1].Revents&unix.POLLIN != 0 && !r.killed.Load() {
 				// Signals for the call: every process of its domain that
@@ -422,12 +424,13 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 					unix.Kill(-1, sig)
 				}
 				fds[1].Revents = 0
-				if fds[0].Revents == 0 {
-					continue
-				}
 			}
-			if n > 0 {
+			if n > 0 && (fds[0].Revents != 0 || fds[1].Revents != 0) {
+				// The command exited, or the call is killed.
 				break
+			}
+			if time.Now().Before(next) {
+				continue
 			}
 			_, c := domainCount(false, &memfds)
 			if a.shm >= 0 {
@@ -435,6 +438,7 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 				c.Memory += c.Shared
 			}
 			a.send(agentMsg{T: msgTree, ID: m.ID, Procs: c.Tasks, RSS: c.Memory, Shared: c.Shared})
+			next = time.Now().Add(TreeInterval)
 		}
 		unix.Close(pidfd)
 	}

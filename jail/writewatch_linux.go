@@ -202,9 +202,14 @@ func startWriteWatch(project, jail string) (*writeWatch, error) {
 	return &writeWatch{listener: int(fd), project: project, jail: jail}, nil
 }
 
-// pending answers every notification there is now, without waiting.
-func (w *writeWatch) pending() {
-	for {
+// watchRound bounds the notifications a call's thread answers before it
+// looks at the rest of its loop again.
+const watchRound = 64
+
+// pending answers the notifications there are now, at most max (0: all),
+// without waiting.
+func (w *writeWatch) pending(max int) {
+	for i := 0; max == 0 || i < max; i++ {
 		fds := []unix.PollFd{{Fd: int32(w.listener), Events: unix.POLLIN}}
 		if n, _ := unix.Poll(fds, 0); n <= 0 || fds[0].Revents&unix.POLLIN == 0 {
 			return
@@ -217,7 +222,7 @@ func (w *writeWatch) pending() {
 // listener going away), closes the listener and returns the first refused
 // path and how many writes were refused.
 func (w *writeWatch) end() (string, int) {
-	w.pending()
+	w.pending(0)
 	unix.Close(w.listener)
 	return w.first, w.refused
 }

@@ -48,7 +48,7 @@ func watchRun(t *testing.T, project, jail, script string) (string, int) {
 		for {
 			fds := []unix.PollFd{{Fd: int32(w.listener), Events: unix.POLLIN}}
 			unix.Poll(fds, 10)
-			w.pending()
+			w.pending(0)
 			select {
 			case err := <-exited:
 				first, n := w.end()

@@ -104,6 +104,27 @@ time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
 			t.Errorf("result: %+v", res)
 		}
 	})
+	// The write watch makes each write-open wait for the call's thread,
+	// which also counts the call's tree: four processes opening files for
+	// writing without pause must not keep it from seeing a fifth take
+	// memory past --max-memory.
+	fx.vector(t, "watch-flood", func(t *testing.T) {
+		res, raw := disk.Exec(map[string]any{"command": `"$PY" -c 'import os, time
+for i in range(4):
+    if os.fork() == 0:
+        p = os.path.join(os.environ["PWD"], "flood-%d" % i)
+        while True:
+            try:
+                os.close(os.open(p, os.O_WRONLY | os.O_CREAT))
+            except OSError:
+                pass
+time.sleep(0.5)
+chunks = [b"m" * (1 << 20) for _ in range(512)]
+time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
+		if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
+			fx.escape(t, "512 MiB beside a flood of refused writes, under --max-memory: %+v", res)
+		}
+	})
 	// Threads take pids as processes do, and count as processes: the
 	// pids cgroup counts them, and so does the watchdog (num_threads).
 	fx.vector(t, "threads", func(t *testing.T) {
