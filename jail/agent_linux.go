@@ -334,7 +334,15 @@ func (a *agentClient) deliver(m agentMsg) error {
 		}
 		sp := &agentSpare{id: m.ID, tid: m.Pid}
 		a.spares[m.ID] = sp
-		a.toPlace <- sp // never blocks: it holds fewer than the spares
+		// Never wait here, holding mu, which the placer takes after it
+		// takes from toPlace: a spare placed and forgotten leaves its
+		// place in a.spares while it may still be queued, so an agent
+		// that floods spares can fill the queue first.
+		select {
+		case a.toPlace <- sp:
+		default:
+			return fmt.Errorf("spare %d (thread %d): %d spares wait to be placed", m.ID, m.Pid, len(a.toPlace))
+		}
 		return nil
 	}
 	c := a.calls[m.ID]
