@@ -344,6 +344,19 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 				bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: bits, SkipTrue: 2},
 				bpf.LoadAbsolute{Off: offNr, Size: 4}, bpf.Jump{Skip: 1}, errno(e))
 		}
+		// sockopt: setsockopt (number nr) of level with one of opts gets
+		// EPERM; other calls of nr go on, as with argIn.
+		sockopt := func(nr, level uint32, opts ...uint32) {
+			n := len(opts)
+			body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: nr, SkipTrue: uint8(6 + n)},
+				bpf.LoadAbsolute{Off: offArg1, Size: 4},
+				bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: level, SkipTrue: uint8(1 + n)},
+				bpf.LoadAbsolute{Off: offArg2, Size: 4})
+			for i, o := range opts {
+				body = append(body, bpf.JumpIf{Cond: bpf.JumpEqual, Val: o, SkipTrue: uint8(n - i + 1)})
+			}
+			body = append(body, bpf.LoadAbsolute{Off: offNr, Size: 4}, bpf.Jump{Skip: 1}, errno(eperm))
+		}
 		// Leases and directory notifications, on every backend.
 		for _, nr := range a.fcntl {
 			argIn(nr, offArg1, eperm, fSetLease, fNotify)
@@ -354,12 +367,7 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 		// that set it too and takes a share of its connections (as root:
 		// of every listener a root process opened, before it dropped its
 		// privileges).
-		body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: a.setsockopt, SkipTrue: 7},
-			bpf.LoadAbsolute{Off: offArg1, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: solSocket, SkipTrue: 2},
-			bpf.LoadAbsolute{Off: offArg2, Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: soReusePort, SkipTrue: 2},
-			bpf.LoadAbsolute{Off: offNr, Size: 4}, bpf.Jump{Skip: 1}, errno(eperm))
+		sockopt(a.setsockopt, solSocket, soReusePort)
 		if n := a.native; n != nil {
 			// nr with any CLONE_NEW* bit in args[0] is denied, else allowed.
 			denyNewNS := func(nr uint32) {
@@ -410,14 +418,7 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 				argBits(n.sendto, offArg3, eperm, msgFastOpen)
 				argBits(n.sendmsg, offArg2, eperm, msgFastOpen)
 				argBits(n.sendmmsg, offArg3, eperm, msgFastOpen)
-				// setsockopt(fd, IPPROTO_TCP, TCP_FASTOPEN[_CONNECT], ...)
-				body = append(body, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: n.setsockopt, SkipTrue: 8},
-					bpf.LoadAbsolute{Off: offArg1, Size: 4},
-					bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: ipprotoTCP, SkipTrue: 3},
-					bpf.LoadAbsolute{Off: offArg2, Size: 4},
-					bpf.JumpIf{Cond: bpf.JumpEqual, Val: tcpFastOpen, SkipTrue: 3},
-					bpf.JumpIf{Cond: bpf.JumpEqual, Val: tcpFastOpenConnect, SkipTrue: 2},
-					bpf.LoadAbsolute{Off: offNr, Size: 4}, bpf.Jump{Skip: 1}, errno(eperm))
+				sockopt(n.setsockopt, ipprotoTCP, tcpFastOpen, tcpFastOpenConnect)
 			}
 			if pol.ns {
 				denyNr(n.setns, eperm)
