@@ -777,19 +777,6 @@ func (fx *escapeFixture) snapshot(t *testing.T) map[string]testkit.Node {
 	return snap
 }
 
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // restore puts back the modes and owners states had, where a known gap of
 // the backend let an attack change them: the vectors after it then find
 // the host they expect. Parents come before their children; jails whose
