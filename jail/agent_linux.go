@@ -245,6 +245,12 @@ func (a *agentClient) placeSpares() {
 			if p != nil {
 				p.Remove()
 			}
+			if dying(a.agentPid) {
+				// The thread went with its process (killed, say): the
+				// read loop sees the agent lost, and a call on it is
+				// run again on a new one.
+				return
+			}
 			a.end(fmt.Errorf("%w: it broke the protocol (%v) and was killed", ErrAgentEnded, err))
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -52,6 +53,21 @@ func fakeAgent(mode string) int {
 	case "spare-server":
 		// The server's own main thread, named as a thread of the agent.
 		writeFrame(conn, agentMsg{T: msgSpare, ID: 1, Pid: os.Getppid()})
+	case "spare-thread":
+		// A thread that is not the process's first, which vanishes from
+		// /proc as soon as it exits.
+		tids := make(chan int)
+		for {
+			go func() {
+				runtime.LockOSThread()
+				tids <- unix.Gettid()
+				select {}
+			}()
+			if tid := <-tids; tid != os.Getpid() {
+				writeFrame(conn, agentMsg{T: msgSpare, ID: 1, Pid: tid})
+				break
+			}
+		}
 	case "spare-flood":
 		for i := range 100 {
 			writeFrame(conn, agentMsg{T: msgSpare, ID: uint64(i + 1), Pid: unix.Gettid()})
@@ -399,6 +415,29 @@ func TestAgentSpares(t *testing.T) {
 			}
 		})
 	}
+	// The agent killed while its spare is placed: the thread goes with
+	// it, and the agent is lost (a call on it runs again on a new one),
+	// not ended for breaking the protocol.
+	t.Run("killed-while-placed", func(t *testing.T) {
+		var removed atomic.Int32
+		a, err, _ := startFakePlaced(t, "spare-thread", agentMsg{T: msgConfig, Kind: "fake"}, nil, func(agentPid, tid int) (Placement, error) {
+			syscall.Kill(agentPid, syscall.SIGKILL)
+			waitUntil(10*time.Second, func() bool {
+				_, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", agentPid, tid))
+				return err != nil
+			})
+			return fakePlacement{&removed}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !waitUntil(10*time.Second, func() bool { return a.Err() != nil }) {
+			t.Fatal("the killed agent was not ended")
+		}
+		if !errors.Is(a.Err(), ErrAgentLost) || strings.Contains(a.Err().Error(), "protocol") {
+			t.Errorf("ended with %v, want the agent lost", a.Err())
+		}
+	})
 	t.Run("spare-good", func(t *testing.T) {
 		var removed atomic.Int32
 		got := make(chan [2]int, 1)
@@ -432,4 +471,36 @@ func TestAgentSpares(t *testing.T) {
 			t.Errorf("the server removed a placement the caller owns")
 		}
 	})
+}
+
+// TestDying: a process a fatal signal took reads as dying from the moment
+// kill returns (its SIGKILL pending, then exiting, then a zombie, then
+// gone), so that the placer tells a thread that went with its killed agent
+// from one that left a live agent; a live process never does.
+func TestDying(t *testing.T) {
+	if dying(os.Getpid()) {
+		t.Fatal("this process reads as dying")
+	}
+	for i := range 100 {
+		cmd := exec.Command("sleep", "100")
+		if i%2 == 1 {
+			// A process of several threads, as the agent is.
+			cmd = exec.Command("python3", "-c", "import threading, time\nfor _ in range(4): threading.Thread(target=time.sleep, args=(100,), daemon=True).start()\ntime.sleep(100)")
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		if dying(pid) {
+			t.Fatalf("a live process %d reads as dying", pid)
+		}
+		syscall.Kill(pid, syscall.SIGKILL)
+		if !dying(pid) {
+			t.Fatalf("process %d, killed, does not read as dying (round %d)", pid, i)
+		}
+		cmd.Wait()
+		if !dying(pid) {
+			t.Fatalf("process %d, reaped, does not read as dying", pid)
+		}
+	}
 }

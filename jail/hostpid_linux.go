@@ -82,3 +82,34 @@ func nsPids(status string) ([]int, error) {
 	}
 	return nil, errors.New(status + ": no NSpid")
 }
+
+// dying tells whether process pid (a host pid) is gone or on its way out:
+// a zombie or reaped, exiting (PF_EXITING in its flags), or with SIGKILL
+// pending, which the kernel adds to every thread of a process a fatal
+// signal took, before any of them exits. So a thread of the process that
+// vanished is told apart from one that left while the process lives on.
+func dying(pid int) bool {
+	st, ok := ReadStat(strconv.Itoa(pid))
+	if !ok || st.State == 'Z' || st.State == 'X' || st.State == 'x' {
+		return true
+	}
+	const pfExiting = 0x4
+	if st.Flags&pfExiting != 0 {
+		return true
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "SigPnd" && k != "ShdPnd") {
+			continue
+		}
+		const sigkill = 1 << (9 - 1)
+		if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&sigkill != 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -6,6 +6,7 @@ import "bytes"
 type Stat struct {
 	State   byte  // R, S, Z...
 	PPid    int   // its parent
+	Flags   int64 // the kernel's PF_* flags of its task
 	Threads int   // its tasks, each of which takes a pid as a process does
 	RSS     int64 // resident pages
 }
@@ -47,6 +48,8 @@ func parseStat(b []byte) (Stat, bool) {
 			st.State = f[0]
 		case 4:
 			st.PPid = int(decimal(f))
+		case 9:
+			st.Flags = decimal(f)
 		case 20:
 			st.Threads = int(decimal(f))
 		case 24:

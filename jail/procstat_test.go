@@ -19,15 +19,15 @@ func TestParseStat(t *testing.T) {
 		want Stat
 		ok   bool
 	}{
-		{"plain", line("sleep", "S", "7", "1", "250"), Stat{State: 'S', PPid: 7, Threads: 1, RSS: 250}, true},
-		{"threads", line("python3", "R", "1", "3001", "4096"), Stat{State: 'R', PPid: 1, Threads: 3001, RSS: 4096}, true},
+		{"plain", line("sleep", "S", "7", "1", "250"), Stat{State: 'S', PPid: 7, Flags: 4194560, Threads: 1, RSS: 250}, true},
+		{"threads", line("python3", "R", "1", "3001", "4096"), Stat{State: 'R', PPid: 1, Flags: 4194560, Threads: 3001, RSS: 4096}, true},
 		// A name may hold spaces and parentheses: the fields follow the last ')'.
-		{"odd name", line("a) S 9 (b", "Z", "3", "1", "0"), Stat{State: 'Z', PPid: 3, Threads: 1}, true},
+		{"odd name", line("a) S 9 (b", "Z", "3", "1", "0"), Stat{State: 'Z', PPid: 3, Flags: 4194560, Threads: 1}, true},
 		{"short", "42 (sh) S 7", Stat{State: 'S', PPid: 7}, true},
 		{"no state", "42 (sh) ", Stat{}, false},
 		{"no name", "42 sh S 7", Stat{}, false},
 		{"empty", "", Stat{}, false},
-		{"not digits", line("sh", "S", "x", "-1", "9z"), Stat{State: 'S'}, true},
+		{"not digits", line("sh", "S", "x", "-1", "9z"), Stat{State: 'S', Flags: 4194560}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
