@@ -234,3 +234,34 @@ func (s *Session) stopAgents() {
 		delete(s.agents, k)
 	}
 }
+
+// Warm starts the session agent of the default policy (the operator's
+// network and credentials) unless it runs already, so that the session's
+// first call finds it warm. A call that comes meanwhile waits for this
+// start and never makes a second (agent holds agentMu while it starts
+// one). Nothing happens without agents, when the jail is over a bound
+// (the first call says why), or once the session is closed.
+func (s *Session) Warm() {
+	if !s.m.cfg.Backend.Agents() {
+		return
+	}
+	p, err := s.plan(Request{Command: "true"})
+	if err != nil {
+		return
+	}
+	s.resetMu.RLock()
+	defer s.resetMu.RUnlock()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed || s.admit() != nil {
+		return
+	}
+	s.ensureSkeleton()
+	slot, _, err := s.agent(p, s.m.exposures(p.auth))
+	if err != nil {
+		s.m.log.Debug("session agent not started ahead of the first call", "session", s.Name, "err", err)
+		return
+	}
+	s.agentDone(slot)
+}

@@ -190,6 +190,13 @@ func (h *httpSessions) mint(s *slot) string {
 		return id
 	}
 	h.log.Info("MCP session started", "jail", name)
+	// At initialize: the session's jail and its session agent start in
+	// the background, so that the first call finds them warm.
+	go func() {
+		if s, err := h.sessionByID(id); err == nil {
+			s.Warm()
+		}
+	}()
 	return id
 }
 
@@ -261,7 +268,12 @@ func (h *httpSessions) session(ctx context.Context) (*session.Session, error) {
 	if cs == nil || cs.SessionID() == "" {
 		return nil, errors.New("no MCP session: this server gives each MCP session its own jail; use a protocol version with sessions (2025-11-25 or earlier)")
 	}
-	id := cs.SessionID()
+	return h.sessionByID(cs.SessionID())
+}
+
+// sessionByID is the jail session of the live MCP session id, opened on
+// first use.
+func (h *httpSessions) sessionByID(id string) (*session.Session, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.forget()

@@ -115,6 +115,9 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return err
 	}
 	h.Session = func(context.Context) (*session.Session, error) { return s, nil }
+	// The first call finds its session agent started (or waits for that
+	// start, never for a second).
+	go s.Warm()
 	cli.LogStart(log, cfg, st, m, s.Name, s.Path)
 	stdio := server.NewStdioServer(srv)
 	stdio.SetErrorLogger(slog.NewLogLogger(log.Handler(), slog.LevelError))
