@@ -1205,3 +1205,34 @@ func TestRefusedWriteExplained(t *testing.T) {
 		}
 	})
 }
+
+// TestAgentWarmAtSessionOpen: the session agent of the default policy
+// starts when the session opens (stdio: at start; HTTP: at initialize),
+// before any call, and the first call runs on it: no second agent, no
+// restart.
+func TestAgentWarmAtSessionOpen(t *testing.T) {
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		check := func(t *testing.T, status func() tools.StatusResult, exec func() tools.ExecResult) {
+			var st tools.StatusResult
+			if !testkit.WaitFor(time.Minute, func() bool { st = status(); return len(st.Agents) == 1 }) {
+				t.Fatalf("no session agent started before the first call: %+v", st.Agents)
+			}
+			started := st.Agents[0].Started
+			if res := exec(); res.Stdout != "ok\n" || res.Agent != "" {
+				t.Errorf("first call: %+v", res)
+			}
+			if st = status(); len(st.Agents) != 1 || st.Agents[0].Started != started || st.Agents[0].Restarts != 0 {
+				t.Errorf("after the first call: %+v, want the agent started at %s", st.Agents, started)
+			}
+		}
+		t.Run("stdio", func(t *testing.T) {
+			ts := b.Start(t, testkit.NewProject(t), testkit.ServerEnv(), "--auth", "none")
+			check(t, ts.Status, func() tools.ExecResult { res, _ := ts.Exec(map[string]any{"command": "echo ok"}); return res })
+		})
+		t.Run("http", func(t *testing.T) {
+			hs := testkit.StartHTTP(t, testkit.NewProject(t), append(testkit.ServerEnv(), b.Env...), append(slices.Clone(b.Args), "--auth", "none")...)
+			s := hs.Connect(t, "")
+			check(t, s.Status, func() tools.ExecResult { res, _ := s.Exec(map[string]any{"command": "echo ok"}); return res })
+		})
+	})
+}
