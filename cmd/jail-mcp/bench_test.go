@@ -123,6 +123,22 @@ func BenchmarkPerCall(b *testing.B) {
 				}
 			}
 		})
+		// As on a developer's machine: the operator's HOME holds the
+		// credentials of claude, codex and gemini, which the default
+		// --auth shows to every call (under landlock placed in the jail
+		// for the call and taken out after it).
+		b.Run(tb.Name+"-server-creds", func(b *testing.B) {
+			env := testkit.ServerEnv("HOME="+fakeHome(b), "CLAUDE_CONFIG_DIR=", "CODEX_HOME=")
+			ts := startBinary(b, tb, productBinary(b), testkit.NewProject(b), env)
+			args := map[string]any{"argv": []string{"/bin/true"}}
+			ts.Exec(args)
+			for b.Loop() {
+				res, err := ts.Call(context.Background(), "jailed_exec", args)
+				if err != nil || res.IsError {
+					b.Fatalf("jailed_exec: %v %v", err, res)
+				}
+			}
+		})
 		b.Run(tb.Name+"-first", func(b *testing.B) {
 			// Each first call is followed by one bare bwrap spawn, untimed,
 			// so that x-bare, the ratio of their sums, compares the two

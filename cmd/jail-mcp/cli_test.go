@@ -303,7 +303,7 @@ func npmInstall(t *testing.T, prefix string, pkgs ...string) {
 
 // fakeHome is a HOME holding the fake files of realCLIs, every file and
 // directory dated in the past so that a touch cannot go unnoticed.
-func fakeHome(t *testing.T) string {
+func fakeHome(t testing.TB) string {
 	t.Helper()
 	home := t.TempDir()
 	for _, c := range realCLIs {
