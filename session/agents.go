@@ -16,7 +16,8 @@ import (
 // A session's commands run in session agents (where the backend has them,
 // jail.Backend.Agents): one per policy that cannot change in a running
 // sandbox, the network (on, off, or an allowlist) and the set of CLIs
-// whose credentials are shown. An agent starts on the first call that needs it and stays until
+// whose credentials are shown. The default policy's agent starts when the
+// session opens (Warm), any other on the first call that needs it; each stays until
 // the session is reset or ends, it is idle for agentIdle, or more policies
 // are in use than maxAgents; one that ended (killed, crashed, or taken
 // down by the server for breaking the protocol) is started again by the
