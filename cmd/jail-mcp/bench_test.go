@@ -173,6 +173,7 @@ func BenchmarkPerCall(b *testing.B) {
 			}
 			b.ReportMetric(float64(base.Microseconds())/float64(b.N)/1000, "bare-ms")
 			b.ReportMetric(float64(first)/float64(base), "x-bare")
+			b.ReportMetric(float64(warm.Microseconds())/float64(b.N)/1000, "warm-ms")
 			b.ReportMetric(float64(first)/float64(warm), "x-warm")
 		})
 	}
