@@ -252,10 +252,7 @@ func (s *Session) Warm() {
 	}
 	s.resetMu.RLock()
 	defer s.resetMu.RUnlock()
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed || s.admit() != nil {
+	if s.admit() != nil { // closed, or over a bound
 		return
 	}
 	s.ensureSkeleton()
