@@ -28,12 +28,12 @@ import (
 // it, every command is a bwrap of its own, with the host's /tmp, /var/tmp
 // and /run shadowed instead.
 type bwrap struct {
-	path    string   // absolute path of the bwrap binary
-	seccomp []byte   // the filter denying unix sockets, as bwrap --seccomp reads it
-	sized   bool     // it can bound a tmpfs (--size): see bwrapSizes
-	abi     int      // the kernel's Landlock ABI; below MinLandlockABI, no agents
-	exe     *os.File // the server's own binary, which agents run
-	shadow  []string // the host's ShadowDirs as they resolve here, without agents
+	path    string      // absolute path of the bwrap binary
+	seccomp []byte      // the filter denying unix sockets, as bwrap --seccomp reads it
+	sized   bool        // it can bound a tmpfs (--size): see bwrapSizes
+	abi     int         // the kernel's Landlock ABI; below MinLandlockABI, no agents
+	exe     *selfBinary // the server's own binary, which agents run
+	shadow  []string    // the host's ShadowDirs as they resolve here, without agents
 
 	pathMu  sync.Mutex
 	pathFor string   // the PATH pathDirs were resolved for
@@ -105,7 +105,13 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 		ctl.Close()
 		return nil, err
 	}
-	cmd, infoR, err := b.command(spec, nil, ctl, b.exe)
+	exe, err := b.exe.file()
+	if err != nil {
+		server.Close()
+		ctl.Close()
+		return nil, err
+	}
+	cmd, infoR, err := b.command(spec, nil, ctl, exe)
 	if err != nil {
 		server.Close()
 		ctl.Close()

@@ -42,8 +42,8 @@ import (
 // confine themselves to fork an agent end at once.
 type landlockJail struct {
 	abi  int
-	root bool     // the server runs as uid 0
-	exe  *os.File // the server's own binary, which agents run
+	root bool        // the server runs as uid 0
+	exe  *selfBinary // the server's own binary, which agents run
 }
 
 func newLandlock(abi int) (*landlockJail, error) {
@@ -63,12 +63,41 @@ func newLandlock(abi int) (*landlockJail, error) {
 // very same one even when the file at its path is replaced meanwhile (a
 // new go install): an agent of another version would not speak the same
 // protocol, and under landlock it runs before it is confined.
-func selfExe() (*os.File, error) {
+func selfExe() (*selfBinary, error) {
 	f, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return nil, fmt.Errorf("open the server's own binary: %w", err)
 	}
-	return f, nil
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open the server's own binary: %w", err)
+	}
+	return &selfBinary{f: f, dev: st.Dev, ino: st.Ino}, nil
+}
+
+// selfBinary is the server's binary, open, and what it was when opened.
+type selfBinary struct {
+	f        *os.File
+	dev, ino uint64
+}
+
+// file returns the open binary for an agent's start, once it checked that
+// its descriptor still refers to it: a descriptor closed by mistake
+// elsewhere in the server, and its number taken by another file since,
+// would otherwise fail the start with a bare "permission denied", or run
+// what is not the server.
+func (b *selfBinary) file() (*os.File, error) {
+	var st unix.Stat_t
+	err := unix.Fstat(int(b.f.Fd()), &st)
+	if err == nil && st.Dev == b.dev && st.Ino == b.ino {
+		return b.f, nil
+	}
+	what, lerr := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", b.f.Fd()))
+	if lerr != nil {
+		what = lerr.Error()
+	}
+	return nil, fmt.Errorf("the server's own binary, open as descriptor %d, is not any more (now %s): a bug of jail-mcp, please report it", b.f.Fd(), what)
 }
 
 func (l *landlockJail) Name() string                { return "landlock" }
@@ -89,6 +118,10 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 		defer j.Close()
 		jail = j
 	}
+	exe, err := l.exe.file()
+	if err != nil {
+		return nil, err
+	}
 	guardR, guardW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -103,9 +136,12 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 	// once. The agent ends its calls and exits when the server's end of
 	// the control socket closes, and the guard kills what is left when
 	// the server's end of its pipe does, however the server ends.
+	// The binary goes as the agent's descriptor 4, which its start marks
+	// close-on-exec: the command held by cmd until the exec, numbered in
+	// the child by the fork itself.
 	cmd := &exec.Cmd{
-		Path: "/proc/self/fd/" + fmt.Sprint(l.exe.Fd()), Args: []string{"jail-mcp", agentArg, "3"},
-		Env: agentEnv, Dir: "/", ExtraFiles: []*os.File{ctl},
+		Path: "/proc/self/fd/4", Args: []string{"jail-mcp", agentArg, "3"},
+		Env: agentEnv, Dir: "/", ExtraFiles: []*os.File{ctl, exe},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
 	kill := func(cmd *exec.Cmd) {

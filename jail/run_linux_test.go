@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -74,4 +75,41 @@ func runSpec(t *testing.T, b jail.Backend, spec jail.Spec) (stdout, stderr strin
 	s := start(t, b, spec)
 	exit, err = s.wait()
 	return s.stdout.String(), s.stderr.String(), exit, err
+}
+
+// TestSelfBinaryTakenOver: when the descriptor a backend holds the
+// server's binary by refers to another file (closed by mistake elsewhere
+// in the server, its number reused), an agent's start says so instead of
+// failing with a bare "permission denied" or running that file.
+func TestSelfBinaryTakenOver(t *testing.T) {
+	for _, name := range []string{"bwrap", "landlock"} {
+		t.Run(name, func(t *testing.T) {
+			b, err := jail.Open(t.Context(), name, jail.Options{})
+			if err != nil {
+				t.Fatalf("open %s: %v", name, err)
+			}
+			fd := jail.SelfBinaryFd(b)
+			if fd < 0 {
+				t.Fatalf("%s holds no binary for agents: Landlock ABI 6 or later is needed", name)
+			}
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer null.Close()
+			if err := unix.Dup3(int(null.Fd()), fd, unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			jf, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer jf.Close()
+			_, err = b.Runner(jail.Spec{Argv: []string{"/bin/true"}, Dir: dir, Jail: dir, JailFile: jf, Env: []string{"PATH=/bin"}}, nil)
+			if err == nil || !strings.Contains(err.Error(), "is not any more (now /dev/null)") {
+				t.Fatalf("start with the binary's descriptor taken over: %v", err)
+			}
+		})
+	}
 }
