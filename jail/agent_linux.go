@@ -496,6 +496,9 @@ func (a *agentClient) Run(c Call) (Process, error) {
 		if m.NotFound {
 			return Process{}, fmt.Errorf("%s: %w", c.Argv[0], ErrNotFound)
 		}
+		if m.NoMemory {
+			return Process{}, &NoMemoryError{Shared: m.Shared, Err: oneLine(m.Err)}
+		}
 		if m.Shared > 0 {
 			return Process{}, &SharedMemoryError{Bytes: m.Shared}
 		}

@@ -384,7 +384,17 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 	}
 	if err := cmd.Start(); err != nil {
 		notFound := errors.Is(err, os.ErrNotExist)
-		return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error(), NotFound: notFound}
+		f := agentMsg{T: msgFailed, ID: m.ID, Err: err.Error(), NotFound: notFound}
+		if errors.Is(err, syscall.ENOMEM) {
+			// The fork or exec was refused at the memory bound of the
+			// agent's cgroups, which what the sandbox's shared memory
+			// holds counts against.
+			f.NoMemory = true
+			if a.shm >= 0 {
+				f.Shared = sandboxShared(a.shm)
+			}
+		}
+		return f
 	}
 	closeFiles(files)
 	files = nil

@@ -69,6 +69,7 @@ type agentMsg struct {
 	Signal   int    `json:"signal,omitempty"`
 	Err      string `json:"err,omitempty"`
 	NotFound bool   `json:"not_found,omitempty"`
+	NoMemory bool   `json:"no_memory,omitempty"` // failed: the kernel had no memory for its start
 	// exited: the first write the jail refused in the project, and how
 	// many (the call's write watch).
 	Refused  string `json:"refused,omitempty"`

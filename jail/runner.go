@@ -110,6 +110,17 @@ func (e *SharedMemoryError) Error() string {
 	return fmt.Sprintf("the sandbox's shared memory (/dev/shm and System V segments) holds %d bytes, over its bound", e.Bytes)
 }
 
+// NoMemoryError is a call whose start the kernel refused for want of
+// memory (ENOMEM from its fork or exec): under a memory bound, the bound
+// was reached, by the calls running at once or by what the sandbox's
+// shared memory holds (Shared bytes, where the sandbox has its own).
+type NoMemoryError struct {
+	Shared int64
+	Err    string
+}
+
+func (e *NoMemoryError) Error() string { return e.Err }
+
 // errRunnerClosed is the Err of a runner that was closed.
 var errRunnerClosed = errors.New("closed")
 

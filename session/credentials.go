@@ -335,42 +335,58 @@ func (s *Session) addHostMount(spec *jail.Spec, host, target string, opened *[]*
 }
 
 // placeCredentials is the path of backends that cannot bind host files
-// into the jail: each credential is placed at its home-relative place for
-// the call, a symlink to the host path (link, for a backend that denies
-// writes through it) or a copy, and the returned undo removes it after the
-// call (state copies are moved back to the state directory, never to the
-// host). Calls of one session that run at once share what they placed: a
-// credential goes when the last call that needed it ends. The caller runs
-// undo also when the call fails or is cancelled.
+// into the jail: each credential is placed at its home-relative place, a
+// symlink to the host path (link, for a backend that denies writes
+// through it) or a copy. Calls of one session share what is placed: a
+// credential stays once its last call ended, so that the session's next
+// call of the same policy finds it in place at no cost (checked intact
+// first: what a command changed there is placed again), and it goes when
+// a call starts that does not show it, when the session is reset, and
+// when it ends (state copies are moved back to the state directory, never
+// to the host). A copy is never reused: each call gets a fresh one. The
+// returned undo ends this call's hold; the caller runs it also when the
+// call fails or is cancelled.
 func (s *Session) placeCredentials(exps []auth.Exposure, link bool) (undo func() error, err error) {
 	s.credMu.Lock()
 	defer s.credMu.Unlock()
 	if s.placed == nil {
 		s.placed = map[string]*placement{}
 	}
-	var mine []string         // places this call holds
-	release := func() error { // with credMu held
-		var errs []error
+	var mine []string // places this call holds
+	release := func() { // with credMu held
 		for _, rel := range mine {
-			p := s.placed[rel]
-			if p.n--; p.n > 0 {
-				continue
-			}
-			delete(s.placed, rel)
-			errs = append(errs, p.remove())
+			s.placed[rel].n--
 		}
-		return errors.Join(errs...)
+		mine = nil
 	}
 	undo = func() error {
 		s.credMu.Lock()
 		defer s.credMu.Unlock()
-		return release()
+		release()
+		return nil
 	}
 	defer func() {
 		if err != nil {
 			release()
 		}
 	}()
+	want := map[string]bool{}
+	for _, e := range exps {
+		for _, it := range e.Items {
+			want[filepath.ToSlash(it.Rel)] = true
+		}
+	}
+	// What no running call holds and this one does not show goes first.
+	var errs []error
+	for rel, p := range s.placed {
+		if p.n == 0 && !want[rel] {
+			delete(s.placed, rel)
+			errs = append(errs, p.remove())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return undo, fmt.Errorf("remove credentials this call does not show: %w", err)
+	}
 	if err := s.ensureDirs(stateDir); err != nil {
 		return undo, err
 	}
@@ -378,9 +394,15 @@ func (s *Session) placeCredentials(exps []auth.Exposure, link bool) (undo func()
 		for _, it := range e.Items {
 			rel := filepath.ToSlash(it.Rel)
 			if p, ok := s.placed[rel]; ok {
-				p.n++
-				mine = append(mine, rel)
-				continue
+				if p.n > 0 || (link && s.intact(it)) {
+					p.n++
+					mine = append(mine, rel)
+					continue
+				}
+				delete(s.placed, rel)
+				if err := p.remove(); err != nil {
+					return undo, err
+				}
 			}
 			remove, err := s.placeItem(e.Name, it, link)
 			if err != nil {
@@ -393,8 +415,46 @@ func (s *Session) placeCredentials(exps []auth.Exposure, link bool) (undo func()
 	return undo, nil
 }
 
+// unplaceCredentials removes every credential placed in the jail, which
+// no call may hold: at a reset and at the session's end.
+func (s *Session) unplaceCredentials() error {
+	s.credMu.Lock()
+	defer s.credMu.Unlock()
+	var errs []error
+	for rel, p := range s.placed {
+		delete(s.placed, rel)
+		errs = append(errs, p.remove())
+	}
+	return errors.Join(errs...)
+}
+
+// intact tells whether the linked credential it is still as placeItem
+// left it: the symlink to its host path, or for a state copy a file or
+// directory of its kind with a symlink to the host at each of its
+// secrets.
+func (s *Session) intact(it auth.Item) bool {
+	rel := filepath.ToSlash(it.Rel)
+	linked := func(rel, host string) bool {
+		to, err := s.root.Readlink(rel)
+		return err == nil && to == host
+	}
+	if !it.State {
+		return linked(rel, it.Host)
+	}
+	fi, err := s.root.Lstat(rel)
+	if err != nil || fi.IsDir() != it.Dir || !(fi.IsDir() || fi.Mode().IsRegular()) {
+		return false
+	}
+	for _, sec := range it.Secrets {
+		if !linked(path.Join(rel, sec.Name), sec.Host) {
+			return false
+		}
+	}
+	return true
+}
+
 // placement is one credential placed in the jail and how many running
-// calls need it.
+// calls hold it.
 type placement struct {
 	n      int
 	remove func() error

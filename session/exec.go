@@ -504,6 +504,13 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		if errors.Is(err, jail.ErrNotFound) {
 			return nil, inputErrorf("argv[0] %q: not found in the jail's PATH", call.Argv[0])
 		}
+		if nm := (*jail.NoMemoryError)(nil); errors.As(err, &nm) && cfg.MaxMemory > 0 {
+			held := ""
+			if nm.Shared > 0 {
+				held = fmt.Sprintf("; the session's shared memory (its /dev/shm and System V segments, which outlive calls: remove their files, or jail_reset frees them) holds %d bytes", nm.Shared)
+			}
+			return nil, inputErrorf("%s could not start: no memory left under --max-memory %d, which the session's calls share%s (%s)", call.Argv[0], cfg.MaxMemory, held, nm.Err)
+		}
 		if held := (*jail.SharedMemoryError)(nil); errors.As(err, &held) {
 			return nil, inputErrorf("the session's shared memory (its /dev/shm and System V segments, which outlive calls) holds %d bytes, over --max-memory %d: only jail_reset frees it (it ends the session's agents, and empties the jail)", held.Bytes, s.m.cfg.MaxMemory)
 		}

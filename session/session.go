@@ -86,6 +86,9 @@ func (s *Session) Close() error {
 	s.resetMu.Lock()
 	defer s.resetMu.Unlock()
 	s.stopAgents()
+	if err := s.unplaceCredentials(); err != nil {
+		s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)
+	}
 	if s.m.uw != nil {
 		s.m.uw.forget(s)
 	}
@@ -334,6 +337,9 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	// its calls; their outputs go with the jail.
 	s.stopAgents()
 	s.clearJobs()
+	if err := s.unplaceCredentials(); err != nil {
+		s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)
+	}
 	// Emptying the jail is not followed event by event: it is scanned
 	// again, once, at the next look.
 	if s.m.uw != nil {
