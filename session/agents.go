@@ -238,9 +238,9 @@ func (s *Session) stopAgents() {
 
 // Warm starts the session agent of the default policy (the operator's
 // network and credentials) unless it runs already, so that the session's
-// first call finds it warm. A call that comes meanwhile waits for this
-// start and never makes a second (agent holds agentMu while it starts
-// one). Nothing happens without agents, when the jail is over a bound
+// first call finds it warm, and under landlock its credentials placed. A
+// call that comes meanwhile waits for this start and never makes a second
+// (agent holds agentMu while it starts one). Nothing happens without agents, when the jail is over a bound
 // (the first call says why), or once the session is closed.
 func (s *Session) Warm() {
 	if !s.m.cfg.Backend.Agents() {
@@ -256,10 +256,18 @@ func (s *Session) Warm() {
 		return
 	}
 	s.ensureSkeleton()
-	slot, _, err := s.agent(p, s.m.exposures(p.auth))
+	exps := s.m.exposures(p.auth)
+	slot, _, err := s.agent(p, exps)
 	if err != nil {
 		s.m.log.Debug("session agent not started ahead of the first call", "session", s.Name, "err", err)
 		return
 	}
 	s.agentDone(slot)
+	// Credential links stay between calls: placed now, the first call
+	// finds them in place.
+	if s.m.cfg.Backend.Credentials() == jail.LinkCredentials {
+		if undo, err := s.placeCredentials(exps, true); err == nil {
+			undo()
+		}
+	}
 }

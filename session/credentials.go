@@ -31,10 +31,12 @@ func (m *Manager) Exposed() []auth.Exposure { return m.exposures(m.cfg.Auth) }
 
 // refreshState copies the host's state of the enabled CLIs into the
 // session's state directory, replacing older copies; nothing flows back.
+// A copy a server left placed is taken back first.
 func (s *Session) refreshState() {
 	for _, e := range s.m.Exposed() {
 		for _, it := range e.Items {
 			if it.State {
+				s.adoptState(e.Name, it)
 				if err := s.copyState(e.Name, it); err != nil {
 					s.m.log.Warn("copy credential state", "session", s.Name, "cli", e.Name, "path", it.Rel, "err", err)
 				}
@@ -337,15 +339,15 @@ func (s *Session) addHostMount(spec *jail.Spec, host, target string, opened *[]*
 // placeCredentials is the path of backends that cannot bind host files
 // into the jail: each credential is placed at its home-relative place, a
 // symlink to the host path (link, for a backend that denies writes
-// through it) or a copy. Calls of one session share what is placed: a
-// credential stays once its last call ended, so that the session's next
-// call of the same policy finds it in place at no cost (checked intact
-// first: what a command changed there is placed again), and it goes when
-// a call starts that does not show it, when the session is reset, and
-// when it ends (state copies are moved back to the state directory, never
-// to the host). A copy is never reused: each call gets a fresh one. The
-// returned undo ends this call's hold; the caller runs it also when the
-// call fails or is cancelled.
+// through it) or a copy. Calls of one session that run at once share what
+// is placed. A link stays once its last call ended, so that the session's
+// next call of the same policy finds it in place at no cost (checked
+// intact first: what a command changed there is placed again); it goes
+// when a call starts that does not show it, when the session is reset,
+// and when it ends (state copies are moved back to the state directory,
+// never to the host). A copy goes when its last call ends. The returned
+// undo ends this call's hold; the caller runs it also when the call fails
+// or is cancelled.
 func (s *Session) placeCredentials(exps []auth.Exposure, link bool) (undo func() error, err error) {
 	s.credMu.Lock()
 	defer s.credMu.Unlock()
@@ -353,17 +355,24 @@ func (s *Session) placeCredentials(exps []auth.Exposure, link bool) (undo func()
 		s.placed = map[string]*placement{}
 	}
 	var mine []string // places this call holds
-	release := func() { // with credMu held
+	// A copy (a backend that cannot deny writes through a link) holds the
+	// secret itself: it goes when its last call ends, never kept.
+	release := func() error { // with credMu held
+		var errs []error
 		for _, rel := range mine {
-			s.placed[rel].n--
+			p := s.placed[rel]
+			if p.n--; p.n == 0 && !link {
+				delete(s.placed, rel)
+				errs = append(errs, p.remove())
+			}
 		}
 		mine = nil
+		return errors.Join(errs...)
 	}
 	undo = func() error {
 		s.credMu.Lock()
 		defer s.credMu.Unlock()
-		release()
-		return nil
+		return release()
 	}
 	defer func() {
 		if err != nil {
@@ -377,6 +386,9 @@ func (s *Session) placeCredentials(exps []auth.Exposure, link bool) (undo func()
 		}
 	}
 	// What no running call holds and this one does not show goes first.
+	// A removal that fails (a command planted a link on the way) is
+	// said, not fatal: under landlock the places only spare a CLI the
+	// lookup of its host credentials, which the domain reads anyway.
 	var errs []error
 	for rel, p := range s.placed {
 		if p.n == 0 && !want[rel] {
@@ -385,7 +397,7 @@ func (s *Session) placeCredentials(exps []auth.Exposure, link bool) (undo func()
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return undo, fmt.Errorf("remove credentials this call does not show: %w", err)
+		s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)
 	}
 	if err := s.ensureDirs(stateDir); err != nil {
 		return undo, err
@@ -399,9 +411,11 @@ func (s *Session) placeCredentials(exps []auth.Exposure, link bool) (undo func()
 					mine = append(mine, rel)
 					continue
 				}
+				// Changed by a command: placed again, over what is
+				// there (placeItem makes way).
 				delete(s.placed, rel)
 				if err := p.remove(); err != nil {
-					return undo, err
+					s.m.log.Warn("remove a credential changed in the jail", "session", s.Name, "place", rel, "err", err)
 				}
 			}
 			remove, err := s.placeItem(e.Name, it, link)
@@ -528,6 +542,31 @@ func (s *Session) placeItem(cli string, it auth.Item, link bool) (remove func() 
 		}
 	}
 	return remove, nil
+}
+
+// adoptState takes a state copy found in place back to the state
+// directory when the state directory has none: what a server that ended
+// without taking it out (killed, with the copy placed between calls)
+// left there, with what the CLI kept in it since. Its secrets, links to
+// the host, go first. What is not of the state's kind stays, to give way
+// to the credential. At a session's open, before its state is refreshed.
+func (s *Session) adoptState(cli string, it auth.Item) {
+	rel, src := filepath.ToSlash(it.Rel), statePath(cli, it.Rel)
+	if _, err := s.root.Lstat(src); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	fi, err := s.root.Lstat(rel)
+	if err != nil || fi.IsDir() != it.Dir || !(fi.IsDir() || fi.Mode().IsRegular()) {
+		return
+	}
+	for _, sec := range it.Secrets {
+		if err := s.root.RemoveAll(path.Join(rel, sec.Name)); err != nil {
+			return
+		}
+	}
+	if s.ensureDirs(path.Dir(src)) == nil {
+		s.root.Rename(rel, src)
+	}
 }
 
 // copyTreeIn copies a host file or directory tree to dst in the jail:

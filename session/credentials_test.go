@@ -446,13 +446,36 @@ func TestCredentialMountPointPlanted(t *testing.T) {
 					t.Errorf("%s after the call: %v, want the mount point, a directory", rel, err)
 				}
 			case "landlock":
-				// Placed for the call only: gone after it.
-				if err == nil {
-					t.Errorf("%s left in the jail after the call: %v", rel, fi.Mode())
+				// Placed: .codex the state directory, .config/gh a link
+				// to the host's, kept for the next call.
+				want := map[string]fs.FileMode{".codex": fs.ModeDir, ".config/gh": fs.ModeSymlink}[rel]
+				if err != nil || fi.Mode().Type() != want {
+					t.Errorf("%s after the call: %v %v, want %v", rel, err, fi, want)
 				}
 			}
 		}
+		// Gone once a call without them took them out.
+		unplace(t, s)
+		if backend == "landlock" {
+			for _, rel := range []string{".codex", ".config/gh"} {
+				if fi, err := os.Lstat(filepath.Join(s.Path, rel)); err == nil {
+					t.Errorf("%s left in the jail after a call without credentials: %v", rel, fi.Mode())
+				}
+			}
+		}
+		if after := tree(t, outside); !slices.Equal(before, after) {
+			t.Errorf("outside changed: %v -> %v", before, after)
+		}
 	})
+}
+
+// unplace runs a call that shows no credential: under landlock it takes
+// every credential placed in the jail out first.
+func unplace(t *testing.T, s *Session) {
+	t.Helper()
+	if res, err := s.Exec(t.Context(), Request{Command: "true", Auth: []string{}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("a call without credentials: %v %+v", err, res)
+	}
 }
 
 // jailTree is tree of the jail without the server's .jail-mcp and without
@@ -470,11 +493,12 @@ func links(t *testing.T, dir string) []string {
 	return slices.DeleteFunc(tree(t, dir), func(l string) bool { return !strings.Contains(l, " -> ") })
 }
 
-// TestCredentialLinks: under landlock each credential is, for the call, a
-// link to the host path at its home-relative place (a state directory is
-// the session's own copy, the secrets in it links), readable; no write
-// through it reaches the host; after the call nothing of it is left in
-// the jail.
+// TestCredentialLinks: under landlock each credential is a link to the
+// host path at its home-relative place (a state directory is the
+// session's own copy, the secrets in it links), readable; no write through
+// it reaches the host; the next call that shows it finds it as placed,
+// whatever a command did to it; a call that does not show it finds
+// nothing of it in the jail.
 func TestCredentialLinks(t *testing.T) {
 	home := fakeHome(t)
 	before := fingerprint(t, home)
@@ -507,16 +531,34 @@ func TestCredentialLinks(t *testing.T) {
 			fmt.Fprintf(&want, "secret of %s\n", credFile(p))
 		}
 	}
-	res, err := s.Exec(t.Context(), Request{Command: probe.String()})
-	if err != nil || res.ExitCode != 0 || res.Stdout.Text != want.String() {
-		t.Fatalf("credentials during the call: %v %+v\n got %q\nwant %q", err, res, res.Stdout.Text, want.String())
+	shown := func(when string) {
+		t.Helper()
+		res, err := s.Exec(t.Context(), Request{Command: probe.String()})
+		if err != nil || res.ExitCode != 0 || res.Stdout.Text != want.String() {
+			t.Fatalf("credentials during the call %s: %v %+v\n got %q\nwant %q", when, err, res, res.Stdout.Text, want.String())
+		}
 	}
-	if got := jailTree(t, s, nil); !slices.Equal(got, skeletonTree) {
-		t.Errorf("left in the jail after the call: %q, want the skeleton", got)
+	// A call that shows none takes every place out of the jail first.
+	gone := func(when string, own func(string) bool) {
+		t.Helper()
+		res, err := s.Exec(t.Context(), Request{Command: "true", Auth: []string{}})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("a call without credentials %s: %v %+v", when, err, res)
+		}
+		if got := jailTree(t, s, own); !slices.Equal(got, skeletonTree) {
+			t.Errorf("%s, a call without credentials finds %q, want the skeleton", when, got)
+		}
+		if l := slices.DeleteFunc(links(t, s.Path), func(l string) bool { return own != nil && own(l) }); len(l) > 0 {
+			t.Errorf("%s, a call without credentials finds links %q", when, l)
+		}
 	}
-	if l := links(t, s.Path); len(l) > 0 {
-		t.Errorf("links left in the jail after the call: %q", l)
+	shown("first")
+	// The places stay for the next call of the same policy.
+	if l := links(t, s.Path); len(l) == 0 {
+		t.Errorf("no credential link in the jail between two calls that show them")
 	}
+	shown("second")
+	gone("after the calls", nil)
 
 	// Every kind of write, one call each: none reaches the host.
 	as := attempts()
@@ -537,14 +579,15 @@ func TestCredentialLinks(t *testing.T) {
 				t.Errorf("credential changed from inside: %s", a.cmd)
 			}
 		}
+		// The next call finds every credential as placed: what the
+		// command changed was placed again.
+		shown("after " + op)
 		// What the command made of its own (a moved link, scratch files)
-		// may stay; the places themselves are gone.
+		// may stay; the places themselves go.
 		own := func(l string) bool {
 			return (strings.HasPrefix(l, ".tmp/") && l != ".tmp/") || strings.Contains(l, ".moved")
 		}
-		if got := jailTree(t, s, own); !slices.Equal(got, skeletonTree) {
-			t.Errorf("after %s: left in the jail %q, want the skeleton", op, got)
-		}
+		gone("after "+op, own)
 	}
 	hostUnchanged(t, m, home, before, true)
 
@@ -561,7 +604,7 @@ func TestCredentialLinks(t *testing.T) {
 		cmd := strings.NewReplacer("%s", target, "%n", fmt.Sprintf("ctl%d", i)).Replace(a.op)
 		ctl = append(ctl, attempt{op: a.op, cmd: mk + " && " + cmd, kind: a.kind})
 	}
-	res, err = s.Exec(t.Context(), Request{Command: attack(ctl)})
+	res, err := s.Exec(t.Context(), Request{Command: attack(ctl)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -575,8 +618,8 @@ func TestCredentialLinks(t *testing.T) {
 
 // TestCredentialConcurrentCalls: calls of one session that run at once
 // all see the credentials they enabled; the end of one takes nothing from
-// another still running; under landlock, after the last ends, nothing is
-// left in the jail. State written by either is kept.
+// another still running; under landlock, a later call that shows none
+// finds nothing of them in the jail. State written by either is kept.
 func TestCredentialConcurrentCalls(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		for _, firstEnds := range []bool{true, false} {
@@ -653,9 +696,10 @@ func TestCredentialConcurrentCalls(t *testing.T) {
 						fi, err := os.Lstat(filepath.Join(s.Path, rel))
 						return err == nil && fi.Mode()&fs.ModeSymlink != 0
 					}
+					// What the running call holds is placed; what only the
+					// ended one held stays too, for the session's next call.
 					for _, rel := range []string{".codex/auth.json", ".config/gh", ".gitconfig"} {
-						want := rel != ".gitconfig" || first == "b"
-						if got := isLink(rel); got != want {
+						if got, want := isLink(rel), true; got != want {
 							t.Errorf("after call %s ended, %s placed %t, want %t", first, rel, got, want)
 						}
 					}
@@ -663,10 +707,14 @@ func TestCredentialConcurrentCalls(t *testing.T) {
 				os.WriteFile(flag(second+"-go"), nil, 0o600)
 				check(second, <-done[second])
 				delete(done, second)
+				// A call that shows none takes the places out first.
+				if res, err := s.Exec(t.Context(), Request{Command: "true", Auth: []string{}}); err != nil || res.ExitCode != 0 {
+					t.Fatalf("a call without credentials: %v %+v", err, res)
+				}
 				if backend == "landlock" {
 					own := func(l string) bool { return strings.HasPrefix(l, ".tmp/") && l != ".tmp/" }
 					if got := jailTree(t, s, own); !slices.Equal(got, skeletonTree) {
-						t.Errorf("left in the jail after both calls: %q, want the skeleton", got)
+						t.Errorf("after both calls, a call without credentials finds %q, want the skeleton", got)
 					}
 				}
 				for _, name := range []string{"a", "b"} {
@@ -735,8 +783,10 @@ rm -rf "$HOME/.gemini" && ln -s "$OUT" "$HOME/.gemini"`
 			t.Errorf("call %d: outside changed: %v -> %v", i, outsideBefore, after)
 		}
 	}
-	// The last call planted nothing: its places are gone, and what earlier
-	// commands planted has given way.
+	// The last call planted nothing: once a call without credentials took
+	// its places out, the jail is the skeleton; what earlier commands
+	// planted has given way.
+	unplace(t, s)
 	if got := jailTree(t, s, nil); !slices.Equal(got, skeletonTree) {
 		t.Errorf("left in the jail: %q, want the skeleton", got)
 	}
@@ -747,10 +797,11 @@ rm -rf "$HOME/.gemini" && ln -s "$OUT" "$HOME/.gemini"`
 }
 
 // TestCredentialStateKept: under landlock the state copies are renamed
-// into place for the call; what a call writes there (a new config.toml,
-// a rewritten .claude.json) is moved back to the session's state
-// directory after it, also when the call times out, and never reaches
-// the host; the next call sees it, a new session does not.
+// into place; what a call writes there (a new config.toml, a rewritten
+// .claude.json), also one that times out, is what the next call sees, is
+// moved back to the session's state directory when a call without them
+// takes them out, and never reaches the host; a new session does not see
+// it.
 func TestCredentialStateKept(t *testing.T) {
 	home := fakeHome(t)
 	before := fingerprint(t, home)
@@ -765,8 +816,15 @@ echo kimi > $HOME/.kimi/state.db`})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("write state: %v %+v %q", err, res, res.Stderr.Text)
 	}
+	res, _ = s.Exec(t.Context(), Request{Command: `cat $HOME/.codex/config.toml $HOME/.codex/sessions/1 $HOME/.codex/settings $HOME/.claude.json $HOME/.codex/auth.json`})
+	if want := "model = \"x\"\ns1\nchanged\nmine\nsecret of .codex/auth.json"; res.Stdout.Text != want {
+		t.Errorf("next call reads %q %q, want %q", res.Stdout.Text, res.Stderr.Text, want)
+	}
+	// Taken out by a call without credentials: moved back to the state
+	// directory, without the links to the host's secrets.
+	unplace(t, s)
 	if got := jailTree(t, s, nil); !slices.Equal(got, skeletonTree) {
-		t.Errorf("left in the jail after the call: %q, want the skeleton", got)
+		t.Errorf("left in the jail after a call without credentials: %q, want the skeleton", got)
 	}
 	state := tree(t, filepath.Join(s.Path, stateDir))
 	for _, want := range []string{
@@ -782,10 +840,6 @@ echo kimi > $HOME/.kimi/state.db`})
 	}
 	hostUnchanged(t, m, home, before, false)
 
-	res, _ = s.Exec(t.Context(), Request{Command: `cat $HOME/.codex/config.toml $HOME/.codex/sessions/1 $HOME/.codex/settings $HOME/.claude.json $HOME/.codex/auth.json`})
-	if want := "model = \"x\"\ns1\nchanged\nmine\nsecret of .codex/auth.json"; res.Stdout.Text != want {
-		t.Errorf("next call reads %q %q, want %q", res.Stdout.Text, res.Stderr.Text, want)
-	}
 	// A call that narrows codex away gets no copy placed; the copy stays.
 	res, _ = s.Exec(t.Context(), Request{Command: `[ -e $HOME/.codex ] && echo placed || echo absent`, Auth: []string{"gh"}})
 	if res.Stdout.Text != "absent\n" {
@@ -796,12 +850,13 @@ echo kimi > $HOME/.kimi/state.db`})
 	if res.End != TimedOut {
 		t.Errorf("call did not time out: %+v", res)
 	}
-	if b, err := os.ReadFile(filepath.Join(s.Path, stateDir, "claude/.claude.json")); err != nil || string(b) != "late\n" {
-		t.Errorf("state written by a call that timed out: %q %v", b, err)
-	}
 	res, _ = s.Exec(t.Context(), Request{Command: `cat $HOME/.claude.json $HOME/.codex/config.toml`})
 	if want := "late\nmodel = \"x\"\n"; res.Stdout.Text != want {
 		t.Errorf("state after a call without codex and one that timed out: %q, want %q", res.Stdout.Text, want)
+	}
+	unplace(t, s)
+	if b, err := os.ReadFile(filepath.Join(s.Path, stateDir, "claude/.claude.json")); err != nil || string(b) != "late\n" {
+		t.Errorf("state written by a call that timed out: %q %v", b, err)
 	}
 	hostUnchanged(t, m, home, before, false)
 	// A new session starts from the host's.
@@ -985,4 +1040,55 @@ func TestCredentialStateSettingsOnly(t *testing.T) {
 			t.Errorf("state copy holds %q, want %q", res.Stdout.Text, want)
 		}
 	})
+}
+
+// TestCredentialStateLeftByACrash: under landlock a state copy stays in
+// place between calls; a server that ended without taking it out (killed)
+// leaves it in the jail, not in the state directory. The next server of
+// the session takes it back with what the CLI kept in it (its top-level
+// settings then refreshed from the host's, as at every open), and never
+// the links to the host's secrets in it as state.
+func TestCredentialStateLeftByACrash(t *testing.T) {
+	home := fakeHome(t)
+	before := fingerprint(t, home)
+	var project, root string
+	edit := func(c *Config) {
+		c.Home, c.Auth, c.Environ = home, auth.Names(), fakeEnv()
+		if project != "" {
+			c.Project, c.Root = project, root
+		}
+	}
+	m, p := buildManager(t, "landlock", edit, nil)
+	project, root = p, m.cfg.Root
+	s := openSession(t, m, "crash")
+	res, err := s.Exec(t.Context(), Request{Command: `mkdir $HOME/.codex/sessions && echo s1 > $HOME/.codex/sessions/1`})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("write state: %v %+v", err, res)
+	}
+	jailDir := s.Path
+	m.Close()
+	// What a killed server leaves: the copy in place, none in the state
+	// directory, the links to the host in it.
+	if err := os.RemoveAll(filepath.Join(jailDir, ".codex")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(jailDir, stateDir, "codex/.codex"), filepath.Join(jailDir, ".codex")); err != nil {
+		t.Fatal(err)
+	}
+	symlink(t, filepath.Join(home, ".codex/auth.json"), filepath.Join(jailDir, ".codex/auth.json"))
+
+	m2, _ := newManagerOn(t, "landlock", edit, nil)
+	s2 := openSession(t, m2, "crash")
+	if s2.Path != jailDir {
+		t.Fatalf("the session's jail is %s, was %s", s2.Path, jailDir)
+	}
+	res, err = s2.Exec(t.Context(), Request{Command: `cat $HOME/.codex/sessions/1 $HOME/.codex/settings $HOME/.codex/auth.json`})
+	if want := "s1\nsettings of .codexsecret of .codex/auth.json"; err != nil || res.Stdout.Text != want {
+		t.Errorf("after the crash the session reads %q %v, want %q", res.Stdout.Text, err, want)
+	}
+	unplace(t, s2)
+	if l := links(t, filepath.Join(s2.Path, stateDir)); len(l) > 0 {
+		t.Errorf("links to the host's secrets taken as state: %q", l)
+	}
+	hostUnchanged(t, m2, home, before, false)
 }
