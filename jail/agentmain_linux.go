@@ -138,6 +138,17 @@ func (a *agent) serve() int {
 	}
 	a.spareN = min(max(m.Spares, 0), maxSpares)
 	a.refill()
+	// The read view of a call of the session's default PATH, made now
+	// rather than by the first call (a walk of the project's ancestors):
+	// the cache then serves it, and a call that comes meanwhile waits.
+	if a.view != nil {
+		env := []string{"PATH=" + m.CallPath}
+		go func() {
+			if fd, err := a.views.ruleset(*a.view, callShown(*a.view, env, nil)); err == nil {
+				unix.Close(fd)
+			}
+		}()
+	}
 	for {
 		m, files, err := readFrame(a.conn, maxServerFrame, maxFrameFiles)
 		if err != nil {

@@ -41,6 +41,8 @@ type agentMsg struct {
 	// MaxShared: bwrap's agent starts no call while its sandbox's own
 	// shared memory (Count.Shared) holds more bytes; 0: no bound.
 	MaxShared int64 `json:"max_shared,omitempty"`
+	// CallPath: the PATH of the session's calls by default (Spec.CallPath).
+	CallPath string `json:"call_path,omitempty"`
 	// Spares: how many threads the agent keeps ready for calls, each
 	// reported with spare, for the server to place (Spec.Place) before a
 	// call runs on it; 0: none, each call gets a new thread.

@@ -138,6 +138,11 @@ type Spec struct {
 	// hide them (their read view); a backend without agents does not.
 	Unread []string
 
+	// CallPath is the PATH of the session's calls by default: a session
+	// agent readies its read view for it before the first call (a PATH
+	// entry the view hides is shown to the calls that have it).
+	CallPath string
+
 	// MaxMemory (--max-memory), when positive, bounds what the sandbox's
 	// own shared memory may hold (bubblewrap's /dev/shm and System V
 	// segments), which outlives calls: bubblewrap's /dev/shm is a tmpfs

@@ -117,3 +117,13 @@ func buildEnv(environ, pass []string, jail string, creds []string, extra map[str
 	slices.Sort(out)
 	return out
 }
+
+// envOf is the value of key in env (the last one set), or "".
+func envOf(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
