@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // Tail is the end of s, for a failure message.
@@ -80,6 +82,15 @@ func HostDir(t *testing.T) string {
 	base = filepath.Join(base, "jail-mcp-test")
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	// A tester's HOME in /tmp (a throw-away CI user's, say) puts the
+	// cache where every jail hides it: the attacks would fail for that.
+	if real, err := filepath.EvalSymlinks(base); err == nil {
+		for _, d := range jail.ShadowDirs {
+			if rd, err := filepath.EvalSymlinks(d); err == nil && (real == rd || strings.HasPrefix(real, rd+"/")) {
+				t.Fatalf("the suite's host directories would be in %s, under %s, which every jail hides: set XDG_CACHE_HOME (or HOME) to a directory outside %s", base, d, strings.Join(jail.ShadowDirs, ", "))
+			}
+		}
 	}
 	dir, err := os.MkdirTemp(base, "host-")
 	if err != nil {
