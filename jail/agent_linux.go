@@ -43,6 +43,7 @@ type agentClient struct {
 	// spare and the server placed; guarded by mu.
 	place      Placer
 	agentPid   int                    // the agent process in the host, found at ready
+	threads    *threadIDs             // the agent's threads' host ids; the placer's own
 	spares     map[uint64]*agentSpare // reported and not yet used, placed or not
 	placed     []*agentSpare          // placed, in order, for the next calls
 	spareReady chan struct{}          // closed, and replaced, when a spare is placed
@@ -212,6 +213,7 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 			a.end(&agentStartError{err: err})
 			return nil, a.Err()
 		}
+		a.threads = newThreadIDs(a.agentPid)
 		go a.placeSpares()
 	}
 	if r.proxy != nil {
@@ -268,7 +270,7 @@ func (a *agentClient) placeSpares() {
 // gone round every other free id, which no command can make happen
 // between the look before the move and the move.
 func (a *agentClient) placeThread(tid int) (Placement, error) {
-	host, err := hostThread(a.agentPid, tid)
+	host, err := a.threads.host(tid)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +278,7 @@ func (a *agentClient) placeThread(tid int) (Placement, error) {
 	if err != nil {
 		return nil, fmt.Errorf("place thread %d of the session agent: %w", tid, err)
 	}
-	if again, err := hostThread(a.agentPid, tid); err != nil || again != host {
+	if !a.threads.is(host, tid) {
 		return p, fmt.Errorf("spare thread %d left the agent while it was placed", tid)
 	}
 	return p, nil

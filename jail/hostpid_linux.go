@@ -33,26 +33,66 @@ func hostProcess(root, nsPid int) (int, error) {
 	return 0, fmt.Errorf("find the session agent (pid %d in its sandbox) below process %d", nsPid, root)
 }
 
-// hostThread is the host id of the thread nsTid (an id in the pid
-// namespace of process pid) of process pid, which must be one of its
-// threads now.
-func hostThread(pid, nsTid int) (int, error) {
-	if ids, err := nsPids(fmt.Sprintf("/proc/%d/task/%d/status", pid, nsTid)); err == nil && len(ids) == 1 {
+// threadIDs finds the host ids of one process's threads from their ids in
+// its pid namespace, for the placer of a session agent's spare threads.
+// What it read of the threads it listed is kept as a hint only: every
+// answer is read again from the thread's own status, so that a lookup
+// costs a read or two, not one for each of the agent's threads (which
+// made the placing of a call's thread a third of the server's work).
+type threadIDs struct {
+	pid  int
+	seen map[int]int // host id -> id in the namespace, of the threads last listed
+}
+
+func newThreadIDs(pid int) *threadIDs { return &threadIDs{pid: pid, seen: map[int]int{}} }
+
+// host is the host id of the thread nsTid of the process, which must be
+// one of its threads now.
+func (t *threadIDs) host(nsTid int) (int, error) {
+	if t.is(nsTid, nsTid) {
 		return nsTid, nil // no pid namespace of its own: the ids are the host's
 	}
-	d, err := os.Open(fmt.Sprintf("/proc/%d/task", pid))
+	for h, n := range t.seen {
+		if n == nsTid && t.is(h, nsTid) {
+			return h, nil
+		}
+	}
+	// A thread started since the last look: list them again, reading
+	// only the new ones.
+	d, err := os.Open(fmt.Sprintf("/proc/%d/task", t.pid))
 	if err != nil {
 		return 0, err
 	}
 	names, _ := d.Readdirnames(-1)
 	d.Close()
+	seen := make(map[int]int, len(names))
 	for _, name := range names {
-		ids, err := nsPids(fmt.Sprintf("/proc/%d/task/%s/status", pid, name))
-		if err == nil && len(ids) > 1 && ids[len(ids)-1] == nsTid {
-			return ids[0], nil
+		h, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if n, ok := t.seen[h]; ok {
+			seen[h] = n
+			continue
+		}
+		if ids, err := nsPids(fmt.Sprintf("/proc/%d/task/%d/status", t.pid, h)); err == nil && ids[0] == h {
+			seen[h] = ids[len(ids)-1]
+		}
+	}
+	t.seen = seen
+	for h, n := range seen {
+		if n == nsTid && t.is(h, nsTid) {
+			return h, nil
 		}
 	}
 	return 0, fmt.Errorf("thread %d is not one of the session agent's", nsTid)
+}
+
+// is reports whether the thread of host id h is now one of the process's,
+// with nsTid for its id in the process's pid namespace.
+func (t *threadIDs) is(h, nsTid int) bool {
+	ids, err := nsPids(fmt.Sprintf("/proc/%d/task/%d/status", t.pid, h))
+	return err == nil && ids[0] == h && ids[len(ids)-1] == nsTid
 }
 
 // nsPids reads the NSpid line of a status file: the ids of a process or
