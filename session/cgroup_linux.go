@@ -2,12 +2,15 @@ package session
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -328,12 +331,14 @@ func removeCgroup(d string, keep int) {
 // nowhere else, so that a call's result names the bound it hit whatever
 // its neighbours did.
 type callPlacement struct {
-	m  *Manager
-	cc *callCgroup
+	pool *callPool
+	cc   *callCgroup
+	mark cgroupMark // cc's counters when it was given to the call
+	once sync.Once
 }
 
-// Remove removes the call's cgroups in the background.
-func (p *callPlacement) Remove() { p.m.removeCgroups(p.cc) }
+// Remove gives the call's cgroups back to the agent's pool, once.
+func (p *callPlacement) Remove() { p.once.Do(func() { p.pool.release(p.cc) }) }
 
 // agentPlacer returns the Placer of a session agent whose cgroups are
 // agent: the agent's own threads stay there; its calls go to a cgroup
@@ -345,20 +350,83 @@ func (m *Manager) agentPlacer(agent *callCgroup) jail.Placer {
 	if calls == nil {
 		return nil
 	}
-	var seq atomic.Int64
+	cp := &callPool{m: m, calls: calls}
 	return func(agentPid, tid int) (jail.Placement, error) {
-		id := "k" + strconv.FormatInt(seq.Add(1), 10)
-		// The call thread counts as one of the call's processes.
-		cc := calls.sub(id, m.cfg.MaxProcs+1, m.cfg.MaxMemory)
+		cc, mark := cp.take()
 		if cc == nil {
-			return nil, fmt.Errorf("make the cgroups of a call in %s", calls.pids+calls.mem)
+			id := "k" + strconv.FormatInt(cp.seq.Add(1), 10)
+			// The call thread counts as one of the call's processes.
+			if cc = calls.sub(id, m.cfg.MaxProcs+1, m.cfg.MaxMemory); cc == nil {
+				return nil, fmt.Errorf("make the cgroups of a call in %s", calls.pids+calls.mem)
+			}
+			cc.keep = agentPid
 		}
-		cc.keep = agentPid
-		p := &callPlacement{m: m, cc: cc}
+		p := &callPlacement{pool: cp, cc: cc, mark: mark}
 		if err := cc.move(tid); err != nil {
 			p.Remove()
 			return nil, err
 		}
 		return p, nil
 	}
+}
+
+// callPool keeps the cgroups of a session agent's ended calls for its
+// next ones: making a v1 cgroup pair and removing it again cost the
+// server more than the whole call of a /bin/true they held. Cgroups whose
+// processes are all gone hold nothing of their call but page cache, which
+// the kernel reclaims at the bound, and counters, which the next call is
+// judged against from where they stood when it got them (its mark).
+type callPool struct {
+	m     *Manager
+	calls *callCgroup
+	seq   atomic.Int64
+	mu    sync.Mutex
+	ended []*callCgroup // of ended calls, oldest first
+}
+
+// callPoolSize is how many ended calls' cgroups an agent keeps: one round
+// of spares and those of the calls in flight on a busy session.
+const callPoolSize = 2 * jail.AgentSpares
+
+// take returns the cgroups of an ended call that hold no process any
+// more, with their counters now, or nil.
+func (cp *callPool) take() (*callCgroup, cgroupMark) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for i, cc := range cp.ended {
+		if cc.empty() {
+			cp.ended = slices.Delete(cp.ended, i, i+1)
+			return cc, cc.mark()
+		}
+	}
+	return nil, cgroupMark{}
+}
+
+// release keeps cc for a later call; past callPoolSize the oldest is
+// removed in the background, with whatever is left in it.
+func (cp *callPool) release(cc *callCgroup) {
+	cp.mu.Lock()
+	cp.ended = append(cp.ended, cc)
+	var old *callCgroup
+	if len(cp.ended) > callPoolSize {
+		old, cp.ended = cp.ended[0], slices.Delete(cp.ended, 0, 1)
+	}
+	cp.mu.Unlock()
+	if old != nil {
+		cp.m.removeCgroups(old)
+	}
+}
+
+// empty reports whether no task is left in the cgroups.
+func (cc *callCgroup) empty() bool {
+	for _, d := range []string{cc.pids, cc.mem} {
+		if d == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, "tasks"))
+		if err != nil || len(bytes.TrimSpace(b)) > 0 {
+			return false
+		}
+	}
+	return true
 }

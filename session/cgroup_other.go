@@ -23,7 +23,10 @@ func (cc *callCgroup) remove()                        {}
 func (l *launcher) launch(fn func())                  {}
 func (l *launcher) discard()                          {}
 
-type callPlacement struct{ cc *callCgroup }
+type callPlacement struct {
+	cc   *callCgroup
+	mark cgroupMark
+}
 
 func (p *callPlacement) Remove() {}
 

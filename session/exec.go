@@ -535,7 +535,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	// process its OOM killer took: the call's alone.
 	shared := slot != nil
 	if pl, ok := proc.Placement.(*callPlacement); ok && pl.cc != nil {
-		cc, mark, shared = pl.cc, cgroupMark{}, false
+		cc, mark, shared = pl.cc, pl.mark, false
 		defer pl.Remove()
 	} else if proc.Placement != nil {
 		defer proc.Placement.Remove()
