@@ -52,10 +52,8 @@ func (t *threadIDs) host(nsTid int) (int, error) {
 	if t.is(nsTid, nsTid) {
 		return nsTid, nil // no pid namespace of its own: the ids are the host's
 	}
-	for h, n := range t.seen {
-		if n == nsTid && t.is(h, nsTid) {
-			return h, nil
-		}
+	if h, ok := t.find(nsTid); ok {
+		return h, nil
 	}
 	// A thread started since the last look: list them again, reading
 	// only the new ones.
@@ -80,12 +78,21 @@ func (t *threadIDs) host(nsTid int) (int, error) {
 		}
 	}
 	t.seen = seen
-	for h, n := range seen {
-		if n == nsTid && t.is(h, nsTid) {
-			return h, nil
-		}
+	if h, ok := t.find(nsTid); ok {
+		return h, nil
 	}
 	return 0, fmt.Errorf("thread %d is not one of the session agent's", nsTid)
+}
+
+// find returns the thread that the last listing gave nsTid, if it still
+// has it.
+func (t *threadIDs) find(nsTid int) (int, bool) {
+	for h, n := range t.seen {
+		if n == nsTid && t.is(h, nsTid) {
+			return h, true
+		}
+	}
+	return 0, false
 }
 
 // is reports whether the thread of host id h is now one of the process's,

@@ -87,7 +87,7 @@ func HostDir(t *testing.T) string {
 	// cache where every jail hides it: the attacks would fail for that.
 	if real, err := filepath.EvalSymlinks(base); err == nil {
 		for _, d := range jail.ShadowDirs {
-			if rd, err := filepath.EvalSymlinks(d); err == nil && (real == rd || strings.HasPrefix(real, rd+"/")) {
+			if rd, err := filepath.EvalSymlinks(d); err == nil && Within(real, rd) {
 				t.Fatalf("the suite's host directories would be in %s, under %s, which every jail hides: set XDG_CACHE_HOME (or HOME) to a directory outside %s", base, d, strings.Join(jail.ShadowDirs, ", "))
 			}
 		}
