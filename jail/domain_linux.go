@@ -216,7 +216,19 @@ const TreeInterval = 50 * time.Millisecond
 // them and nothing else (the caller's own process is never signalled by
 // it). Zombies the caller was made parent of (it is a child subreaper)
 // are reaped here.
+//
+// The caller's process is a child subreaper, and the caller has reaped
+// its command: whatever the command left is then a descendant of the
+// caller's process (an orphan goes to the nearest subreaper, and
+// CLONE_PARENT reaches no higher than the caller), so a process without
+// a child has nothing left to kill. One waitid tells that, where a kill
+// -1 looks at every process of the pid namespace, the host's under
+// landlock, and never says ESRCH there (the processes the domain may not
+// signal count as tried): a walk of /proc would follow at every call.
 func killDomain() {
+	if noChildren() {
+		return
+	}
 	deadline := time.Now().Add(reapGrace)
 	for {
 		unix.Kill(-1, unix.SIGKILL)
@@ -230,4 +242,12 @@ func killDomain() {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// noChildren reports whether the calling process has no child at all,
+// running, stopped or a zombie, of any of its threads.
+func noChildren() bool {
+	var info unix.Siginfo
+	const every = unix.WEXITED | unix.WSTOPPED | unix.WCONTINUED | unix.WNOHANG | unix.WNOWAIT | unix.WALL
+	return unix.Waitid(unix.P_ALL, 0, &info, every, nil) == unix.ECHILD
 }

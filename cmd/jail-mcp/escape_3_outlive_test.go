@@ -26,6 +26,18 @@ if os.fork(): os._exit(0)
 fd = os.open("/dev/null", os.O_RDWR)
 for i in (0, 1, 2): os.dup2(fd, i)
 os.execvp("sleep", ["sleep", sys.argv[1]])' %[1]s`},
+	// Ways out of the agent's subtree, where a call's processes are
+	// looked for: a subreaper of the command's own (its orphans go to it,
+	// and on to the agent when it exits), and a clone with CLONE_PARENT
+	// (a sibling of its caller, never higher).
+	{"subreaper", `"$PY" -c 'import ctypes, os, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
+if os.fork() == 0:
+    if os.fork() == 0: os.execvp("sleep", ["sleep", sys.argv[1]])
+    os._exit(0)
+os._exit(0)' %[1]s >/dev/null 2>&1 </dev/null &`},
+	{"clone-parent", `"$PY" -c 'import ctypes, os, sys
+if ctypes.CDLL(None).syscall(56, 0x8000 | 17, 0, 0, 0, 0) == 0: os.execvp("sleep", ["sleep", sys.argv[1]])' %[1]s >/dev/null 2>&1 </dev/null &`},
 }
 
 // startDaemons is a script that leaves a daemon of every form, with
