@@ -528,6 +528,14 @@ func (a *agentClient) Run(c Call) (Process, error) {
 			return Exit{Code: call.exit.Code, Signal: syscall.Signal(call.exit.Signal), RefusedWrite: call.exit.Refused, RefusedWrites: call.exit.RefusedN}, nil
 		},
 		Kill: func() {
+			select {
+			case <-call.ended:
+				// The agent says a call ended once it killed what the
+				// call left (killDomain), and then forgets it: a kill
+				// would reach nothing.
+				return
+			default:
+			}
 			killOnce.Do(func() {
 				a.send(agentMsg{T: msgKill, ID: id})
 				go func() {
