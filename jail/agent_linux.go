@@ -213,7 +213,7 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 			a.end(&agentStartError{err: err})
 			return nil, a.Err()
 		}
-		a.threads = newThreadIDs(a.agentPid)
+		a.threads = newThreadIDs(a.agentPid, r.pid)
 		go a.placeSpares()
 	}
 	if r.proxy != nil {

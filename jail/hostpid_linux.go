@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // hostProcess finds the process at or below root (a host pid: bwrap, or
@@ -41,22 +43,31 @@ func hostProcess(root, nsPid int) (int, error) {
 // made the placing of a call's thread a third of the server's work).
 type threadIDs struct {
 	pid  int
+	own  bool        // the process has a pid namespace of its own
 	seen map[int]int // host id -> id in the namespace, of the threads last listed
 }
 
-func newThreadIDs(pid int) *threadIDs { return &threadIDs{pid: pid, seen: map[int]int{}} }
+// newThreadIDs looks up the threads of process pid, whose id in its own
+// pid namespace is nsPid.
+func newThreadIDs(pid, nsPid int) *threadIDs {
+	return &threadIDs{pid: pid, own: pid != nsPid, seen: map[int]int{}}
+}
 
 // host is the host id of the thread nsTid of the process, which must be
 // one of its threads now.
 func (t *threadIDs) host(nsTid int) (int, error) {
-	if t.is(nsTid, nsTid) {
-		return nsTid, nil // no pid namespace of its own: the ids are the host's
+	if !t.own {
+		// The ids are the host's.
+		if t.is(nsTid, nsTid) {
+			return nsTid, nil
+		}
+		return 0, fmt.Errorf("thread %d is not one of the session agent's", nsTid)
 	}
 	if h, ok := t.find(nsTid); ok {
 		return h, nil
 	}
-	// A thread started since the last look: list them again, reading
-	// only the new ones.
+	// A thread started since the last look (each call's is): list them
+	// again, reading only the new ones.
 	d, err := os.Open(fmt.Sprintf("/proc/%d/task", t.pid))
 	if err != nil {
 		return 0, err
@@ -64,6 +75,7 @@ func (t *threadIDs) host(nsTid int) (int, error) {
 	names, _ := d.Readdirnames(-1)
 	d.Close()
 	seen := make(map[int]int, len(names))
+	found := 0
 	for _, name := range names {
 		h, err := strconv.Atoi(name)
 		if err != nil {
@@ -75,9 +87,15 @@ func (t *threadIDs) host(nsTid int) (int, error) {
 		}
 		if ids, err := nsPids(fmt.Sprintf("/proc/%d/task/%d/status", t.pid, h)); err == nil && ids[0] == h {
 			seen[h] = ids[len(ids)-1]
+			if seen[h] == nsTid {
+				found = h // read just now
+			}
 		}
 	}
 	t.seen = seen
+	if found != 0 {
+		return found, nil
+	}
 	if h, ok := t.find(nsTid); ok {
 		return h, nil
 	}
@@ -96,8 +114,15 @@ func (t *threadIDs) find(nsTid int) (int, bool) {
 }
 
 // is reports whether the thread of host id h is now one of the process's,
-// with nsTid for its id in the process's pid namespace.
+// with nsTid for its id in the process's pid namespace. Without a
+// namespace of its own the ids are one, and the process's task directory
+// has the thread's only while it is one of the process's threads: a
+// lookup, not a read of its status.
 func (t *threadIDs) is(h, nsTid int) bool {
+	if !t.own {
+		var st unix.Stat_t
+		return h == nsTid && unix.Stat(fmt.Sprintf("/proc/%d/task/%d", t.pid, h), &st) == nil
+	}
 	ids, err := nsPids(fmt.Sprintf("/proc/%d/task/%d/status", t.pid, h))
 	return err == nil && ids[0] == h && ids[len(ids)-1] == nsTid
 }
