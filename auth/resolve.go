@@ -59,7 +59,13 @@ func Resolve(names []string, home string, getenv func(string) string) []Exposure
 			if !filepath.IsAbs(home) && p.Env == "" {
 				continue
 			}
-			host, err := filepath.EvalSymlinks(hostPath(p, home, getenv))
+			// Most CLIs' paths are absent on a given host: one stat says
+			// so, where resolving the links looks at each component.
+			raw := hostPath(p, home, getenv)
+			if _, err := os.Stat(raw); err != nil {
+				continue
+			}
+			host, err := filepath.EvalSymlinks(raw)
 			if err != nil {
 				continue
 			}
