@@ -53,6 +53,7 @@ type agentSlot struct {
 	key      agentKey
 	runner   jail.Runner
 	cc       *callCgroup  // its cgroups, or nil
+	perCall  bool         // each call gets cgroups of its own in cc
 	egress   *agentEgress // the proxy of its allowlist, or nil
 	started  time.Time
 	lastUsed time.Time
@@ -119,7 +120,7 @@ func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, rest
 	if p.allow != nil {
 		next.egress = s.newEgress(*p.allow)
 	}
-	runner, cc, err = s.startAgent(p.network, next.egress, exps)
+	runner, cc, next.perCall, err = s.startAgent(p.network, next.egress, exps)
 	if err != nil {
 		if next.egress != nil {
 			next.egress.close()
@@ -147,7 +148,7 @@ func (s *Session) agentDone(slot *agentSlot) {
 // jail, by descriptor, and under bwrap the credentials of the policy
 // bound in it; from a launcher thread already in cgroups of its own where
 // the server makes cgroups.
-func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (jail.Runner, *callCgroup, error) {
+func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (r jail.Runner, cc *callCgroup, perCall bool, err error) {
 	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project, s.m.cfg.Home}, Siblings: filepath.Dir(s.Path), Project: s.m.cfg.Project, Unread: s.m.cfg.Unread, MaxMemory: s.m.cfg.MaxMemory}
 	spec.CallPath = envOf(buildEnv(s.m.cfg.Environ, s.m.cfg.PassEnv, s.Path, nil, nil), "PATH")
 	if eg != nil {
@@ -156,22 +157,20 @@ func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure
 	opened, err := s.sandboxFiles(&spec, exps)
 	defer func() { closeAll(opened) }()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	var launch jail.Launcher
-	var cc *callCgroup
 	if l := s.m.takeLauncher(); l != nil {
 		cc, launch = l.cc, l.launch
 		spec.Place = s.m.agentPlacer(cc)
 	}
-	r, err := s.m.cfg.Backend.Runner(spec, launch)
-	if err != nil {
+	if r, err = s.m.cfg.Backend.Runner(spec, launch); err != nil {
 		if cc != nil {
 			s.m.removeCgroups(cc)
 		}
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return r, cc, nil
+	return r, cc, spec.Place != nil, nil
 }
 
 // openJail opens the jail by a descriptor, without following a link (its

@@ -489,7 +489,9 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	var mark cgroupMark
 	if slot != nil {
 		cc = slot.cc
-		mark = cc.mark()
+		if !slot.perCall {
+			mark = cc.mark()
+		}
 	} else if l := s.m.takeLauncher(); l != nil {
 		cc, call.Launch = l.cc, l.launch
 		// Removing a cgroup waits for its last process to be reaped by the
