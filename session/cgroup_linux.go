@@ -119,6 +119,66 @@ type callCgroup struct {
 	// keep is a process never killed when the cgroups are removed: the
 	// session agent whose call thread they held.
 	keep int
+	// The files read or written at each call, kept open from their first
+	// use to the removal: the cgroups of an agent's calls serve one call
+	// after another, and an open, a read and a close of a cgroup file
+	// cost several times a pread of an open one.
+	pidsTasks, memTasks, pidsEvents, pidsCurrent, memOOM cgroupFile
+	// pool is, for a session agent's cgroups, the pool of its calls'.
+	pool *callPool
+}
+
+// cgroupFile is a file of a cgroup, opened at its first use.
+type cgroupFile struct {
+	once sync.Once
+	f    *os.File
+	err  error
+}
+
+// file returns the file name of dir, opened with flag the first time.
+func (c *cgroupFile) file(dir, name string, flag int) (*os.File, error) {
+	c.once.Do(func() { c.f, c.err = os.OpenFile(filepath.Join(dir, name), flag|unix.O_CLOEXEC, 0) })
+	return c.f, c.err
+}
+
+// close closes the file if it was opened; it must not be used after.
+func (c *cgroupFile) close() {
+	c.once.Do(func() { c.err = os.ErrClosed })
+	if c.f != nil {
+		c.f.Close()
+	}
+}
+
+// read returns what the file says now (a cgroup file is made anew by a
+// read from its start), or nil.
+func (c *cgroupFile) read(dir, name string) []byte {
+	f, err := c.file(dir, name, os.O_RDONLY)
+	if err != nil {
+		return nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	b := make([]byte, 512)
+	n := -1
+	// Through the descriptor held for the read, which a close meanwhile
+	// cannot give to another file.
+	rc.Read(func(fd uintptr) bool {
+		n, err = unix.Pread(int(fd), b, 0)
+		return true
+	})
+	if err != nil || n < 0 {
+		return nil
+	}
+	return b[:n]
+}
+
+// closeFiles closes the cgroups' kept files.
+func (cc *callCgroup) closeFiles() {
+	for _, c := range []*cgroupFile{&cc.pidsTasks, &cc.memTasks, &cc.pidsEvents, &cc.pidsCurrent, &cc.memOOM} {
+		c.close()
+	}
 }
 
 // call creates the cgroups of one call with its bounds. A bound that
@@ -172,12 +232,19 @@ func write(path, value string) error {
 
 // move moves the thread tid (a host id) into the cgroups.
 func (cc *callCgroup) move(tid int) error {
-	for _, d := range []string{cc.pids, cc.mem} {
-		if d == "" {
+	for _, t := range []struct {
+		dir  string
+		file *cgroupFile
+	}{{cc.pids, &cc.pidsTasks}, {cc.mem, &cc.memTasks}} {
+		if t.dir == "" {
 			continue
 		}
-		if err := write(filepath.Join(d, "tasks"), strconv.Itoa(tid)); err != nil {
-			return fmt.Errorf("move thread %d into cgroup %s: %w", tid, d, err)
+		f, err := t.file.file(t.dir, "tasks", os.O_WRONLY)
+		if err == nil {
+			_, err = f.Write([]byte(strconv.Itoa(tid)))
+		}
+		if err != nil {
+			return fmt.Errorf("move thread %d into cgroup %s: %w", tid, t.dir, err)
 		}
 	}
 	return nil
@@ -246,10 +313,10 @@ func (cc *callCgroup) mark() cgroupMark {
 	}
 	var m cgroupMark
 	if cc.mem != "" {
-		m.oom = cgroupCounter(filepath.Join(cc.mem, "memory.oom_control"), "oom_kill")
+		m.oom = cgroupCounter(cc.memOOM.read(cc.mem, "memory.oom_control"), "oom_kill")
 	}
 	if cc.pids != "" {
-		m.max = cgroupCounter(filepath.Join(cc.pids, "pids.events"), "max")
+		m.max = cgroupCounter(cc.pidsEvents.read(cc.pids, "pids.events"), "max")
 	}
 	return m
 }
@@ -268,12 +335,8 @@ func (cc *callCgroup) exceededSince(m cgroupMark) Bound {
 	return ""
 }
 
-// cgroupCounter reads "name N" from a cgroup file of such lines.
-func cgroupCounter(path, name string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
+// cgroupCounter reads "name N" from b, a cgroup file of such lines.
+func cgroupCounter(b []byte, name string) int64 {
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
@@ -286,6 +349,10 @@ func cgroupCounter(path, name string) int64 {
 // remove kills whatever is left in the call's cgroups and removes them,
 // the cgroups nested in them first.
 func (cc *callCgroup) remove() {
+	cc.closeFiles()
+	if cc.pool != nil {
+		cc.pool.close()
+	}
 	for _, d := range []string{cc.pids, cc.mem} {
 		if d != "" {
 			removeCgroup(d, cc.keep)
@@ -351,6 +418,7 @@ func (m *Manager) agentPlacer(agent *callCgroup) jail.Placer {
 		return nil
 	}
 	cp := &callPool{m: m, calls: calls}
+	agent.pool = cp
 	return func(agentPid, tid int) (jail.Placement, error) {
 		cc, mark := cp.take()
 		if cc == nil {
@@ -377,11 +445,12 @@ func (m *Manager) agentPlacer(agent *callCgroup) jail.Placer {
 // the kernel reclaims at the bound, and counters, which the next call is
 // judged against from where they stood when it got them (its mark).
 type callPool struct {
-	m     *Manager
-	calls *callCgroup
-	seq   atomic.Int64
-	mu    sync.Mutex
-	ended []*callCgroup // of ended calls, oldest first
+	m      *Manager
+	calls  *callCgroup
+	seq    atomic.Int64
+	mu     sync.Mutex
+	ended  []*callCgroup // of ended calls, oldest first
+	closed bool          // the agent's cgroups are being removed, with these
 }
 
 // callPoolSize is how many ended calls' cgroups an agent keeps: one round
@@ -406,6 +475,11 @@ func (cp *callPool) take() (*callCgroup, cgroupMark) {
 // removed in the background, with whatever is left in it.
 func (cp *callPool) release(cc *callCgroup) {
 	cp.mu.Lock()
+	if cp.closed {
+		cp.mu.Unlock()
+		cc.closeFiles()
+		return
+	}
 	cp.ended = append(cp.ended, cc)
 	var old *callCgroup
 	if len(cp.ended) > callPoolSize {
@@ -417,16 +491,27 @@ func (cp *callPool) release(cc *callCgroup) {
 	}
 }
 
-// empty reports whether no task is left in the cgroups.
-func (cc *callCgroup) empty() bool {
-	for _, d := range []string{cc.pids, cc.mem} {
-		if d == "" {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(d, "tasks"))
-		if err != nil || len(bytes.TrimSpace(b)) > 0 {
-			return false
-		}
+// close closes the kept files of the cgroups it keeps, which go with the
+// agent's, and of those released from now on.
+func (cp *callPool) close() {
+	cp.mu.Lock()
+	ended := cp.ended
+	cp.ended, cp.closed = nil, true
+	cp.mu.Unlock()
+	for _, cc := range ended {
+		cc.closeFiles()
 	}
-	return true
+}
+
+// empty reports whether no task is left in the cgroups: the pids
+// cgroup's count of its tasks (zombies included), which takes one read
+// of a kept file; without it, the memory cgroup's list of its tasks,
+// read anew (an open tasks file keeps the list it made for a while).
+// Threads go into both, and leave neither, together.
+func (cc *callCgroup) empty() bool {
+	if cc.pids != "" {
+		return string(bytes.TrimSpace(cc.pidsCurrent.read(cc.pids, "pids.current"))) == "0"
+	}
+	b, err := os.ReadFile(filepath.Join(cc.mem, "tasks"))
+	return err == nil && len(bytes.TrimSpace(b)) == 0
 }
