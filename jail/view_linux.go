@@ -106,7 +106,7 @@ func callShown(v readView, env []string, tty *os.File) []string {
 			continue
 		}
 		r, err := filepath.EvalSymlinks(d)
-		if err != nil || !v.hiddenPath(r) {
+		if err != nil || !v.hiddenPath(r) || v.sealed(r) {
 			continue
 		}
 		if parent := filepath.Dir(r); !v.coversHidden(parent) {
@@ -121,6 +121,20 @@ func callShown(v readView, env []string, tty *os.File) []string {
 	}
 	slices.Sort(extra)
 	return slices.Compact(extra)
+}
+
+// sealed reports whether p lies in a hidden path that no PATH shows:
+// one that is not a shadowed directory of the host (where installations
+// keep their bin), such as another session's jail. The PATH of a call is
+// the caller's to set, and a directory in it may be a link a command made.
+func (v readView) sealed(p string) bool {
+	shadow := canonical(ShadowDirs)
+	for _, h := range v.hidden {
+		if within(p, h) && !slices.Contains(shadow, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // hiddenPath reports whether p is hidden by the view alone.

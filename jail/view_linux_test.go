@@ -49,3 +49,31 @@ func BenchmarkViewRuleset(b *testing.B) {
 		}
 	})
 }
+
+// TestCallShownPath: a call's PATH shows the directories a shadowed host
+// directory holds, never another session's jail, whether named or
+// reached through a link in the call's own jail.
+func TestCallShownPath(t *testing.T) {
+	project, err := filepath.EvalSymlinks(t.TempDir()) // under /tmp, which is hidden
+	if err != nil {
+		t.Fatal(err)
+	}
+	jails := filepath.Join(project, ".agent-home")
+	own, other := filepath.Join(jails, "s"), filepath.Join(jails, "o")
+	tool := filepath.Join(filepath.Dir(project), "tool-"+filepath.Base(project), "bin")
+	for _, d := range []string{own, filepath.Join(other, "bin"), tool} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(tool)) })
+	if err := os.Symlink(other, filepath.Join(own, "link")); err != nil {
+		t.Fatal(err)
+	}
+	v := readView{hidden: viewHidden("landlock", jails), shown: viewShown("landlock", own, nil), jail: own}
+	path := "PATH=" + filepath.Join(other, "bin") + ":" + other + ":" + filepath.Join(own, "link") + ":" + tool + ":/usr/bin"
+	got := callShown(v, []string{path}, nil)
+	if len(got) != 1 || !within(tool, got[0]) {
+		t.Fatalf("shown for %s: %v, want only %s (or its parent)", path, got, tool)
+	}
+}

@@ -51,6 +51,19 @@ true
 		}
 	})
 
+	// The same through the read view of a call, which shows the PATH
+	// directories that a hidden one holds: a link in the jail to the
+	// other jail, named in the next call's PATH.
+	fx.vector(t, "other-session-path", func(t *testing.T) {
+		fx.attack(t, fx.a, `ln -sfn "$OTHER" "$HOME/.tmp/path-link"; mkdir -p "$HOME/.tmp/d"; ln -sfn "$OTHER/b-secret" "$HOME/.tmp/d/b"`, nil)
+		fx.attack(t, fx.a, `
+for f in "$HOME/.tmp/path-link/b-secret" "$OTHER/b-secret" "$HOME/.tmp/d/b"; do
+	cat "$f" 2>/dev/null | grep -q b-secret && echo "ESCAPED: read $f through the call's PATH"
+done
+true
+`, map[string]any{"env": map[string]any{"PATH": fx.jails["a"] + "/.tmp/path-link:" + fx.jails["a"] + "/.tmp/d:/usr/bin:/bin"}})
+	})
+
 	var extra []string
 	for k, v := range secrets {
 		extra = append(extra, k+"="+v)
