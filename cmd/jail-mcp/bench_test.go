@@ -115,14 +115,7 @@ func BenchmarkPerCall(b *testing.B) {
 		})
 		b.Run(tb.Name+"-server", func(b *testing.B) {
 			ts := startBinary(b, tb, productBinary(b), testkit.NewProject(b), testkit.ServerEnv())
-			args := map[string]any{"argv": []string{"/bin/true"}}
-			ts.Exec(args) // the agent, the jail's skeleton and first state copies
-			for b.Loop() {
-				res, err := ts.Call(context.Background(), "jailed_exec", args)
-				if err != nil || res.IsError {
-					b.Fatalf("jailed_exec: %v %v", err, res)
-				}
-			}
+			serverCalls(b, ts)
 		})
 		// As on a developer's machine: the operator's HOME holds the
 		// credentials of claude, codex and gemini, which the default
@@ -131,14 +124,7 @@ func BenchmarkPerCall(b *testing.B) {
 		b.Run(tb.Name+"-server-creds", func(b *testing.B) {
 			env := testkit.ServerEnv("HOME="+fakeHome(b), "CLAUDE_CONFIG_DIR=", "CODEX_HOME=")
 			ts := startBinary(b, tb, productBinary(b), testkit.NewProject(b), env)
-			args := map[string]any{"argv": []string{"/bin/true"}}
-			ts.Exec(args)
-			for b.Loop() {
-				res, err := ts.Call(context.Background(), "jailed_exec", args)
-				if err != nil || res.IsError {
-					b.Fatalf("jailed_exec: %v %v", err, res)
-				}
-			}
+			serverCalls(b, ts)
 		})
 		// The first call of a new session against its second, called at
 		// once after initialize (-first: it then waits for the start of
@@ -149,6 +135,33 @@ func BenchmarkPerCall(b *testing.B) {
 		b.Run(tb.Name+"-first", func(b *testing.B) { firstCall(b, tb, 0) })
 		b.Run(tb.Name+"-first-listed", func(b *testing.B) { firstCall(b, tb, 200*time.Millisecond) })
 	}
+}
+
+// serverCalls times jailed_exec {"argv": ["/bin/true"]} on ts, its agent
+// warm, as ns/op; and each call against a bare bwrap spawn made right
+// after it, untimed (x-bare: the ratio of their sums), so that the two
+// are compared under the same load of this machine, whose speed drifts
+// by a fifth within a minute (a VM).
+func serverCalls(b *testing.B, ts *testkit.Server) {
+	args := map[string]any{"argv": []string{"/bin/true"}}
+	ts.Exec(args) // the agent, the jail's skeleton and first state copies
+	bare := bareBwrap(b)
+	var calls, base time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		res, err := ts.Call(context.Background(), "jailed_exec", args)
+		calls += time.Since(t0)
+		if err != nil || res.IsError {
+			b.Fatalf("jailed_exec: %v %v", err, res)
+		}
+		b.StopTimer()
+		t0 = time.Now()
+		bare()
+		base += time.Since(t0)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(base.Microseconds())/float64(b.N)/1000, "bare-ms")
+	b.ReportMetric(float64(calls)/float64(base), "x-bare")
 }
 
 // firstCall times the first call of new sessions of tb, made pause after
