@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,10 +51,12 @@ type agentClient struct {
 	toPlace    chan *agentSpare
 }
 
-// agentSpare is a thread the agent keeps ready for a call.
+// agentSpare is a thread the agent keeps ready for a call: armed (in the
+// read view of a call of the session's default PATH) or plain.
 type agentSpare struct {
 	id        uint64
 	tid       int // in the agent's pid namespace
+	armed     bool
 	placement Placement
 }
 
@@ -103,9 +106,8 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 	cmd, ctl, server, kill := st.cmd, st.ctl, st.server, st.kill
 	a := &agentClient{conn: server, calls: map[uint64]*agentCall{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096},
 		place: st.place, spares: map[uint64]*agentSpare{}, spareReady: make(chan struct{}), toPlace: make(chan *agentSpare, 2*AgentSpares)}
-	if a.place != nil {
-		cfg.Spares = AgentSpares
-	}
+	// Spares everywhere, reported for placing with a Placer.
+	cfg.Spares, cfg.Placed = AgentSpares, a.place != nil
 	cmd.Stderr = a.stderr
 	if launch == nil {
 		launch = FreshThread
@@ -284,24 +286,41 @@ func (a *agentClient) placeThread(tid int) (Placement, error) {
 	return p, nil
 }
 
-// takeSpare returns the next placed spare thread, waiting for one while
-// the agent lives and callStartTimeout has not passed.
-func (a *agentClient) takeSpare() (*agentSpare, error) {
+// takeSpares returns a placed spare thread for the next call, armed
+// ones first unless plain, and with an armed one a plain alternate when
+// there is one, waiting for a spare while the agent lives and
+// callStartTimeout has not passed.
+func (a *agentClient) takeSpares(plain bool) (sp, alt *agentSpare, err error) {
 	deadline := time.NewTimer(callStartTimeout)
 	defer deadline.Stop()
+	take := func(armed bool) *agentSpare {
+		for i, sp := range a.placed {
+			if sp.armed == armed {
+				a.placed = slices.Delete(a.placed, i, i+1)
+				delete(a.spares, sp.id)
+				return sp
+			}
+		}
+		return nil
+	}
 	for {
 		a.mu.Lock()
 		if a.err != nil {
 			err := a.err
 			a.mu.Unlock()
-			return nil, err
+			return nil, nil, err
 		}
-		if len(a.placed) > 0 {
-			sp := a.placed[0]
-			a.placed = a.placed[1:]
-			delete(a.spares, sp.id)
+		if !plain {
+			sp = take(true)
+		}
+		if sp == nil {
+			sp = take(false)
+		} else {
+			alt = take(false)
+		}
+		if sp != nil {
 			a.mu.Unlock()
-			return sp, nil
+			return sp, alt, nil
 		}
 		ready := a.spareReady
 		a.mu.Unlock()
@@ -310,9 +329,24 @@ func (a *agentClient) takeSpare() (*agentSpare, error) {
 		case <-a.done:
 		case <-deadline.C:
 			a.end(fmt.Errorf("%w: it kept no thread ready for a call in %v and was killed", ErrAgentEnded, callStartTimeout))
-			return nil, a.Err()
+			return nil, nil, a.Err()
 		}
 	}
+}
+
+// giveBack puts alt, a spare a call was offered and did not use, first
+// in line again.
+func (a *agentClient) giveBack(alt *agentSpare) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err != nil {
+		alt.placement.Remove()
+		return
+	}
+	a.spares[alt.id] = alt
+	a.placed = slices.Insert(a.placed, 0, alt)
+	close(a.spareReady)
+	a.spareReady = make(chan struct{})
 }
 
 // read takes the agent's messages until it ends; anything unexpected
@@ -340,7 +374,7 @@ func (a *agentClient) deliver(m agentMsg) error {
 		if a.place == nil || m.ID == 0 || a.spares[m.ID] != nil || m.Pid <= 0 || len(a.spares) >= 2*AgentSpares {
 			return fmt.Errorf("spare %d (thread %d) with %d spares", m.ID, m.Pid, len(a.spares))
 		}
-		sp := &agentSpare{id: m.ID, tid: m.Pid}
+		sp := &agentSpare{id: m.ID, tid: m.Pid, armed: m.Armed}
 		a.spares[m.ID] = sp
 		// Never wait here, holding mu, which the placer takes after it
 		// takes from toPlace: a spare placed and forgotten leaves its
@@ -441,30 +475,38 @@ func (a *agentClient) send(m agentMsg, files ...*os.File) error {
 	return writeFrame(a.conn, m, files...)
 }
 
-// Run starts c in the agent.
-func (a *agentClient) Run(c Call) (Process, error) {
+// startCall sends c to the agent, on a placed spare (plain: a plain one)
+// with a Placer, and waits until the agent says it started or failed. It
+// returns the call's id and state, what the agent said, and the spare it
+// ran on (nil: none), whose placement is the caller's; of the spares it
+// offered, an armed one the agent did not use is gone with its thread,
+// and a plain alternate it did not use is given back.
+func (a *agentClient) startCall(c Call, plain bool) (uint64, *agentCall, agentMsg, *agentSpare, error) {
 	call := &agentCall{started: make(chan agentMsg, 1), ended: make(chan struct{})}
 	call.tree.Store(&Count{Tasks: 1})
-	var sp *agentSpare
+	var sp, alt *agentSpare
 	if a.place != nil {
 		var err error
-		if sp, err = a.takeSpare(); err != nil {
-			return Process{}, err
+		if sp, alt, err = a.takeSpares(plain); err != nil {
+			return 0, nil, agentMsg{}, nil, err
 		}
 	}
-	// A call that does not start leaves its placement to be removed here;
-	// one that does, to the caller (Process.Placement).
-	started := false
+	// Until the agent says which it used, both are the call's to undo.
+	settled := false
 	defer func() {
-		if !started && sp != nil && sp.placement != nil {
-			sp.placement.Remove()
+		if !settled {
+			for _, s := range []*agentSpare{sp, alt} {
+				if s != nil && s.placement != nil {
+					s.placement.Remove()
+				}
+			}
 		}
 	}()
 	a.mu.Lock()
 	if a.err != nil {
 		err := a.err
 		a.mu.Unlock()
-		return Process{}, err
+		return 0, nil, agentMsg{}, nil, err
 	}
 	a.nextID++
 	id := a.nextID
@@ -474,9 +516,12 @@ func (a *agentClient) Run(c Call) (Process, error) {
 	if sp != nil {
 		run.Spare = sp.id
 	}
+	if alt != nil {
+		run.Alt = alt.id
+	}
 	if err := a.send(run, c.Stdin, c.Stdout, c.Stderr); err != nil {
 		a.end(fmt.Errorf("%w: %w", ErrAgentEnded, agentLost{err}))
-		return Process{}, a.Err()
+		return 0, nil, agentMsg{}, nil, a.Err()
 	}
 	// What the agent said before it ended counts (its reader delivers it
 	// before it marks the end): a command it started is never reported as
@@ -488,13 +533,59 @@ func (a *agentClient) Run(c Call) (Process, error) {
 		select {
 		case m = <-call.started:
 		default:
-			return Process{}, a.Err()
+			return 0, nil, agentMsg{}, nil, a.Err()
 		}
 	case <-time.After(callStartTimeout):
 		a.end(fmt.Errorf("%w: it did not start a command in %v and was killed", ErrAgentEnded, callStartTimeout))
-		return Process{}, a.Err()
+		return 0, nil, agentMsg{}, nil, a.Err()
 	}
+	var used *agentSpare
+	switch {
+	case sp != nil && m.Used == sp.id:
+		used = sp
+	case alt != nil && m.Used == alt.id:
+		used = alt
+	case sp != nil && (m.T == msgStarted || m.Used != 0):
+		// A command on a thread that is not the call's: outside the
+		// call's cgroups.
+		a.end(fmt.Errorf("%w: it broke the protocol (%s on spare %d, offered %d and %v) and was killed", ErrAgentEnded, m.T, m.Used, sp.id, alt))
+		return 0, nil, agentMsg{}, nil, a.Err()
+	}
+	settled = true
+	if sp != nil && used != sp && sp.placement != nil {
+		sp.placement.Remove()
+	}
+	if alt != nil && used != alt {
+		a.giveBack(alt)
+	}
+	return id, call, m, used, nil
+}
+
+// Run starts c in the agent.
+func (a *agentClient) Run(c Call) (Process, error) {
+	// A run the agent could fit on no thread is run again, on a plain
+	// spare (the armed one it was given entered a read view that no
+	// longer fits, and there was no plain one beside).
+	var id uint64
+	var call *agentCall
+	var m agentMsg
+	var sp *agentSpare
+	var err error
+	for try := 0; ; try++ {
+		id, call, m, sp, err = a.startCall(c, try > 0)
+		if err != nil {
+			return Process{}, err
+		}
+		if !(m.T == msgFailed && m.Respare && try < 2) {
+			break
+		}
+	}
+	// A call that does not start leaves its placement to be removed here;
+	// one that does, to the caller (Process.Placement).
 	if m.T == msgFailed {
+		if sp != nil && sp.placement != nil {
+			sp.placement.Remove()
+		}
 		if m.NotFound {
 			return Process{}, fmt.Errorf("%s: %w", c.Argv[0], ErrNotFound)
 		}
@@ -507,7 +598,6 @@ func (a *agentClient) Run(c Call) (Process, error) {
 		return Process{}, fmt.Errorf("start %s: %s", c.Argv[0], oneLine(m.Err))
 	}
 	var killOnce sync.Once
-	started = true
 	var placement Placement
 	if sp != nil {
 		placement = sp.placement

@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -50,6 +52,11 @@ func fakeAgent(mode string) int {
 	switch mode {
 	case "spare-good":
 		writeFrame(conn, agentMsg{T: msgSpare, ID: 1, Pid: unix.Gettid()})
+	case "spare-alt":
+		writeFrame(conn, agentMsg{T: msgSpare, ID: 2, Pid: unix.Gettid()})
+		writeFrame(conn, agentMsg{T: msgSpare, ID: 1, Pid: unix.Gettid(), Armed: true})
+	case "spare-wrong-used":
+		writeFrame(conn, agentMsg{T: msgSpare, ID: 1, Pid: unix.Gettid()})
 	case "spare-server":
 		// The server's own main thread, named as a thread of the agent.
 		writeFrame(conn, agentMsg{T: msgSpare, ID: 1, Pid: os.Getppid()})
@@ -73,6 +80,7 @@ func fakeAgent(mode string) int {
 			writeFrame(conn, agentMsg{T: msgSpare, ID: uint64(i + 1), Pid: unix.Gettid()})
 		}
 	}
+	runs := 0
 	for {
 		m, files, err := readFrame(conn, maxServerFrame, maxFrameFiles)
 		closeFiles(files)
@@ -82,7 +90,36 @@ func fakeAgent(mode string) int {
 		if m.T != msgRun {
 			continue
 		}
+		runs++
 		switch mode {
+		case "spare-alt":
+			// Each run as the server should offer it; the exit code says
+			// which spares it was (200: not as it should).
+			want := map[int][2]uint64{1: {1, 2}, 2: {3, 4}, 3: {4, 0}, 4: {5, 0}, 5: {6, 0}}[runs]
+			used := map[int]uint64{1: 2, 2: 3, 3: 4, 5: 6}[runs]
+			if [2]uint64{m.Spare, m.Alt} != want {
+				writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID, Used: m.Spare})
+				writeFrame(conn, agentMsg{T: msgExited, ID: m.ID, Code: 200})
+				continue
+			}
+			if runs == 4 {
+				// The armed spare did not fit, and there was no plain one.
+				writeFrame(conn, agentMsg{T: msgFailed, ID: m.ID, Respare: true, Err: "no spare thread fits"})
+				writeFrame(conn, agentMsg{T: msgSpare, ID: 6, Pid: unix.Gettid()})
+				continue
+			}
+			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID, Used: used})
+			writeFrame(conn, agentMsg{T: msgExited, ID: m.ID, Code: int(10*m.Spare + m.Alt)})
+			switch runs {
+			case 1:
+				writeFrame(conn, agentMsg{T: msgSpare, ID: 4, Pid: unix.Gettid()})
+				writeFrame(conn, agentMsg{T: msgSpare, ID: 3, Pid: unix.Gettid(), Armed: true})
+			case 3:
+				writeFrame(conn, agentMsg{T: msgSpare, ID: 5, Pid: unix.Gettid(), Armed: true})
+			}
+		case "spare-wrong-used":
+			// A command on a thread the call was not offered.
+			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID, Used: m.Spare + 6})
 		case "huge":
 			var hdr [4]byte
 			binary.BigEndian.PutUint32(hdr[:], 1<<20)
@@ -104,7 +141,7 @@ func fakeAgent(mode string) int {
 			conn.Write([]byte{0, 0, 0, 5, '{', '{', '{', '{', '{'})
 		case "silent":
 		case "spare-good":
-			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID})
+			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID, Used: m.Spare})
 			writeFrame(conn, agentMsg{T: msgExited, ID: m.ID, Code: int(m.Spare)})
 		case "ignores-kill":
 			writeFrame(conn, agentMsg{T: msgStarted, ID: m.ID})
@@ -469,6 +506,108 @@ func TestAgentSpares(t *testing.T) {
 		}
 		if removed.Load() != 0 {
 			t.Errorf("the server removed a placement the caller owns")
+		}
+	})
+}
+
+// numberedPlacement is the nth a test's placer made.
+type numberedPlacement struct {
+	n       int
+	removed *removedList
+}
+
+type removedList struct {
+	mu sync.Mutex
+	ns []int
+}
+
+func (p numberedPlacement) Remove() {
+	p.removed.mu.Lock()
+	p.removed.ns = append(p.removed.ns, p.n)
+	p.removed.mu.Unlock()
+}
+
+// TestAgentArmedSpares: a call is offered an armed spare first and, with
+// it, a plain one it runs on instead when the armed one's read view does
+// not fit it. The spare it ran on is the call's placement; an armed one
+// it did not use is removed (its thread is gone), a plain one it did not
+// use is offered to the next call; a call no spare fitted is run again on
+// a plain one. A start on a spare the call was not offered ends the agent.
+func TestAgentArmedSpares(t *testing.T) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	call := Call{Argv: []string{"/bin/true"}, Dir: "/", Stdin: devnull, Stdout: devnull, Stderr: devnull}
+	t.Run("alt", func(t *testing.T) {
+		removed := &removedList{}
+		var made atomic.Int32
+		a, err, _ := startFakePlaced(t, "spare-alt", agentMsg{T: msgConfig, Kind: "fake"}, nil, func(agentPid, tid int) (Placement, error) {
+			return numberedPlacement{int(made.Add(1)), removed}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		placed := func(n int) {
+			t.Helper()
+			if !waitUntil(10*time.Second, func() bool {
+				a.mu.Lock()
+				defer a.mu.Unlock()
+				return len(a.placed) == n
+			}) {
+				t.Fatalf("%d spares not placed", n)
+			}
+		}
+		// Spares are numbered as the agent reports them, placements as
+		// they are made: spare 2 is placement 1, spare 1 is 2, 4 is 3, 3
+		// is 4, 5 is 5, 6 is 6.
+		for _, step := range []struct {
+			placed, code, placement int
+		}{
+			{2, 12, 1}, // armed 1 does not fit: on plain 2, and 1 is gone
+			{2, 34, 4}, // armed 3 fits: plain 4 is given back
+			{1, 40, 3}, // plain 4 alone
+			{1, 60, 6}, // armed 5 alone, does not fit: again on plain 6
+		} {
+			placed(step.placed)
+			p, err := a.Run(call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e, err := p.Wait(); err != nil || e.Code != step.code {
+				t.Fatalf("the call on spares %d: %+v %v", step.code, e, err)
+			}
+			if pl, ok := p.Placement.(numberedPlacement); !ok || pl.n != step.placement {
+				t.Errorf("the call on spares %d has placement %#v, want %d", step.code, p.Placement, step.placement)
+			}
+		}
+		removed.mu.Lock()
+		gone := slices.Clone(removed.ns)
+		removed.mu.Unlock()
+		if fmt.Sprint(gone) != "[2 5]" {
+			t.Errorf("removed placements %v, want those of the armed spares the calls did not use, [2 5]", gone)
+		}
+		if err := a.Err(); err != nil {
+			t.Errorf("the agent ended: %v", err)
+		}
+	})
+	t.Run("wrong-used", func(t *testing.T) {
+		a, err, killed := startFakePlaced(t, "spare-wrong-used", agentMsg{T: msgConfig, Kind: "fake"}, nil, func(agentPid, tid int) (Placement, error) {
+			return fakePlacement{&atomic.Int32{}}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !waitUntil(10*time.Second, func() bool {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return len(a.placed) == 1
+		}) {
+			t.Fatal("the spare was not placed")
+		}
+		if _, err := a.Run(call); err == nil || !strings.Contains(err.Error(), "protocol") || killed.Load() == 0 {
+			t.Errorf("a start on a spare the call was not offered: %v, killed %d times", err, killed.Load())
 		}
 	})
 }

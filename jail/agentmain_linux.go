@@ -62,7 +62,7 @@ func serveAgent(fdArg string) int {
 		fmt.Fprintln(os.Stderr, "jail-mcp agent:", err)
 		return 2
 	}
-	a := &agent{conn: c.(*net.UnixConn), calls: map[uint64]*agentRun{}, spares: map[uint64]chan func(){}, shm: -1}
+	a := &agent{conn: c.(*net.UnixConn), calls: map[uint64]*agentRun{}, spares: map[uint64]*spareThread{}, shm: -1}
 	return a.serve()
 }
 
@@ -75,12 +75,18 @@ type agent struct {
 	calls map[uint64]*agentRun
 	wg    sync.WaitGroup
 
-	// Threads kept ready for calls (config's Spares), by their number;
-	// the server moves each into the cgroups of the call that will run
-	// on it before it sends that call.
+	// Threads kept ready for calls (config's Spares), by their number.
+	// Placed (config's Placed), the server moves each into the cgroups
+	// of the call that will run on it before it sends that call, and
+	// names it in the call's run; else the agent picks one.
 	spareN    int
-	spares    map[uint64]chan func()
+	placed    bool
+	spares    map[uint64]*spareThread
 	lastSpare uint64
+	refilling bool // a refill is due shortly after the last call's end
+	// callPath is the PATH of the session's calls by default, whose read
+	// view armed spares enter ahead of a call.
+	callPath string
 
 	// view is what each call may read (nil: the fake agent of tests,
 	// whose calls only scope), and views its last ruleset.
@@ -137,14 +143,16 @@ func (a *agent) serve() int {
 		return 1
 	}
 	a.spareN = min(max(m.Spares, 0), maxSpares)
+	a.placed, a.callPath = m.Placed, m.CallPath
 	a.refill()
 	// The read view of a call of the session's default PATH, made now
 	// rather than by the first call (a walk of the project's ancestors):
 	// the cache then serves it, and a call that comes meanwhile waits.
-	if a.view != nil {
+	// Armed spares make it as they arm.
+	if a.view != nil && a.spareN == 0 {
 		env := []string{"PATH=" + m.CallPath}
 		go func() {
-			if fd, err := a.views.ruleset(*a.view, callShown(*a.view, env, nil)); err == nil {
+			if fd, _, err := a.views.ruleset(*a.view, callShown(*a.view, env, nil)); err == nil {
 				unix.Close(fd)
 			}
 		}()
@@ -260,7 +268,8 @@ func startGuard(pipe *os.File) error {
 
 // start runs one call on a thread of its own that enters a domain nested
 // in the agent's, forks the command, counts its processes while it runs,
-// and kills them all when it ends.
+// and kills them all when it ends: a spare thread, armed or plain, when
+// there is one (placed: the one the run names), else a new one.
 func (a *agent) start(m agentMsg, files []*os.File) {
 	if len(files) != 3 || m.ID == 0 || len(m.Argv) == 0 {
 		closeFiles(files)
@@ -274,103 +283,286 @@ func (a *agent) start(m agentMsg, files []*os.File) {
 		return
 	}
 	r := &agentRun{wake: efd}
-	var spare chan func()
+	var sp *spareThread
+	used := m.Spare
 	a.mu.Lock()
-	if m.Spare != 0 {
-		spare = a.spares[m.Spare]
+	switch {
+	case m.Spare != 0 && a.placed:
+		sp = a.spares[m.Spare]
 		delete(a.spares, m.Spare)
+	case m.Spare == 0 && !a.placed:
+		used, sp = a.takeSpare()
 	}
-	if m.Spare != 0 && spare == nil {
+	if m.Spare != 0 && sp == nil {
 		a.mu.Unlock()
 		unix.Close(efd)
 		closeFiles(files)
 		a.send(agentMsg{T: msgFailed, ID: m.ID, Err: "agent: no such spare thread"})
 		return
 	}
+	if !a.placed {
+		used = 0 // the server knows no spares
+	}
 	a.calls[m.ID] = r
 	a.wg.Add(1)
+	// Fewer than a quarter left: more now, whatever the call costs;
+	// else after the calls (refillLater).
+	low := 4*len(a.spares) < a.spareN
 	a.mu.Unlock()
-	call := func() {
-		defer a.wg.Done()
-		defer func() {
-			a.mu.Lock()
-			delete(a.calls, m.ID)
-			a.mu.Unlock()
-			unix.Close(efd)
-		}()
-		a.send(a.run(m, files, r))
-	}
-	if spare == nil {
+	if sp == nil {
 		go func() {
 			runtime.LockOSThread() // never unlocked: the thread ends with the call
-			call()
+			a.onThread(m, files, r, used, nil)
+		}()
+	} else {
+		sp.run <- func(av *armedView) { a.onThread(m, files, r, used, av) }
+	}
+	if low {
+		a.refill()
+	}
+}
+
+// onThread runs call m on the calling thread, which entered av ahead of
+// it (nil: nothing yet), as spare used, and ends it; or, when av does
+// not fit the call, hands the call on (misfit) and returns, which ends
+// the thread.
+func (a *agent) onThread(m agentMsg, files []*os.File, r *agentRun, used uint64, av *armedView) {
+	out, misfit := a.run(m, files, r, av, used)
+	if misfit {
+		a.misfit(m, files, r, used)
+		return
+	}
+	if out.T == msgFailed {
+		out.Used = used
+	}
+	a.send(out)
+	a.done(m.ID, r)
+	a.refillLater()
+}
+
+// done forgets call id, whose thread is over.
+func (a *agent) done(id uint64, r *agentRun) {
+	a.mu.Lock()
+	delete(a.calls, id)
+	a.mu.Unlock()
+	unix.Close(r.wake)
+	a.wg.Done()
+}
+
+// misfit runs call m, which the read view that spare from armed did not
+// fit (a PATH that shows other directories, a terminal, a directory of
+// the view changed since), on a thread that enters the call's own: a new
+// one, or placed, the run's plain Alt. Without an Alt nothing runs, and
+// the server runs the call again on a plain spare.
+func (a *agent) misfit(m agentMsg, files []*os.File, r *agentRun, from uint64) {
+	if !a.placed {
+		go func() {
+			runtime.LockOSThread()
+			a.onThread(m, files, r, 0, nil)
 		}()
 		return
 	}
-	spare <- call
-	a.refill()
+	var alt *spareThread
+	a.mu.Lock()
+	if m.Alt != 0 && m.Alt != from {
+		alt = a.spares[m.Alt]
+		delete(a.spares, m.Alt)
+	}
+	a.mu.Unlock()
+	if alt == nil {
+		closeFiles(files)
+		a.send(agentMsg{T: msgFailed, ID: m.ID, Respare: true, Err: "agent: no spare thread fits the call"})
+		a.done(m.ID, r)
+		a.refill()
+		return
+	}
+	alt.run <- func(av *armedView) { a.onThread(m, files, r, m.Alt, av) }
 }
 
 // maxSpares bounds the threads an agent keeps ready, whatever it is told.
 const maxSpares = 16
 
-// refill makes new spare threads once fewer than half of spareN are left,
-// as many as are missing at once: the server moves them into cgroups in
-// one round, where the moves after the first are cheap.
-func (a *agent) refill() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.spareN == 0 || 2*len(a.spares) >= a.spareN {
-		return
-	}
-	for len(a.spares) < a.spareN {
-		a.lastSpare++
-		id, run := a.lastSpare, make(chan func(), 1)
-		a.spares[id] = run
-		// A fresh thread, never the main one: the server moves it alone
-		// into a call's cgroups, and cgroup v1 judges a process by its
-		// leader.
-		FreshThread(func() {
-			if err := a.send(agentMsg{T: msgSpare, ID: id, Pid: unix.Gettid()}); err != nil {
-				return
-			}
-			if fn, ok := <-run; ok {
-				fn()
-			}
-		})
+// plainSpares is how many of its spares a placed agent keeps plain, for
+// the calls that an armed one does not fit.
+const plainSpares = 2
+
+// refillDelay is how long after a call's end an agent makes its new
+// spares: arming one takes a fraction of a millisecond of a processor,
+// which the server's and the client's handling of the call's result
+// should not wait for.
+const refillDelay = 2 * time.Millisecond
+
+// spareThread is a thread kept ready for a call, armed or plain: it runs
+// the call's function with what it entered ahead (nil: nothing).
+type spareThread struct {
+	run   chan func(*armedView)
+	armed bool
+}
+
+// armedView is what an armed spare entered ahead of a call: the read
+// view of a call that shows extra (key), made from the directories
+// stamped, and the call's write watch (nil: unwatched).
+type armedView struct {
+	key    string
+	stamps []dirStamp
+	watch  *writeWatch
+}
+
+// fits reports whether av is the read view of a call that shows extra,
+// as it would be made now.
+func (av *armedView) fits(extra []string) bool {
+	return av.key == strings.Join(extra, "\x00") && fresh(av.stamps)
+}
+
+// drop lets go of what av holds, on a thread that will not run a call.
+func (av *armedView) drop() {
+	if av != nil && av.watch != nil {
+		av.watch.end()
 	}
 }
 
-// run is a call's thread: it returns the message that ends the call.
-func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
-	defer closeFiles(files)
-	var fd int
-	var err error
+// arm enters, on the calling spare thread, the read view of a call of
+// the session's default PATH, and loads the call's write watch: a call
+// that this view fits then only forks. nil: nothing entered.
+func (a *agent) arm() *armedView {
+	if a.view == nil {
+		return nil
+	}
+	extra := callShown(*a.view, []string{"PATH=" + a.callPath}, nil)
+	fd, stamps, err := a.views.ruleset(*a.view, extra)
+	if err != nil || restrictThread(fd) != nil {
+		return nil
+	}
+	av := &armedView{key: strings.Join(extra, "\x00"), stamps: stamps}
+	if a.project != "" {
+		// A hint, as for a plain call's.
+		av.watch, _ = startWriteWatch(a.project, a.view.jail)
+	}
+	return av
+}
+
+// takeSpare takes a spare of an agent whose spares are its own (not
+// placed), armed ones first; 0 and nil when none is left. Callers hold mu.
+func (a *agent) takeSpare() (uint64, *spareThread) {
+	var id uint64
+	for i, sp := range a.spares {
+		best := a.spares[id] // nil while id is 0
+		if best == nil || sp.armed && !best.armed || sp.armed == best.armed && i < id {
+			id = i
+		}
+	}
+	sp := a.spares[id]
+	delete(a.spares, id)
+	return id, sp
+}
+
+// refillLater refills shortly, once the calls that end now are handled.
+func (a *agent) refillLater() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refilling || a.spareN == 0 {
+		return
+	}
+	a.refilling = true
+	time.AfterFunc(refillDelay, a.refill)
+}
+
+// refill makes new spare threads once fewer than half of spareN are left
+// (or, placed, no plain one), as many as are missing at once: the server
+// moves them into cgroups in one round, where the moves after the first
+// are cheap.
+func (a *agent) refill() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.refilling = false
+	if a.spareN == 0 {
+		return
+	}
+	wantPlain := 0
+	if a.placed {
+		wantPlain = min(plainSpares, a.spareN-1)
+	}
+	plain := 0
+	for _, sp := range a.spares {
+		if !sp.armed {
+			plain++
+		}
+	}
+	if 2*len(a.spares) >= a.spareN && plain >= min(wantPlain, 1) {
+		return
+	}
+	for armed := len(a.spares) - plain; armed < a.spareN-wantPlain; armed++ {
+		a.newSpare(a.view != nil)
+	}
+	for ; plain < wantPlain; plain++ {
+		a.newSpare(false)
+	}
+}
+
+// newSpare makes one spare thread, armed or plain. Callers hold mu.
+func (a *agent) newSpare(armed bool) {
+	a.lastSpare++
+	id, sp := a.lastSpare, &spareThread{run: make(chan func(*armedView), 1), armed: armed}
+	a.spares[id] = sp
+	// A fresh thread, never the main one: the server moves it alone into
+	// a call's cgroups, and cgroup v1 judges a process by its leader.
+	FreshThread(func() {
+		if a.placed {
+			if err := a.send(agentMsg{T: msgSpare, ID: id, Pid: unix.Gettid(), Armed: armed}); err != nil {
+				return
+			}
+		}
+		var av *armedView
+		if armed {
+			av = a.arm()
+		}
+		if fn, ok := <-sp.run; ok {
+			fn(av)
+			return
+		}
+		av.drop()
+	})
+}
+
+// run is a call's thread, which entered av ahead of the call (nil:
+// nothing yet) and is spare used: it returns the message that ends the
+// call, or misfit, having touched nothing, when av does not fit the call.
+func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, used uint64) (out agentMsg, misfit bool) {
+	var extra []string
 	if a.view != nil {
 		var tty *os.File
 		if m.TTY {
 			tty = files[0]
 		}
-		fd, err = a.views.ruleset(*a.view, callShown(*a.view, m.Env, tty))
-	} else {
-		fd, err = scopeRuleset(nil)
+		extra = callShown(*a.view, m.Env, tty)
 	}
-	if err == nil {
-		err = restrictThread(fd)
+	if av != nil && !av.fits(extra) {
+		av.drop()
+		return agentMsg{}, true
 	}
-	if err != nil {
-		return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error()}
-	}
-	if a.shm >= 0 && a.maxShared > 0 {
-		if held := sandboxShared(a.shm); held > a.maxShared {
-			return agentMsg{T: msgFailed, ID: m.ID, Err: fmt.Sprintf("shared memory holds %d bytes", held), Shared: held}
-		}
-	}
+	defer closeFiles(files)
 	var watch *writeWatch
-	if a.project != "" && a.view != nil {
-		// A hint, not a bound: a kernel without seccomp notifications,
-		// or a listener already in the chain, leaves the call unwatched.
-		watch, _ = startWriteWatch(a.project, a.view.jail)
+	if av != nil {
+		watch = av.watch
+	} else {
+		var fd int
+		var err error
+		if a.view != nil {
+			fd, _, err = a.views.ruleset(*a.view, extra)
+		} else {
+			fd, err = scopeRuleset(nil)
+		}
+		if err == nil {
+			err = restrictThread(fd)
+		}
+		if err != nil {
+			return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error()}, false
+		}
+		if a.project != "" && a.view != nil {
+			// A hint, not a bound: a kernel without seccomp notifications,
+			// or a listener already in the chain, leaves the call unwatched.
+			watch, _ = startWriteWatch(a.project, a.view.jail)
+		}
 	}
 	defer func() {
 		// A call that did not start its command.
@@ -378,11 +570,16 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 			watch.end()
 		}
 	}()
+	if a.shm >= 0 && a.maxShared > 0 {
+		if held := sandboxShared(a.shm); held > a.maxShared {
+			return agentMsg{T: msgFailed, ID: m.ID, Err: fmt.Sprintf("shared memory holds %d bytes", held), Shared: held}, false
+		}
+	}
 	path := m.Argv[0]
 	if !strings.Contains(path, "/") {
 		p, err := lookPath(path, envValue(m.Env, "PATH"))
 		if err != nil {
-			return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error(), NotFound: true}
+			return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error(), NotFound: true}, false
 		}
 		path = p
 	}
@@ -405,11 +602,11 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 				f.Shared = sandboxShared(a.shm)
 			}
 		}
-		return f
+		return f, false
 	}
 	closeFiles(files)
 	files = nil
-	a.send(agentMsg{T: msgStarted, ID: m.ID, Pid: cmd.Process.Pid})
+	a.send(agentMsg{T: msgStarted, ID: m.ID, Pid: cmd.Process.Pid, Used: used})
 	if pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
 		var memfds MemfdScan
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
@@ -468,7 +665,7 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 	unix.Kill(cmd.Process.Pid, unix.SIGKILL)
 	cmd.Wait()
 	killDomain()
-	out := agentMsg{T: msgExited, ID: m.ID, Code: -1}
+	out = agentMsg{T: msgExited, ID: m.ID, Code: -1}
 	if watch != nil {
 		out.Refused, out.RefusedN = watch.end()
 		watch = nil
@@ -480,7 +677,7 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun) agentMsg {
 			out.Code = st.ExitCode()
 		}
 	}
-	return out
+	return out, false
 }
 
 // kill wakes a call's thread to kill it.
@@ -516,8 +713,8 @@ func (a *agent) signal(id uint64, sig unix.Signal) {
 // stop kills every call and waits, a bounded time, for them to end.
 func (a *agent) stop() {
 	a.mu.Lock()
-	for id, run := range a.spares {
-		close(run)
+	for id, sp := range a.spares {
+		close(sp.run)
 		delete(a.spares, id)
 	}
 	a.spareN = 0

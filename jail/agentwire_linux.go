@@ -43,10 +43,14 @@ type agentMsg struct {
 	MaxShared int64 `json:"max_shared,omitempty"`
 	// CallPath: the PATH of the session's calls by default (Spec.CallPath).
 	CallPath string `json:"call_path,omitempty"`
-	// Spares: how many threads the agent keeps ready for calls, each
-	// reported with spare, for the server to place (Spec.Place) before a
-	// call runs on it; 0: none, each call gets a new thread.
+	// Spares: how many threads the agent keeps ready for calls (armed:
+	// in the read view of a call of CallPath, with its write watch
+	// loaded); 0: none, each call gets a new thread.
 	Spares int `json:"spares,omitempty"`
+	// Placed: the agent reports each spare thread, armed or plain, with
+	// spare, for the server to place (Spec.Place) before a call runs on
+	// it, and runs each call on the spare its run names.
+	Placed bool `json:"placed,omitempty"`
 	// Hidden and Shown: the read view of every call (view_linux.go).
 	Hidden []string `json:"hidden,omitempty"`
 	// Project is the read-only project whose refused writes each call
@@ -61,8 +65,18 @@ type agentMsg struct {
 	TTY  bool     `json:"tty,omitempty"`
 	// Spare: the placed thread the call runs on (a spare's ID), or 0.
 	Spare uint64 `json:"spare,omitempty"`
+	// Alt: a plain placed spare the call runs on instead when Spare is
+	// armed in a read view that no longer fits the call, or 0.
+	Alt uint64 `json:"alt,omitempty"`
 
 	// reports (agent to server).
+	// spare: the thread is armed (Spares); started, failed: the spare
+	// the call ran on (Spare or Alt; 0: none). Respare (failed): Spare
+	// did not fit the call and there was no Alt: nothing ran, run it
+	// again on a plain spare.
+	Armed    bool   `json:"armed,omitempty"`
+	Used     uint64 `json:"used,omitempty"`
+	Respare  bool   `json:"respare,omitempty"`
 	Pid      int    `json:"pid,omitempty"`
 	Procs    int    `json:"procs,omitempty"`
 	RSS      int64  `json:"rss,omitempty"`    // tree: Count.Memory

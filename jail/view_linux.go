@@ -321,23 +321,23 @@ type viewCache struct {
 }
 
 // ruleset returns a ruleset of v with extra shown, a descriptor of the
-// caller's to close.
-func (c *viewCache) ruleset(v readView, extra []string) (int, error) {
+// caller's to close, and the directories it was made from as they were.
+func (c *viewCache) ruleset(v readView, extra []string) (int, []dirStamp, error) {
 	key := strings.Join(extra, "\x00")
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ok && c.key == key && fresh(c.stamps) {
-		return unix.Dup(c.fd)
+	if !(c.ok && c.key == key && fresh(c.stamps)) {
+		fd, stamps, err := viewRuleset(v, extra)
+		if err != nil {
+			return -1, nil, err
+		}
+		if c.ok {
+			unix.Close(c.fd)
+		}
+		c.ok, c.key, c.fd, c.stamps = true, key, fd, stamps
 	}
-	fd, stamps, err := viewRuleset(v, extra)
-	if err != nil {
-		return -1, err
-	}
-	if c.ok {
-		unix.Close(c.fd)
-	}
-	c.ok, c.key, c.fd, c.stamps = true, key, fd, stamps
-	return unix.Dup(fd)
+	fd, err := unix.Dup(c.fd)
+	return fd, c.stamps, err
 }
 
 // fresh reports whether every listed directory is as it was.

@@ -41,7 +41,7 @@ func BenchmarkViewRuleset(b *testing.B) {
 		v := benchView(b)
 		var c viewCache
 		for b.Loop() {
-			fd, err := c.ruleset(v, callShown(v, []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"}, nil))
+			fd, _, err := c.ruleset(v, callShown(v, []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"}, nil))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1241,3 +1241,40 @@ func TestAgentWarmAtSessionOpen(t *testing.T) {
 		})
 	})
 }
+
+// TestHostChangesSeenByTheNextCall: what the host adds to or removes from
+// the project between two calls, the second sees, however its session
+// agent readied its threads ahead: a call whose read view lists a
+// directory that changed since (the project's, which holds the other
+// sessions' jails) runs on a thread that enters the view as it is now.
+// Files are added and removed before each of more calls than an agent
+// keeps threads ready, back to back and after a pause.
+func TestHostChangesSeenByTheNextCall(t *testing.T) {
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		ts := b.Start(t, project, testkit.ServerEnv(), "--network", "off", "--auth", "none")
+		if res, _ := ts.Exec(map[string]any{"command": "true"}); res.ExitCode != 0 {
+			t.Fatalf("warm-up: %+v", res)
+		}
+		for i := range 2 * jail.AgentSpares {
+			name := fmt.Sprintf("new-%d.txt", i)
+			writeFiles(t, project, map[string]string{name: "in " + name + "\n"})
+			if i > 0 {
+				os.Remove(filepath.Join(project, fmt.Sprintf("new-%d.txt", i-1)))
+			}
+			want := "in " + name + "\ngone\n"
+			cmd := fmt.Sprintf(`cat %s; test -e new-%d.txt || echo gone`, name, i-1)
+			res, raw := ts.Exec(map[string]any{"command": cmd})
+			if res.ExitCode != 0 || res.Stdout != want {
+				t.Fatalf("call %d after the host's change: %+v %s", i, res, testkit.ResultText(raw))
+			}
+			// Unchanged since: the same again, on a thread readied ahead.
+			if res, _ := ts.Exec(map[string]any{"command": cmd}); res.Stdout != want {
+				t.Fatalf("call %d again: %+v", i, res)
+			}
+			if i%3 == 2 {
+				time.Sleep(50 * time.Millisecond) // the agent readies threads meanwhile
+			}
+		}
+	})
+}
