@@ -142,8 +142,13 @@ func (s *Session) killAll(cause error) int {
 // ensureSkeleton recreates the skeleton directories that are missing. A
 // component a command replaced by a symlink or a file is left alone: os.Root
 // refuses to follow it out of the jail, and the command sees its own mess.
+// A look at each is what most calls cost: making a directory that exists
+// costs a walk of its path.
 func (s *Session) ensureSkeleton() {
 	for _, d := range skeleton {
+		if fi, err := s.root.Lstat(d); err == nil && fi.IsDir() {
+			continue
+		}
 		if err := s.root.MkdirAll(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			s.m.log.Warn("skeleton", "session", s.Name, "dir", d, "err", err)
 		}

@@ -804,3 +804,26 @@ func TestDiskUsageCache(t *testing.T) {
 		t.Errorf("count after reset %+v, want the skeleton's %+v", got, hostUsage(t, s.Path))
 	}
 }
+
+// TestSkeletonRemade: a skeleton directory a command removed (or whose
+// parent it removed) is there again for the next call; one it replaced by
+// a file stays the command's.
+func TestSkeletonRemade(t *testing.T) {
+	m, _ := newManager(t, nil, nil)
+	s := openSession(t, m, "s")
+	for _, gone := range []string{".tmp", ".cache", ".local/share", ".local"} {
+		if err := os.RemoveAll(filepath.Join(s.Path, gone)); err != nil {
+			t.Fatal(err)
+		}
+		s.ensureSkeleton()
+		if got := sorted(tree(t, s.Path)); !slices.Equal(got, skeletonTree) {
+			t.Errorf("after removing %s the jail holds %q, want %q", gone, got, skeletonTree)
+		}
+	}
+	os.Remove(filepath.Join(s.Path, ".runtime"))
+	writeFile(t, filepath.Join(s.Path, ".runtime"), "mine")
+	s.ensureSkeleton()
+	if fi, err := os.Lstat(filepath.Join(s.Path, ".runtime")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf(".runtime, a file the command made, is now %v %v", fi, err)
+	}
+}
