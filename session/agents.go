@@ -150,7 +150,7 @@ func (s *Session) agentDone(slot *agentSlot) {
 // the server makes cgroups.
 func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (r jail.Runner, cc *callCgroup, perCall bool, err error) {
 	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project, s.m.cfg.Home}, Siblings: filepath.Dir(s.Path), Project: s.m.cfg.Project, Unread: s.m.cfg.Unread, MaxMemory: s.m.cfg.MaxMemory}
-	spec.CallPath = envOf(buildEnv(s.m.cfg.Environ, s.m.cfg.PassEnv, s.Path, nil, nil), "PATH")
+	spec.CallPath = envOf(callEnv(s.m.hostEnv(), s.Path, nil, nil), "PATH")
 	if eg != nil {
 		spec.Egress = &jail.Egress{Serve: eg.serve}
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -88,6 +89,12 @@ func checkEnv(env map[string]string) error {
 // variables, the enabled credentials' variables, then the request's, then
 // the jail's, sorted.
 func buildEnv(environ, pass []string, jail string, creds []string, extra map[string]string) []string {
+	return callEnv(hostEnv(environ, pass), jail, creds, extra)
+}
+
+// hostEnv is the part of every child's environment the host gives: its
+// allowlisted variables, and PATH.
+func hostEnv(environ, pass []string) map[string]string {
 	allow := append(slices.Clone(baseEnv), pass...)
 	vars := map[string]string{}
 	for _, kv := range environ {
@@ -99,6 +106,13 @@ func buildEnv(environ, pass []string, jail string, creds []string, extra map[str
 	if vars["PATH"] == "" {
 		vars["PATH"] = defaultPath
 	}
+	return vars
+}
+
+// callEnv is buildEnv with the host's part made (hostEnv), which it
+// leaves as it is.
+func callEnv(host map[string]string, jail string, creds []string, extra map[string]string) []string {
+	vars := maps.Clone(host)
 	for _, kv := range creds {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			vars[k] = v

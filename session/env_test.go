@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// hostEnv is a server environment full of things that must stay out.
-var hostEnv = []string{
+// serverEnviron is a server environment full of things that must stay out.
+var serverEnviron = []string{
 	"PATH=/host/bin:/usr/bin",
 	"LANG=de_DE.UTF-8",
 	"LC_ALL=C.UTF-8",
@@ -81,31 +81,31 @@ func TestBuildEnv(t *testing.T) {
 	}{
 		{
 			name:    "base allowlist only",
-			environ: hostEnv,
+			environ: serverEnviron,
 			want:    sorted(baseWant, jailEnv),
 		},
 		{
 			name:    "pass-env names and prefixes",
-			environ: hostEnv,
+			environ: serverEnviron,
 			pass:    []string{"GOFLAGS", "NPM_CONFIG_*", "NOT_SET"},
 			want:    sorted(baseWant, jailEnv, []string{"GOFLAGS=-mod=mod", "NPM_CONFIG_REGISTRY=https://registry.example"}),
 		},
 		{
 			// The HTTP server's bearer token, whatever the prefix.
 			name:    "pass-env never brings the server's token",
-			environ: append(slices.Clone(hostEnv), "JAIL_MCP_TOKEN=http-secret", "JAIL_MCP_MARK=1"),
+			environ: append(slices.Clone(serverEnviron), "JAIL_MCP_TOKEN=http-secret", "JAIL_MCP_MARK=1"),
 			pass:    []string{"JAIL_*"},
 			want:    sorted(baseWant, jailEnv, []string{"JAIL_MCP_MARK=1"}),
 		},
 		{
 			name:    "operator passes a socket explicitly",
-			environ: hostEnv,
+			environ: serverEnviron,
 			pass:    []string{"DISPLAY"},
 			want:    sorted(baseWant, jailEnv, []string{"DISPLAY=:0"}),
 		},
 		{
 			name:    "pass-env cannot bring reserved names",
-			environ: hostEnv,
+			environ: serverEnviron,
 			pass:    []string{"XDG_*", "HOME", "TMPDIR"},
 			want:    sorted(baseWant, jailEnv),
 		},
@@ -126,7 +126,7 @@ func TestBuildEnv(t *testing.T) {
 		},
 		{
 			name:    "request env added and overrides the host",
-			environ: hostEnv,
+			environ: serverEnviron,
 			extra:   map[string]string{"FOO": "bar baz", "MULTI": "a\nb=c", "TERM": "dumb"},
 			want: sorted(slices.DeleteFunc(slices.Clone(baseWant), func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }),
 				jailEnv, []string{"FOO=bar baz", "MULTI=a\nb=c", "TERM=dumb"}),

@@ -78,6 +78,9 @@ type Manager struct {
 	log    *slog.Logger
 	base   *os.Root
 	getenv func(string) string // over cfg.Environ
+	// hostEnv is what every call's environment takes of the host's
+	// (hostEnv of cfg.Environ and cfg.PassEnv), made once.
+	hostEnv func() map[string]string
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -132,6 +135,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
+	m.hostEnv = sync.OnceValue(func() map[string]string { return hostEnv(cfg.Environ, cfg.PassEnv) })
 	if cfg.MaxDisk > 0 || cfg.MaxFiles > 0 {
 		m.uw = newUsageWatch(log)
 	}
