@@ -9,10 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // Promise 6: secrets stay out unless asked for.
@@ -62,6 +64,52 @@ for f in "$HOME/.tmp/path-link/b-secret" "$OTHER/b-secret" "$HOME/.tmp/d/b"; do
 done
 true
 `, map[string]any{"env": map[string]any{"PATH": fx.jails["a"] + "/.tmp/path-link:" + fx.jails["a"] + "/.tmp/d:/usr/bin:/bin"}})
+	})
+
+	// A call's read view never shows more than its own PATH does, though
+	// the agent readies threads in the view of the session's default
+	// PATH, which shows an installation under the hidden /tmp: calls
+	// whose PATH does not name it, more of them than the agent keeps
+	// threads ready, must not read it.
+	fx.vector(t, "armed-view", func(t *testing.T) {
+		inst, err := os.MkdirTemp("", "escape-inst-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(inst) })
+		secret := filepath.Join(inst, "secret")
+		if err := os.MkdirAll(filepath.Join(inst, "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(secret, []byte("inst-secret\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The installation first in the backend's PATH (landlock's
+		// tests have their own, without bwrap).
+		b, path := fx.backend, os.Getenv("PATH")
+		b.Env = slices.DeleteFunc(slices.Clone(b.Env), func(kv string) bool {
+			p, ok := strings.CutPrefix(kv, "PATH=")
+			if ok {
+				path = p
+			}
+			return ok
+		})
+		ts := b.Start(t, testkit.NewProject(t), fx.env("PATH="+filepath.Join(inst, "bin")+":"+path), "--session", "armed", "--auth", "none")
+		if res, _ := ts.Exec(map[string]any{"command": "cat " + secret}); res.Stdout != "inst-secret\n" {
+			t.Fatalf("a call of the default PATH does not read what its PATH shows: %+v", res)
+		}
+		for i := range 2 * jail.AgentSpares {
+			res, _ := ts.Exec(map[string]any{"command": "cat " + secret + " 2>/dev/null; true", "env": map[string]any{"PATH": "/usr/bin:/bin"}})
+			if strings.Contains(res.Stdout, "inst-secret") {
+				fx.escape(t, "call %d, whose PATH shows nothing under /tmp, read %s (shown to the default PATH's calls)", i, secret)
+			}
+			if i%4 == 3 {
+				// The default PATH's calls meanwhile, and a pause for the
+				// agent to ready threads again.
+				ts.Exec(map[string]any{"command": "true"})
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
 	})
 
 	var extra []string
