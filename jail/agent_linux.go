@@ -340,7 +340,9 @@ func (a *agentClient) giveBack(alt *agentSpare) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.err != nil {
-		alt.placement.Remove()
+		if alt.placement != nil {
+			alt.placement.Remove()
+		}
 		return
 	}
 	a.spares[alt.id] = alt
