@@ -550,7 +550,11 @@ func (a *agentClient) startCall(c Call, plain bool) (uint64, *agentCall, agentMs
 	case sp != nil && (m.T == msgStarted || m.Used != 0):
 		// A command on a thread that is not the call's: outside the
 		// call's cgroups.
-		a.end(fmt.Errorf("%w: it broke the protocol (%s on spare %d, offered %d and %v) and was killed", ErrAgentEnded, m.T, m.Used, sp.id, alt))
+		offered := fmt.Sprint(sp.id)
+		if alt != nil {
+			offered += fmt.Sprintf(" and %d", alt.id)
+		}
+		a.end(fmt.Errorf("%w: it broke the protocol (%s on spare %d, offered %s) and was killed", ErrAgentEnded, m.T, m.Used, offered))
 		return 0, nil, agentMsg{}, nil, a.Err()
 	}
 	settled = true
