@@ -310,10 +310,7 @@ func (a *agent) start(m agentMsg, files []*os.File) {
 	low := 4*len(a.spares) < a.spareN
 	a.mu.Unlock()
 	if sp == nil {
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread ends with the call
-			a.onThread(m, files, r, used, nil)
-		}()
+		a.onNewThread(m, files, r)
 	} else {
 		sp.run <- func(av *armedView) { a.onThread(m, files, r, used, av) }
 	}
@@ -340,6 +337,15 @@ func (a *agent) onThread(m agentMsg, files []*os.File, r *agentRun, used uint64,
 	a.refillLater()
 }
 
+// onNewThread runs call m on a thread of its own, made now (an agent
+// whose spares are not placed: the server knows no spare it ran on).
+func (a *agent) onNewThread(m agentMsg, files []*os.File, r *agentRun) {
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the call
+		a.onThread(m, files, r, 0, nil)
+	}()
+}
+
 // done forgets call id, whose thread is over.
 func (a *agent) done(id uint64, r *agentRun) {
 	a.mu.Lock()
@@ -356,10 +362,7 @@ func (a *agent) done(id uint64, r *agentRun) {
 // the server runs the call again on a plain spare.
 func (a *agent) misfit(m agentMsg, files []*os.File, r *agentRun, from uint64) {
 	if !a.placed {
-		go func() {
-			runtime.LockOSThread()
-			a.onThread(m, files, r, 0, nil)
-		}()
+		a.onNewThread(m, files, r)
 		return
 	}
 	var alt *spareThread
@@ -411,7 +414,7 @@ type armedView struct {
 // fits reports whether av is the read view of a call that shows extra,
 // as it would be made now.
 func (av *armedView) fits(extra []string) bool {
-	return av.key == strings.Join(extra, "\x00") && fresh(av.stamps)
+	return av.key == viewKey(extra) && fresh(av.stamps)
 }
 
 // drop lets go of what av holds, on a thread that will not run a call.
@@ -433,7 +436,7 @@ func (a *agent) arm() *armedView {
 	if err != nil || restrictThread(fd) != nil {
 		return nil
 	}
-	av := &armedView{key: strings.Join(extra, "\x00"), stamps: stamps}
+	av := &armedView{key: viewKey(extra), stamps: stamps}
 	if a.project != "" {
 		// A hint, as for a plain call's.
 		av.watch, _ = startWriteWatch(a.project, a.view.jail)

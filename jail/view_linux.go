@@ -320,10 +320,13 @@ type viewCache struct {
 	stamps []dirStamp
 }
 
+// viewKey names the view of a call that shows extra, of one agent.
+func viewKey(extra []string) string { return strings.Join(extra, "\x00") }
+
 // ruleset returns a ruleset of v with extra shown, a descriptor of the
 // caller's to close, and the directories it was made from as they were.
 func (c *viewCache) ruleset(v readView, extra []string) (int, []dirStamp, error) {
-	key := strings.Join(extra, "\x00")
+	key := viewKey(extra)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !(c.ok && c.key == key && fresh(c.stamps)) {
