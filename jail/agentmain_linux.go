@@ -36,6 +36,9 @@ func init() {
 	if len(os.Args) == 3 && os.Args[1] == agentArg {
 		os.Exit(serveAgent(os.Args[2]))
 	}
+	if len(os.Args) == 4 && os.Args[1] == agentArg && os.Args[3] == agentNSArg {
+		os.Exit(agentInNamespaces(os.Args[2]))
+	}
 }
 
 // serveAgent is the agent's main.
@@ -100,6 +103,12 @@ type agent struct {
 	// memory, and over maxShared no call starts.
 	shm       int
 	maxShared int64
+
+	// ov is the project view (--overlay), which each call's thread
+	// mounts (overlay_linux.go); nil: none. abi is the Landlock ABI of
+	// the layer each such thread enters.
+	ov  *overlayState
+	abi int
 }
 
 // agentRun is one call in the agent: the eventfd that wakes its thread,
@@ -213,11 +222,17 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 			return err
 		}
 	case "bwrap":
-		// The sandbox's own /dev/shm, /dev/mqueue and /dev/pts stay
-		// writable, as they are without this layer: POSIX shared memory
-		// and message queues (Landlock's rules hold on inodes, so the
-		// queues' mount names the IPC namespace's own), and terminals.
-		fd, err := fsRuleset(m.ABI, jail, true, 0, "/dev/shm", "/dev/mqueue", "/dev/pts")
+		if m.Overlay != nil {
+			// Each call's thread mounts its view, then enters this layer
+			// (enterView): a thread of a Landlock domain cannot mount.
+			o, err := newOverlayState(m.Project, m.Jail, m.Overlay.Siblings, jail, m.Overlay.Caches)
+			if err != nil {
+				return err
+			}
+			a.ov, a.abi = o, m.ABI
+			break
+		}
+		fd, err := fsRuleset(m.ABI, jail, true, 0, bwrapPrivate...)
 		if err != nil {
 			return err
 		}
@@ -234,7 +249,15 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		return fmt.Errorf("agent: unknown kind %q", m.Kind)
 	}
 	a.view = &readView{hidden: m.Hidden, shown: m.Shown, jail: m.Jail}
+	if a.ov != nil {
+		a.view.opaque = m.Project
+	}
 	a.project = m.Project
+	if a.ov != nil {
+		// The project is writable in the view: no refused write there
+		// to report.
+		a.project = ""
+	}
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("not dumpable: %w", err)
 	}
@@ -342,6 +365,7 @@ func (a *agent) onThread(m agentMsg, files []*os.File, r *agentRun, used uint64,
 func (a *agent) onNewThread(m agentMsg, files []*os.File, r *agentRun) {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the call
+		defer a.threadEnd()
 		a.onThread(m, files, r, 0, nil)
 	}()
 }
@@ -432,9 +456,18 @@ func (a *agent) arm() *armedView {
 		return nil
 	}
 	extra := callShown(*a.view, []string{"PATH=" + a.callPath}, nil)
-	fd, stamps, err := a.views.ruleset(*a.view, extra)
-	if err != nil || restrictThread(fd) != nil {
-		return nil
+	var stamps []dirStamp
+	if a.ov != nil {
+		var err error
+		if stamps, err = a.enterView(extra); err != nil {
+			return nil
+		}
+	} else {
+		fd, st, err := a.views.ruleset(*a.view, extra)
+		if err != nil || restrictThread(fd) != nil {
+			return nil
+		}
+		stamps = st
 	}
 	av := &armedView{key: viewKey(extra), stamps: stamps}
 	if a.project != "" {
@@ -475,6 +508,9 @@ func (a *agent) refillLater() {
 // moves them into cgroups in one round, where the moves after the first
 // are cheap.
 func (a *agent) refill() {
+	if a.ov != nil {
+		a.ov.reap()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.refilling = false
@@ -510,6 +546,7 @@ func (a *agent) newSpare(armed bool) {
 	// A fresh thread, never the main one: the server moves it alone into
 	// a call's cgroups, and cgroup v1 judges a process by its leader.
 	FreshThread(func() {
+		defer a.threadEnd()
 		if a.placed {
 			if err := a.send(agentMsg{T: msgSpare, ID: id, Pid: unix.Gettid(), Armed: armed}); err != nil {
 				return
@@ -550,12 +587,15 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 	} else {
 		var fd int
 		var err error
-		if a.view != nil {
+		switch {
+		case a.ov != nil:
+			_, err = a.enterView(extra)
+		case a.view != nil:
 			fd, _, err = a.views.ruleset(*a.view, extra)
-		} else {
+		default:
 			fd, err = scopeRuleset(nil)
 		}
-		if err == nil {
+		if err == nil && a.ov == nil {
 			err = restrictThread(fd)
 		}
 		if err != nil {

@@ -57,6 +57,9 @@ type agentMsg struct {
 	// reports; empty: none watched.
 	Project string   `json:"project,omitempty"`
 	Shown   []string `json:"shown,omitempty"`
+	// Overlay: every call sees Project copy-on-write, its layer the
+	// config's second descriptor (overlay_linux.go).
+	Overlay *agentOverlay `json:"overlay,omitempty"`
 
 	// run (server to agent).
 	Argv []string `json:"argv,omitempty"`

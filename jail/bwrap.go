@@ -47,6 +47,9 @@ func (b *bwrap) Agents() bool                { return b.abi >= MinLandlockABI &&
 
 func (b *bwrap) Runner(spec Spec, launch Launcher) (Runner, error) {
 	if !b.Agents() {
+		if spec.Overlay != nil {
+			return nil, ErrNoOverlay
+		}
 		return &directRunner{spec: spec, start: b.startDirect}, nil
 	}
 	return b.startAgent(spec, launch)
@@ -96,6 +99,19 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	// the agent's control socket and the server's binary.
 	n := 3 + len(bwrapFiles(spec)) + 2
 	spec.Argv = []string{"/proc/self/fd/" + strconv.Itoa(n+1), agentArg, strconv.Itoa(n)}
+	files := []*os.File{spec.JailFile}
+	if spec.Overlay != nil {
+		if spec.Overlay.Layer == nil {
+			server.Close()
+			ctl.Close()
+			return nil, errors.New("bwrap: the overlay's layer must be given by a descriptor")
+		}
+		// The agent first makes a user namespace of its own to mount in.
+		spec.Argv = append(spec.Argv, agentNSArg)
+		ov := *spec.Overlay
+		ov.mapRoot = os.Geteuid() == 0
+		spec.Overlay = &ov
+	}
 	spec.Env = agentEnv
 	if spec.Dir == "" {
 		spec.Dir = spec.Jail
@@ -138,9 +154,18 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	if spec.Egress != nil {
 		cfg.Egress, serve = true, spec.Egress.Serve
 	}
+	if spec.Overlay != nil {
+		cfg.Overlay = &agentOverlay{Caches: slices.Clone(spec.Overlay.Caches), Siblings: spec.Siblings}
+		for i, c := range cfg.Overlay.Caches {
+			// Mounted where the agent has the jail (overlay_linux.go).
+			if rest, ok := strings.CutPrefix(c.Target, spec.Jail+"/"); ok {
+				cfg.Overlay.Caches[i].Target = StagedJail + "/" + rest
+			}
+		}
+	}
 	// Once bwrap has them: the filter and the info pipe's write end.
 	sent := cmd.ExtraFiles[len(bwrapFiles(spec)) : len(cmd.ExtraFiles)-2]
-	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill, serve: serve, place: spec.Place}, launch, cfg, []*os.File{spec.JailFile})
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill, serve: serve, place: spec.Place}, launch, cfg, files)
 	if err != nil {
 		return nil, err
 	}
@@ -234,6 +259,9 @@ func bwrapFiles(spec Spec) []*os.File {
 		if m.File != nil {
 			files = append(files, m.File)
 		}
+	}
+	if spec.Overlay != nil && spec.Overlay.Layer != nil {
+		files = append(files, spec.Overlay.Layer)
 	}
 	return files
 }

@@ -11,6 +11,15 @@ import (
 // The bubblewrap policy, pure and free of build constraints so that it is
 // golden-tested on every OS; the backend that runs it is bwrap.go.
 
+// StagedJail and StagedLayer are where bubblewrap binds the jail and the
+// project view's layer under --overlay, in the sandbox's own /dev: each
+// call's view binds the jail at its place and hides them.
+const (
+	StagedJail  = "/dev/.jail-mcp/jail"
+	StagedLayer = "/dev/.jail-mcp/layer"
+	stagedDir   = "/dev/.jail-mcp"
+)
+
 // ShadowDirs are the host directories bubblewrap shows empty and
 // read-only. A read-only view does not stop a FIFO: opening one for
 // writing ignores a read-only mount, and a host process reading it
@@ -70,7 +79,19 @@ func BwrapArgs(spec Spec, shadow []string, sized bool) []string {
 		// uid 0 keeps every capability inside the namespace unless dropped,
 		// enough to remount / read-write; for other users this is a no-op.
 		"--cap-drop", "ALL",
-		"--disable-userns",
+	)
+	switch {
+	case spec.Overlay == nil:
+		args = append(args, "--disable-userns")
+	case spec.Overlay.mapRoot:
+		// With an overlay, the agent makes a user namespace of its own
+		// to mount in (overlay_linux.go); every call's thread denies new
+		// namespaces to its commands with seccomp instead. Mapping root
+		// there takes CAP_SETFCAP (the kernel's guard against file
+		// capabilities a namespace's root would set for the host's).
+		args = append(args, "--cap-add", "CAP_SETFCAP")
+	}
+	args = append(args,
 		"--ro-bind", "/", "/",
 		"--dev", "/dev",
 		// The IPC namespace's own POSIX message queues, mounted where the
@@ -128,12 +149,28 @@ func BwrapArgs(spec Spec, shadow []string, sized bool) []string {
 		args = append(args, flag, src, dst)
 	}
 	// Other sessions' jails: an empty tmpfs over their directory, made
-	// read-only once the jail is bound into it.
-	siblings := spec.Siblings != "" && spec.Jail != spec.Siblings && within(spec.Jail, spec.Siblings)
+	// read-only once the jail is bound into it. With an overlay, nothing
+	// is mounted below the project here: the agent's user namespace
+	// would hold such mounts locked, and overlayfs takes no lower layer
+	// with locked mounts below it. The jail and the layer are bound
+	// aside instead (StagedJail, StagedLayer), where each call's view
+	// takes them from (overlay_linux.go).
+	jailAt := spec.Jail
+	staged := func(p string) string { return p }
+	if spec.Overlay != nil {
+		jailAt = StagedJail
+		staged = func(p string) string {
+			if rest, ok := strings.CutPrefix(p, spec.Jail); ok && (rest == "" || rest[0] == '/') {
+				return StagedJail + rest
+			}
+			return p
+		}
+	}
+	siblings := spec.Overlay == nil && spec.Siblings != "" && spec.Jail != spec.Siblings && within(spec.Jail, spec.Siblings)
 	if siblings {
 		args = append(args, "--perms", "0755", "--tmpfs", spec.Siblings)
 	}
-	bind(spec.JailFile, true, spec.Jail, spec.Jail)
+	bind(spec.JailFile, true, spec.Jail, jailAt)
 	if siblings {
 		// git's ignore file of the directory: the jails stay ignored.
 		gi := filepath.Join(spec.Siblings, ".gitignore")
@@ -142,10 +179,13 @@ func BwrapArgs(spec Spec, shadow []string, sized bool) []string {
 	// Credentials and state copies go over their places in the jail, so
 	// after it; the directory holding the state copies is hidden last.
 	for _, m := range spec.Mounts {
-		bind(m.File, m.Writable, m.Source, m.Target)
+		bind(m.File, m.Writable, m.Source, staged(m.Target))
+	}
+	if spec.Overlay != nil {
+		bind(spec.Overlay.Layer, true, "", StagedLayer)
 	}
 	for _, h := range spec.Hide {
-		args = append(args, "--perms", "0500", "--tmpfs", h)
+		args = append(args, "--perms", "0500", "--tmpfs", staged(h))
 	}
 	// Read-only only now that bwrap has made, in the shadowing tmpfs, the
 	// mount points of the jail and of what is bound back (remount-ro does
@@ -154,7 +194,7 @@ func BwrapArgs(spec Spec, shadow []string, sized bool) []string {
 		args = append(args, "--remount-ro", d)
 	}
 	for _, h := range spec.Hide {
-		args = append(args, "--remount-ro", h)
+		args = append(args, "--remount-ro", staged(h))
 	}
 	args = append(args, "--remount-ro", "/dev")
 	// No unix sockets (see seccomp.go); the filter is the descriptor after

@@ -15,6 +15,12 @@ import (
 // confine itself and, per call, each command.
 
 // landlockDevices are the devices a shell needs to write, besides the jail.
+// bwrapPrivate are bubblewrap's own directories that stay writable under
+// the agent's layer, as they are without it: POSIX shared memory and
+// message queues (Landlock's rules hold on inodes, so the queues' mount
+// names the IPC namespace's own), and terminals.
+var bwrapPrivate = []string{"/dev/shm", "/dev/mqueue", "/dev/pts"}
+
 var landlockDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom"}
 
 // landlockPreset is the Landlock configuration of ABI abi: every right

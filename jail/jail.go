@@ -153,7 +153,38 @@ type Spec struct {
 	// a call before the call runs on it (Process.Placement); a backend
 	// without agents ignores it.
 	Place Placer
+
+	// Overlay, when set, shows the project copy-on-write (--overlay):
+	// writable to a command, every change in the session's layer. Only
+	// a backend with session agents in sandboxes of their own (bwrap)
+	// can; the others refuse the spec.
+	Overlay *Overlay
 }
+
+// Overlay is the session's copy-on-write view of the project.
+type Overlay struct {
+	// Layer is the layer's directory (<jail>/.overlay), opened O_PATH by
+	// the server and hidden from commands: upper/ holds the changes,
+	// work/ the kernel's work directories, caches/ the layers of Caches.
+	Layer *os.File
+	// Caches are host caches shown read-only under a layer of the
+	// session's own: a fresh session starts warm, and never writes the
+	// host's cache nor shares one with another session.
+	Caches []CacheMount
+	// mapRoot: the sandbox's user is root, whose mapping in the agent's
+	// user namespace takes CAP_SETFCAP (bwrap.go).
+	mapRoot bool
+}
+
+// CacheMount is a host cache shown copy-on-write at a place in the jail.
+type CacheMount struct {
+	Name   string // the layer's name under caches/, [a-z0-9-]
+	Lower  string // the host cache, canonical
+	Target string // where the jail shows it, inside the jail
+}
+
+// ErrNoOverlay is a backend that cannot show the project copy-on-write.
+var ErrNoOverlay = errors.New("--overlay needs bubblewrap with session agents (Landlock ABI 6)")
 
 // String prints the policy of s for logs and errors; environment values are
 // left out because they may carry secrets.
@@ -171,6 +202,12 @@ func (s Spec) String() string {
 	for _, kv := range s.Env {
 		k, _, _ := strings.Cut(kv, "=")
 		names = append(names, k)
+	}
+	if s.Overlay != nil {
+		fmt.Fprintf(&b, " overlay=%s", s.Project)
+		for _, c := range s.Overlay.Caches {
+			fmt.Fprintf(&b, " cache=%s", c.Target)
+		}
 	}
 	fmt.Fprintf(&b, " env=[%s] argv=%q", strings.Join(names, " "), s.Argv)
 	return b.String()

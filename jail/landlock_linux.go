@@ -106,6 +106,9 @@ func (l *landlockJail) Credentials() CredentialMode { return LinkCredentials }
 func (l *landlockJail) Agents() bool                { return true }
 
 func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
+	if spec.Overlay != nil {
+		return nil, ErrNoOverlay
+	}
 	if len(spec.Mounts) > 0 || len(spec.Hide) > 0 {
 		return nil, errors.New("landlock cannot mount: credentials must be placed in the jail")
 	}

@@ -42,6 +42,9 @@ func (s *sandboxExec) Credentials() CredentialMode { return CopyCredentials }
 func (s *sandboxExec) Agents() bool { return false }
 
 func (s *sandboxExec) Runner(spec Spec, launch Launcher) (Runner, error) {
+	if spec.Overlay != nil {
+		return nil, ErrNoOverlay
+	}
 	if len(spec.Mounts) > 0 || len(spec.Hide) > 0 {
 		return nil, fmt.Errorf("sandbox-exec cannot mount: credentials must be copied into the jail")
 	}

@@ -16,6 +16,9 @@ func (Unconfined) Credentials() CredentialMode { return CopyCredentials }
 func (Unconfined) Agents() bool                { return false }
 
 func (Unconfined) Runner(spec Spec, launch Launcher) (Runner, error) {
+	if spec.Overlay != nil {
+		return nil, ErrNoOverlay
+	}
 	return &directRunner{spec: spec, start: startUnconfined}, nil
 }
 

@@ -34,6 +34,11 @@ import (
 type readView struct {
 	hidden, shown []string
 	jail          string // shown, and where renames and links across directories are granted
+	// opaque, when set, is the project seen through the call's overlay
+	// (--overlay): granted whole, reads, renames and links, as what lies
+	// below it that the view hides is masked by mounts over it, and its
+	// entries are the overlay's own, which no cached rule names.
+	opaque string
 }
 
 // viewHidden are the host directories a call reads nothing of, but for
@@ -202,7 +207,7 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 	// access is what a shown path is granted: reads, and in the jail
 	// renames and links across its directories.
 	access := func(path string) uint64 {
-		if within(path, v.jail) {
+		if within(path, v.jail) || v.opaque != "" && within(path, v.opaque) {
 			return ll.AccessFSReadFile | ll.AccessFSRefer
 		}
 		return ll.AccessFSReadFile
@@ -230,6 +235,12 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 	// below it, else entry by entry.
 	var walk func(dir string, show bool) error
 	walk = func(dir string, show bool) error {
+		if dir == v.opaque {
+			if !show {
+				return nil
+			}
+			return grant(dir, access(dir))
+		}
 		below := false
 		for _, m := range marked {
 			if m != dir && within(m, dir) {

@@ -394,6 +394,9 @@ func (s *Session) sandboxFiles(spec *jail.Spec, exps []auth.Exposure) ([]*os.Fil
 		opened = append(opened, jf)
 		spec.JailFile = jf
 	}
+	if err := s.viewFiles(spec, &opened); err != nil {
+		return opened, err
+	}
 	if s.m.cfg.Backend.Credentials() == jail.BindCredentials {
 		if err := s.bindCredentials(spec, exps, &opened); err != nil {
 			return opened, fmt.Errorf("expose credentials: %w", err)

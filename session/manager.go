@@ -62,6 +62,9 @@ type Config struct {
 	// Observer, when set, is told how every command ended, and why a call
 	// ran none (metrics).
 	Observer Observer
+	// Overlay shows every command the project copy-on-write (--overlay),
+	// its changes in the session's layer (overlay.go).
+	Overlay bool
 }
 
 // Observer is told what the sessions' commands did: each call's (and
@@ -81,6 +84,8 @@ type Manager struct {
 	// hostEnv is what every call's environment takes of the host's
 	// (hostEnv of cfg.Environ and cfg.PassEnv), made once.
 	hostEnv func() map[string]string
+	// caches are the host caches the project view shows in each jail.
+	caches []hostCache
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -136,6 +141,9 @@ func New(cfg Config) (*Manager, error) {
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
 	m.hostEnv = sync.OnceValue(func() map[string]string { return hostEnv(cfg.Environ, cfg.PassEnv) })
+	if cfg.Overlay {
+		m.caches = hostCaches(envMap(cfg.Environ), cfg.Home)
+	}
 	if cfg.MaxDisk > 0 || cfg.MaxFiles > 0 {
 		m.uw = newUsageWatch(log)
 	}

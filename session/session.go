@@ -145,7 +145,7 @@ func (s *Session) killAll(cause error) int {
 // A look at each is what most calls cost: making a directory that exists
 // costs a walk of its path.
 func (s *Session) ensureSkeleton() {
-	for _, d := range skeleton {
+	for _, d := range s.m.skeleton() {
 		if fi, err := s.root.Lstat(d); err == nil && fi.IsDir() {
 			continue
 		}
@@ -155,11 +155,19 @@ func (s *Session) ensureSkeleton() {
 	}
 }
 
+// skeleton are the directories every jail of m has.
+func (m *Manager) skeleton() []string {
+	if !m.cfg.Overlay {
+		return skeleton
+	}
+	return append(slices.Clone(skeleton), m.layerSkeleton()...)
+}
+
 // skeletonDirs are the directories the skeleton makes: its own and
 // their parents.
-func skeletonDirs() []string {
+func (m *Manager) skeletonDirs() []string {
 	var dirs []string
-	for _, d := range skeleton {
+	for _, d := range m.skeleton() {
 		for p := d; p != "."; p = path.Dir(p) {
 			if !slices.Contains(dirs, p) {
 				dirs = append(dirs, p)
@@ -353,7 +361,7 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	// The skeleton's directories are made again: what they took is not
 	// what the reset removed.
 	var skel Usage
-	for _, d := range skeletonDirs() {
+	for _, d := range s.m.skeletonDirs() {
 		if fi, err := s.root.Lstat(d); err == nil && fi.IsDir() {
 			skel.Files++
 			skel.Bytes += diskBytes(fi)

@@ -168,7 +168,7 @@ func hostUsage(t testing.TB, dir string) Usage {
 func skeletonUsage(t testing.TB, dir string) Usage {
 	t.Helper()
 	var u Usage
-	for _, d := range skeletonDirs() {
+	for _, d := range (&Manager{}).skeletonDirs() {
 		if fi, err := os.Lstat(filepath.Join(dir, d)); err == nil && fi.IsDir() {
 			u.Files++
 			u.Bytes += fi.Sys().(*syscall.Stat_t).Blocks * 512
@@ -455,7 +455,7 @@ func TestReset(t *testing.T) {
 				if after := tree(t, outside); !slices.Equal(before, after) {
 					t.Errorf("outside changed from %q to %q", before, after)
 				}
-				if u, err := s.Usage(); err != nil || u != hostUsage(t, s.Path) || u.Files != int64(len(skeletonDirs())) {
+				if u, err := s.Usage(); err != nil || u != hostUsage(t, s.Path) || u.Files != int64(len((&Manager{}).skeletonDirs())) {
 					t.Errorf("Usage after reset = %+v, %v; want the skeleton's %+v", u, err, hostUsage(t, s.Path))
 				}
 			})
@@ -520,7 +520,7 @@ func TestUsage(t *testing.T) {
 			got, err := s.Usage()
 			os.Chmod(s.Path+"/locked", 0o700)
 			want := hostUsage(t, s.Path)
-			if err != nil || got != want || got.Files != int64(len(skeletonDirs()))+tt.files {
+			if err != nil || got != want || got.Files != int64(len((&Manager{}).skeletonDirs()))+tt.files {
 				t.Errorf("Usage() = %+v, %v; want %+v, %d inodes beyond the skeleton", got, err, want, tt.files)
 			}
 		})

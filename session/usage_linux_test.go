@@ -209,7 +209,7 @@ func TestUsageWatchSessions(t *testing.T) {
 	if _, err := a.Reset(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := a.exactUsage(); got != walked(t, a) || got.Files != int64(len(skeletonDirs())) {
+	if got, _ := a.exactUsage(); got != walked(t, a) || got.Files != int64(len((&Manager{}).skeletonDirs())) {
 		t.Errorf("after reset: %+v", got)
 	}
 	watches := len(m.uw.wds)

@@ -100,7 +100,7 @@ func TestDeepJail(t *testing.T) {
 	start := time.Now()
 	chain(t, deep.Path, deepDepth)
 	t.Logf("chain of %d made in %v", deepDepth, time.Since(start))
-	want := int64(len(skeletonDirs())) + deepDepth + 1
+	want := int64(len((&Manager{}).skeletonDirs())) + deepDepth + 1
 
 	start = time.Now()
 	u, err := deep.Usage()
@@ -160,10 +160,10 @@ time.sleep(300)'`, BoundMemory},
 	start = time.Now()
 	r, err := deep.Reset(t.Context())
 	t.Logf("reset in %v", time.Since(start))
-	if err != nil || r.RemovedFiles != before.Files-int64(len(skeletonDirs())) || r.RemovedFiles < deepDepth+1 {
-		t.Errorf("Reset = %+v, %v; want the %d files beyond the skeleton removed", r, err, before.Files-int64(len(skeletonDirs())))
+	if err != nil || r.RemovedFiles != before.Files-int64(len((&Manager{}).skeletonDirs())) || r.RemovedFiles < deepDepth+1 {
+		t.Errorf("Reset = %+v, %v; want the %d files beyond the skeleton removed", r, err, before.Files-int64(len((&Manager{}).skeletonDirs())))
 	}
-	if u, err := deep.Usage(); err != nil || u.Files != int64(len(skeletonDirs())) {
+	if u, err := deep.Usage(); err != nil || u.Files != int64(len((&Manager{}).skeletonDirs())) {
 		t.Errorf("Usage after reset = %+v, %v", u, err)
 	}
 

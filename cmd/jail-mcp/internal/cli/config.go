@@ -59,6 +59,8 @@ type Config struct {
 	MaxConnsPerAddr int
 	MaxConnsSet     bool
 	LogLevel        slog.Level
+	// Overlay shows commands the project copy-on-write (--overlay on).
+	Overlay bool
 	// Warnings about the configuration, for the log once it exists.
 	Warnings []string
 }
@@ -128,6 +130,7 @@ var options = []option{
 	{"max-sessions", "JAIL_MCP_MAX_SESSIONS", strconv.Itoa(DefaultMaxSessions), "live MCP sessions served at once over HTTP (`N`)", countOf(func(c *Config) *int { return &c.MaxSessions }, math.MaxInt32)},
 	{"max-conns", "JAIL_MCP_MAX_CONNS", strconv.Itoa(DefaultMaxConns), "open HTTP connections at once (`N`); beyond them the least needed are closed (at most half the descriptor limit)", countOf(func(c *Config) *int { return &c.MaxConns }, math.MaxInt32)},
 	{"max-conns-per-addr", "JAIL_MCP_MAX_CONNS_PER_ADDR", "", "open HTTP connections of one remote address (`N`; default: --max-conns)", parseMaxConnsPerAddr},
+	{"overlay", "JAIL_MCP_OVERLAY", "off", "`MODE`: on shows commands the project writable, copy-on-write: every change stays in the session's layer until jail_apply (bubblewrap only); off", parseOverlay},
 	{"log-level", "JAIL_MCP_LOG_LEVEL", "info", "`LEVEL`: debug, info, warn, error", parseLogLevel},
 }
 
@@ -364,6 +367,18 @@ func parseMaxConnsPerAddr(c *Config, v string) error {
 		return nil
 	}
 	return countOf(func(c *Config) *int { return &c.MaxConnsPerAddr }, math.MaxInt32)(c, v)
+}
+
+func parseOverlay(c *Config, v string) error {
+	switch v {
+	case "on":
+		c.Overlay = true
+	case "off":
+		c.Overlay = false
+	default:
+		return fmt.Errorf("want on or off, not %q", v)
+	}
+	return nil
 }
 
 func parseLogLevel(c *Config, v string) error {

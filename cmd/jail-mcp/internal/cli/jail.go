@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -47,6 +48,7 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		MaxOutput: int(cfg.MaxOutput), MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory,
 		MaxJobTime: cfg.MaxJobTime, MaxJobs: cfg.MaxJobs,
 		MaxDisk: cfg.MaxDisk, MaxFiles: cfg.MaxFiles, Logger: log, OneCall: oneCall, Observer: obs,
+		Overlay: cfg.Overlay,
 	}
 	if cfg.TokenFile != "" {
 		// The file the token was read from is no command's to read.
@@ -71,6 +73,13 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		}
 	default:
 		return nil, st, err
+	}
+	if cfg.Overlay {
+		// Fail closed at start: a backend that cannot show the project
+		// copy-on-write would leave it read-only, or worse, writable.
+		if err := jail.OverlayUsable(scfg.Backend); err != nil {
+			return nil, st, fmt.Errorf("--overlay: %w", err)
+		}
 	}
 	m, err := session.New(scfg)
 	if err != nil {

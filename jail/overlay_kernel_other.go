@@ -1,0 +1,5 @@
+//go:build !linux
+
+package jail
+
+func overlayKernel() error { return ErrNoOverlay }

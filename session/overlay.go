@@ -1,0 +1,128 @@
+package session
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+// The project view (--overlay): every command sees the project writable,
+// and what it changes lands in the session's layer, <jail>/.overlay,
+// hidden from commands: upper/ holds the changes, work/ the kernel's work
+// directories, caches/ the layers of the host caches shown in the jail.
+// session/layer reads the upper layer (jail_diff) and applies it to the
+// project (jail_apply).
+
+// layerDir is the layer's directory in a jail.
+const layerDir = ".overlay"
+
+// LayerUpper is where a jail's layer keeps what commands changed in the
+// project, relative to the jail.
+const LayerUpper = layerDir + "/upper"
+
+// hostCache is a host cache that a jail shows copy-on-write: a fresh
+// session's first build or install starts warm, never writing the host's
+// cache nor sharing one writable with another session.
+type hostCache struct {
+	name   string
+	lower  string // the host's, absolute
+	target string // in the jail, relative: where its tools look by default
+}
+
+// hostCaches are the host caches of the server's environment env and
+// home that exist: Go's modules and builds, npm's, pip's and cargo's
+// registry, at the places the jail's tools use by default (HOME is the
+// jail, GOPATH its go, XDG_CACHE_HOME its .cache).
+func hostCaches(env map[string]string, home string) []hostCache {
+	get := func(k string) string { return env[k] }
+	or := func(v, def string) string {
+		if v != "" && filepath.IsAbs(v) {
+			return v
+		}
+		return def
+	}
+	gopath := filepath.Join(home, "go")
+	if p := get("GOPATH"); p != "" {
+		gopath = or(filepath.SplitList(p)[0], gopath)
+	}
+	xdgCache := or(get("XDG_CACHE_HOME"), filepath.Join(home, ".cache"))
+	all := []hostCache{
+		{"go-mod", or(get("GOMODCACHE"), filepath.Join(gopath, "pkg", "mod")), "go/pkg/mod"},
+		{"go-build", or(get("GOCACHE"), filepath.Join(xdgCache, "go-build")), ".cache/go-build"},
+		{"npm", or(get("npm_config_cache"), filepath.Join(home, ".npm")), ".npm"},
+		{"pip", or(get("PIP_CACHE_DIR"), filepath.Join(xdgCache, "pip")), ".cache/pip"},
+		{"cargo-registry", filepath.Join(or(get("CARGO_HOME"), filepath.Join(home, ".cargo")), "registry"), ".cargo/registry"},
+	}
+	var out []hostCache
+	for _, c := range all {
+		r, err := filepath.EvalSymlinks(c.lower)
+		if err != nil || strings.ContainsAny(r, ",:\\\n") {
+			continue
+		}
+		if fi, err := os.Stat(r); err != nil || !fi.IsDir() {
+			continue
+		}
+		c.lower = r
+		out = append(out, c)
+	}
+	return out
+}
+
+// layerSkeleton are the directories the project view needs in a jail:
+// the layer's and the caches' mount points.
+func (m *Manager) layerSkeleton() []string {
+	if !m.cfg.Overlay {
+		return nil
+	}
+	dirs := []string{LayerUpper, layerDir + "/work", layerDir + "/caches"}
+	for _, c := range m.caches {
+		dirs = append(dirs, c.target)
+	}
+	return dirs
+}
+
+// viewFiles gives spec the project view, its layer by a descriptor that
+// the caller closes, and hides the layer from commands.
+func (s *Session) viewFiles(spec *jail.Spec, opened *[]*os.File) error {
+	if !s.m.cfg.Overlay {
+		return nil
+	}
+	lf, err := openPath(s.root, layerDir)
+	if err != nil {
+		return fmt.Errorf("open the layer of %s: %w", s.Path, err)
+	}
+	if lf != nil {
+		*opened = append(*opened, lf)
+		if fi, err := lf.Stat(); err != nil || !fi.IsDir() {
+			return fmt.Errorf("open the layer of %s: not a directory", s.Path)
+		}
+	}
+	// The view's root takes the upper layer's owner and mode: the
+	// project's.
+	if pi, err := os.Stat(s.m.cfg.Project); err == nil {
+		if ui, err := s.root.Lstat(LayerUpper); err == nil && ui.IsDir() && ui.Mode().Perm() != pi.Mode().Perm() {
+			s.root.Chmod(LayerUpper, pi.Mode().Perm())
+		}
+	}
+	ov := &jail.Overlay{Layer: lf}
+	for _, c := range s.m.caches {
+		ov.Caches = append(ov.Caches, jail.CacheMount{Name: c.name, Lower: c.lower, Target: filepath.Join(s.Path, c.target)})
+	}
+	spec.Overlay = ov
+	spec.Hide = append(spec.Hide, filepath.Join(s.Path, layerDir))
+	return nil
+}
+
+// envMap is environ, KEY=VALUE, by key.
+func envMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
