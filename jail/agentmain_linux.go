@@ -105,10 +105,8 @@ type agent struct {
 	maxShared int64
 
 	// ov is the project view (--overlay), which each call's thread
-	// mounts (overlay_linux.go); nil: none. abi is the Landlock ABI of
-	// the layer each such thread enters.
-	ov  *overlayState
-	abi int
+	// enters (overlay_linux.go); nil: none.
+	ov *overlayState
 }
 
 // agentRun is one call in the agent: the eventfd that wakes its thread,
@@ -225,11 +223,12 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		if m.Overlay != nil {
 			// Each call's thread mounts its view, then enters this layer
 			// (enterView): a thread of a Landlock domain cannot mount.
-			o, err := newOverlayState(m.Project, m.Jail, m.Overlay.Siblings, jail, m.Overlay.Caches)
+			o, err := newOverlayState(m.Project, m.Jail, m.Overlay.Siblings, jail, m.Overlay.Caches, m.ABI)
 			if err != nil {
 				return err
 			}
-			a.ov, a.abi = o, m.ABI
+			a.ov = o
+			o.onChange = a.renewView
 			break
 		}
 		fd, err := fsRuleset(m.ABI, jail, true, 0, bwrapPrivate...)
@@ -433,6 +432,7 @@ type armedView struct {
 	key    string
 	stamps []dirStamp
 	watch  *writeWatch
+	view   *view // the project view it entered (--overlay), or nil
 }
 
 // fits reports whether av is the read view of a call that shows extra,
@@ -457,9 +457,10 @@ func (a *agent) arm() *armedView {
 	}
 	extra := callShown(*a.view, []string{"PATH=" + a.callPath}, nil)
 	var stamps []dirStamp
+	var v *view
 	if a.ov != nil {
 		var err error
-		if stamps, err = a.enterView(extra); err != nil {
+		if v, stamps, err = a.enterView(extra); err != nil {
 			return nil
 		}
 	} else {
@@ -469,7 +470,7 @@ func (a *agent) arm() *armedView {
 		}
 		stamps = st
 	}
-	av := &armedView{key: viewKey(extra), stamps: stamps}
+	av := &armedView{key: viewKey(extra), stamps: stamps, view: v}
 	if a.project != "" {
 		// A hint, as for a plain call's.
 		av.watch, _ = startWriteWatch(a.project, a.view.jail)
@@ -576,7 +577,7 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 		}
 		extra = callShown(*a.view, m.Env, tty)
 	}
-	if av != nil && !av.fits(extra) {
+	if av != nil && (!av.fits(extra) || a.ov != nil && a.ov.changed(av.view)) {
 		av.drop()
 		return agentMsg{}, true
 	}
@@ -589,7 +590,7 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 		var err error
 		switch {
 		case a.ov != nil:
-			_, err = a.enterView(extra)
+			_, _, err = a.enterView(extra)
 		case a.view != nil:
 			fd, _, err = a.views.ruleset(*a.view, extra)
 		default:

@@ -12,20 +12,28 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+	"unsafe"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// The project view (--overlay) under bubblewrap: every call sees the
-// project through an overlay mount of its own, the live project below and
-// the session's layer above, mounted in a mount namespace of the call's
-// thread just before the call (or, for an armed spare, ahead of it, left
-// untouched until the call: a mount nothing has looked into yet caches no
-// entry of the project, so the call sees the project as it is when it
-// runs). Overlayfs leaves changes of its lower layer undefined under a
-// mount that has looked them up; a mount per call makes every call see
-// what the host changed before it, while a job keeps the mount it started
-// with.
+// The project view (--overlay) under bubblewrap: calls see the project
+// through an overlay mount, the live project below and the session's layer
+// above, in a mount namespace of its own (a view) that each call's thread
+// enters. Overlayfs leaves changes of its lower layer undefined under a
+// mount that has looked them up (it caches their entries): a view serves
+// calls only while the host changed nothing in the project's directories,
+// which the agent watches (inotify: an entry made, removed, renamed or
+// changed in mode); the first call after a change, or the agent right
+// after it, makes a new view, while a job keeps the view it started in.
+// What a host edit writes into a file in place shows through any view (an
+// overlay reads its lower files' own pages). A project with more
+// directories than maxViewWatches is not watched: each call then gets a
+// view of its own, mounted ahead of it and untouched until it runs (a
+// mount that has looked nothing up caches nothing).
 //
 // Mounting takes CAP_SYS_ADMIN over the mount namespace, which the agent
 // has in a user namespace of its own (agentInNamespaces), nested in the
@@ -87,29 +95,67 @@ func agentInNamespaces(fdArg string) int {
 	return 1
 }
 
-// overlayState is what an agent of the project view holds: where the
-// jail and the layer are, and the work directories of views that ended.
+// maxViewWatches bounds the project directories an agent watches (each
+// watch takes some kernel memory of the user's); past it every call gets a
+// view of its own.
+const maxViewWatches = 50000
+
+// viewEvents are the changes of a project directory that a view may hold
+// stale: entries made, removed or renamed, and a mode or owner changed.
+const viewEvents = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ATTRIB | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW
+
+// overlayState is what an agent of the project view holds: where the jail
+// and the layer are, the view calls enter, the watch of the project, and
+// the work directories of views that ended.
 type overlayState struct {
 	project  string
 	jailPath string   // where commands see the jail
 	siblings string   // the jails' directory, masked but for the jail
 	jail     *os.File // the jail, O_PATH: the write rule of each call's domain
 	filter   []byte   // seccomp: no new namespaces (native ABI only, as the landlock backend's)
+	abi      int
 
-	mu    sync.Mutex
-	seq   uint64
-	owner map[int]string // a thread's view: its work directory
-	dead  []string       // work directories of ended views
+	// inotify is the watch of the project's directories, -1 when it
+	// has too many (every call then gets a view of its own).
+	inotify int
+
+	// onChange is called once the watch saw a change (after a short
+	// quiet time): the agent readies a view and its spares ahead.
+	onChange func()
+
+	mu      sync.Mutex
+	entered map[int]*view // by thread: the view it entered
+	cur     *view         // the view calls enter; nil: none yet
+	gen     uint64
+	stale   bool     // the watch saw a change since cur was made
+	dead    []string // work directories of views that ended
+	seq     uint64
+}
+
+// view is a mount namespace where the project is an overlay: calls enter
+// it (setns) while it is current.
+type view struct {
+	gen   uint64
+	ns    int    // the mount namespace
+	work  string // its work directory in the layer
+	rules int    // the agent's Landlock layer, made inside it
+	// views are the read views of calls made inside it, by key (viewKey),
+	// with the directories each listed; guarded by overlayState.mu.
+	views map[string]viewRules
+	users int    // threads that entered it or will; with released, its end
+	// released: no longer current; it ends when its last thread does.
+	released bool
 }
 
 // newOverlayState readies the project view of project for a jail shown
-// at jailPath in siblings, given by its descriptor, and mounts the
-// caches in the jail.
-func newOverlayState(project, jailPath, siblings string, jail *os.File, caches []CacheMount) (*overlayState, error) {
+// at jailPath in siblings, given by its descriptor, mounts the caches in
+// the jail and starts watching the project.
+func newOverlayState(project, jailPath, siblings string, jail *os.File, caches []CacheMount, abi int) (*overlayState, error) {
 	if project == "" || siblings == "" || !within(jailPath, siblings) || jailPath == siblings {
 		return nil, errors.New("agent: the project view needs the project and the jail inside it")
 	}
-	o := &overlayState{project: project, jailPath: jailPath, siblings: siblings, owner: map[int]string{}}
+	o := &overlayState{project: project, jailPath: jailPath, siblings: siblings, abi: abi, inotify: -1, entered: map[int]*view{}}
 	jfd, err := unix.FcntlInt(jail.Fd(), unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
 		return nil, fmt.Errorf("agent: keep the jail: %w", err)
@@ -123,7 +169,268 @@ func newOverlayState(project, jailPath, siblings string, jail *os.File, caches [
 			return nil, err
 		}
 	}
+	o.watch()
 	return o, nil
+}
+
+// watch watches every directory of the project but the jails', or none
+// when they are more than maxViewWatches; a goroutine then marks the
+// current view stale at the first change, and watches the directories
+// made since.
+func (o *overlayState) watch() {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return
+	}
+	dirs := map[int32]string{}
+	add := func(dir string) bool {
+		return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			if p == o.siblings {
+				return filepath.SkipDir
+			}
+			if len(dirs) >= maxViewWatches {
+				return errors.New("too many directories")
+			}
+			if wd, err := unix.InotifyAddWatch(fd, p, viewEvents); err == nil {
+				dirs[int32(wd)] = p
+			}
+			return nil
+		}) == nil
+	}
+	if !add(o.project) {
+		unix.Close(fd)
+		return
+	}
+	o.inotify = fd
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
+				return
+			}
+			// Stale before the events leave the queue, which a call's
+			// look (changed) reads as a change too.
+			o.mu.Lock()
+			first := !o.stale
+			o.stale = true
+			o.mu.Unlock()
+			if first && o.onChange != nil {
+				time.AfterFunc(viewQuiet, o.onChange)
+			}
+			n, err := unix.Read(fd, buf)
+			if err != nil && err != unix.EAGAIN && err != unix.EINTR {
+				return
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				name := ""
+				if ev.Len > 0 {
+					name = unix.ByteSliceToString(buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)])
+				}
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+				if ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
+					if parent, ok := dirs[ev.Wd]; ok && len(dirs) < maxViewWatches {
+						add(filepath.Join(parent, name))
+					}
+				}
+				if ev.Mask&unix.IN_IGNORED != 0 {
+					delete(dirs, ev.Wd)
+				}
+			}
+		}
+	}()
+}
+
+// viewQuiet is how long after a change of the project the agent readies
+// a new view: an editor's save or a checkout is many changes at once.
+const viewQuiet = 20 * time.Millisecond
+
+// changed reports whether the project may have changed since view v was
+// made: the watch saw a change, or holds one not read yet. Unwatched, v
+// is a view of its own that nothing looked into yet.
+func (o *overlayState) changed(v *view) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.inotify < 0 {
+		return false
+	}
+	if o.stale || o.cur != v {
+		return true
+	}
+	n, err := unix.IoctlGetInt(o.inotify, unix.TIOCINQ)
+	return err != nil || n > 0
+}
+
+// current returns the view a call enters, made now when there is none or
+// the project changed since, with one more user: the caller's thread,
+// which calls leave when it ends. Unwatched, each call gets a new one.
+func (o *overlayState) current() (*view, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.inotify >= 0 && o.cur != nil && !o.stale {
+		if n, err := unix.IoctlGetInt(o.inotify, unix.TIOCINQ); err == nil && n == 0 {
+			o.cur.users++
+			return o.cur, nil
+		}
+	}
+	// Stale from here on: what the watch sees next is after this view.
+	o.stale = false
+	v, err := o.makeView()
+	if err != nil {
+		return nil, err
+	}
+	if old := o.cur; old != nil {
+		old.released = true
+		o.endIfUnused(old)
+	}
+	o.cur = v
+	if o.inotify < 0 {
+		// A view per call: nobody else enters it.
+		o.cur = nil
+		v.released = true
+	}
+	v.users++
+	return v, nil
+}
+
+// leave ends the calling thread's use of v.
+func (o *overlayState) leave(v *view) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	v.users--
+	o.endIfUnused(v)
+}
+
+// endIfUnused closes v's descriptors once it is released and unused: its
+// mounts go when the last process in it does, its work directory after
+// them (reap). Callers hold mu.
+func (o *overlayState) endIfUnused(v *view) {
+	if !v.released || v.users > 0 || v.ns < 0 {
+		return
+	}
+	unix.Close(v.ns)
+	unix.Close(v.rules)
+	for _, r := range v.views {
+		unix.Close(r.fd)
+	}
+	v.ns, v.rules, v.views = -1, -1, nil
+	o.dead = append(o.dead, v.work)
+}
+
+// viewRules is a read view's ruleset and the directories it listed.
+type viewRules struct {
+	fd     int
+	stamps []dirStamp
+}
+
+// makeView makes a view on a thread of its own, which ends once the view
+// is made (the namespace lives on by its descriptor). Callers hold mu.
+func (o *overlayState) makeView() (*view, error) {
+	o.gen++
+	o.seq++
+	v := &view{gen: o.gen, ns: -1, rules: -1, views: map[string]viewRules{}, work: fmt.Sprintf("work/%d-%d", os.Getpid(), o.seq)}
+	done := make(chan error, 1)
+	FreshThread(func() {
+		err := o.mountView(v.work)
+		if err == nil {
+			v.ns, err = unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		}
+		if err == nil {
+			// The agent's layer names the view's own project root.
+			v.rules, err = fsRuleset(o.abi, o.jail, true, 0, append(slices.Clone(bwrapPrivate), o.project)...)
+		}
+		done <- err
+	})
+	if err := <-done; err != nil {
+		if v.ns >= 0 {
+			unix.Close(v.ns)
+		}
+		o.dead = append(o.dead, v.work)
+		return nil, err
+	}
+	return v, nil
+}
+
+// enterView enters the calling thread, locked and never to run anything
+// else after its call, into the current view and the call's domain: with
+// every capability dropped, the agent's Landlock layer (the jail, the
+// sandbox's own directories and the view writable), the read view of a
+// call that shows extra, and the filter that denies new namespaces. It
+// returns the view, which the thread leaves when it ends (threadEnd), and
+// the directories the read view listed.
+func (a *agent) enterView(extra []string) (*view, []dirStamp, error) {
+	v, err := a.ov.current()
+	if err != nil {
+		return nil, nil, err
+	}
+	a.ov.mu.Lock()
+	a.ov.entered[unix.Gettid()] = v
+	a.ov.mu.Unlock()
+	// A mount namespace is entered by a thread that shares no file
+	// system attributes (the Go runtime's threads share them).
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return nil, nil, fmt.Errorf("overlay: a thread of its own: %w", err)
+	}
+	if err := unix.Setns(v.ns, unix.CLONE_NEWNS); err != nil {
+		return nil, nil, fmt.Errorf("overlay: enter the view: %w", err)
+	}
+	if err := dropCapabilitiesThread(); err != nil {
+		return nil, nil, err
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return nil, nil, fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := ll.LandlockRestrictSelf(v.rules, 0); err != nil {
+		return nil, nil, fmt.Errorf("landlock restrict: %w", err)
+	}
+	// The read view names the view's own entries: made in it, kept for
+	// the next call of the same view that fits it.
+	key := viewKey(extra)
+	a.ov.mu.Lock()
+	r, ok := v.views[key]
+	a.ov.mu.Unlock()
+	if !ok || !fresh(r.stamps) {
+		fd, stamps, err := viewRuleset(*a.view, extra)
+		if err != nil {
+			return nil, nil, err
+		}
+		r = viewRules{fd: fd, stamps: stamps}
+		a.ov.mu.Lock()
+		if old, had := v.views[key]; had && v.views != nil {
+			unix.Close(old.fd)
+		}
+		if v.views != nil {
+			v.views[key] = r
+		}
+		a.ov.mu.Unlock()
+	}
+	if err := ll.LandlockRestrictSelf(r.fd, 0); err != nil {
+		return nil, nil, fmt.Errorf("landlock restrict: %w", err)
+	}
+	stamps := r.stamps
+	if err := loadSeccompThread(a.ov.filter); err != nil {
+		return nil, nil, err
+	}
+	return v, stamps, nil
+}
+
+// threadEnd is deferred by every thread that may run a call: it leaves
+// the view it entered.
+func (a *agent) threadEnd() {
+	if a.ov == nil {
+		return
+	}
+	a.ov.mu.Lock()
+	v := a.ov.entered[unix.Gettid()]
+	delete(a.ov.entered, unix.Gettid())
+	a.ov.mu.Unlock()
+	if v != nil {
+		a.ov.leave(v)
+	}
 }
 
 // layerPath is the path of rel in the layer, where bubblewrap bound it.
@@ -173,12 +480,12 @@ func (o *overlayState) mountCache(c CacheMount) error {
 	return nil
 }
 
-// enter gives the calling thread, locked and never to run anything else
-// after its call, a mount namespace of its own where the project is the
-// overlay of a fresh mount, the jails' directory an empty read-only tmpfs
-// but for the jail (and git's ignore file), and the staged jail and layer
-// hidden.
-func (o *overlayState) enter() error {
+// mountView gives the calling thread, locked and never to run anything
+// else, a mount namespace of its own where the project is the overlay of
+// a fresh mount with work directory work, the jails' directory an empty
+// read-only tmpfs but for the jail (and git's ignore file), and the staged
+// jail and layer hidden.
+func (o *overlayState) mountView(name string) error {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("overlay: a mount namespace for the call: %w", err)
 	}
@@ -196,11 +503,6 @@ func (o *overlayState) enter() error {
 		ignore = fd
 		defer unix.Close(ignore)
 	}
-	o.mu.Lock()
-	o.seq++
-	name := fmt.Sprintf("work/%d-%d", os.Getpid(), o.seq)
-	o.owner[unix.Gettid()] = name
-	o.mu.Unlock()
 	if err := os.Mkdir(layerPath(name), 0o700); err != nil {
 		return fmt.Errorf("overlay: a work directory: %w", err)
 	}
@@ -242,18 +544,6 @@ func (o *overlayState) enter() error {
 	return nil
 }
 
-// ended notes that the calling thread, which entered a view, is ending:
-// its work directory goes once the kernel has let go of the mount.
-func (o *overlayState) ended() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	tid := unix.Gettid()
-	if name, ok := o.owner[tid]; ok {
-		delete(o.owner, tid)
-		o.dead = append(o.dead, name)
-	}
-}
-
 // reap removes the work directories of ended views that the kernel let
 // go of; the others wait for the next reap.
 func (o *overlayState) reap() {
@@ -281,42 +571,26 @@ func removeWork(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// enterView mounts the calling thread's project view (overlayState.enter)
-// and enters the call's domain: with every capability dropped, the
-// agent's layer (the jail, the sandbox's own directories and the view
-// writable), the read view of a call that shows extra, and the filter
-// that denies new namespaces. It returns the directories the view listed.
-func (a *agent) enterView(extra []string) ([]dirStamp, error) {
-	if err := a.ov.enter(); err != nil {
-		return nil, err
-	}
-	if err := dropCapabilitiesThread(); err != nil {
-		return nil, err
-	}
-	fd, err := fsRuleset(a.abi, a.ov.jail, true, 0, append(slices.Clone(bwrapPrivate), a.ov.project)...)
-	if err == nil {
-		err = restrictThread(fd)
-	}
+// renewView readies a view after a change of the project, and spares in
+// it: the armed spares of the old one end (the server places no spare of
+// this agent; a placed agent's calls enter the new view on their own).
+func (a *agent) renewView() {
+	v, err := a.ov.current()
 	if err != nil {
-		return nil, err
+		return
 	}
-	vfd, stamps, err := viewRuleset(*a.view, extra)
-	if err == nil {
-		err = restrictThread(vfd)
+	a.ov.leave(v)
+	a.mu.Lock()
+	if a.placed {
+		a.mu.Unlock()
+		return
 	}
-	if err != nil {
-		return nil, err
+	for id, sp := range a.spares {
+		if sp.armed {
+			delete(a.spares, id)
+			close(sp.run)
+		}
 	}
-	if err := loadSeccompThread(a.ov.filter); err != nil {
-		return nil, err
-	}
-	return stamps, nil
-}
-
-// threadEnd is deferred by every thread that may run a call: a view it
-// mounted goes with it.
-func (a *agent) threadEnd() {
-	if a.ov != nil {
-		a.ov.ended()
-	}
+	a.mu.Unlock()
+	a.refill()
 }
