@@ -143,7 +143,7 @@ type view struct {
 	// views are the read views of calls made inside it, by key (viewKey),
 	// with the directories each listed; guarded by overlayState.mu.
 	views map[string]viewRules
-	users int    // threads that entered it or will; with released, its end
+	users int // threads that entered it or will; with released, its end
 	// released: no longer current; it ends when its last thread does.
 	released bool
 }
