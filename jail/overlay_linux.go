@@ -73,13 +73,14 @@ func agentInNamespaces(fdArg string) int {
 			Cloneflags:  unix.CLONE_NEWUSER | unix.CLONE_NEWNS,
 			UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
 			GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
-			// To mount; to empty the bounding set of each call's thread
+			// To mount and enter views (setns takes SYS_CHROOT too); to
+			// empty the bounding set of each call's thread
 			// (dropCapabilitiesThread); and as the overlay's mounter,
 			// whose credentials it works with in its work directory
 			// (which it makes with no permission bits) and the upper
 			// layer. In this namespace only the user's own files are
 			// mapped: none of these reaches further than they do.
-			AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER},
+			AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER},
 			Pdeathsig:   syscall.SIGKILL,
 		},
 	}

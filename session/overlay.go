@@ -126,3 +126,40 @@ func envMap(environ []string) map[string]string {
 	}
 	return m
 }
+
+// cleanViews removes the work directories of the views of the session's
+// stopped agents (the kernel makes their own work/ with no permission
+// bits, which no plain removal of the jail would get through); the layer
+// stays.
+func (s *Session) cleanViews() {
+	if !s.m.cfg.Overlay {
+		return
+	}
+	empty := func(dir string, match func(name string) bool) {
+		r, err := s.root.OpenRoot(dir)
+		if err != nil {
+			return
+		}
+		defer r.Close()
+		f, err := r.Open(".")
+		if err != nil {
+			return
+		}
+		names, _ := f.Readdirnames(-1)
+		f.Close()
+		for _, n := range names {
+			if !match(n) {
+				continue
+			}
+			if sub, err := r.OpenRoot(n); err == nil {
+				emptyRoot(sub)
+				sub.Close()
+			}
+			r.Remove(n)
+		}
+	}
+	empty(layerDir+"/work", func(string) bool { return true })
+	for _, c := range s.m.caches {
+		empty(layerDir+"/caches/"+c.name, func(n string) bool { return strings.HasPrefix(n, "work-") })
+	}
+}

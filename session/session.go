@@ -86,6 +86,7 @@ func (s *Session) Close() error {
 	s.resetMu.Lock()
 	defer s.resetMu.Unlock()
 	s.stopAgents()
+	s.cleanViews()
 	if err := s.unplaceCredentials(); err != nil {
 		s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)
 	}
