@@ -1,0 +1,129 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+)
+
+// The real work of issue 29's table, each through the real server over
+// stdio with --overlay, in a fixture project: it must pass, and the host
+// project must be unchanged afterwards. The registries are those CI
+// reaches (npm's, the Go module proxy); pytest is Debian's (.ci/run
+// installs it).
+
+// workFixture is one row: the project's files, what runs, and what its
+// output must hold.
+type workFixture struct {
+	name    string
+	files   map[string]string
+	setup   string // run on the host first (git history, a lock file)
+	command string
+	want    []string
+	needs   []string // host programs the command needs
+}
+
+var workFixtures = []workFixture{
+	{
+		name: "npm-ci",
+		files: map[string]string{
+			"package.json": `{"name":"fx","version":"1.0.0","private":true,"scripts":{"test":"node test.js"},"dependencies":{"is-number":"7.0.0"}}` + "\n",
+			"test.js":      "const isNumber = require('is-number');\nif (!isNumber(5) || isNumber('x')) process.exit(1);\nconsole.log('npm test ok');\n",
+		},
+		setup:   "npm install --package-lock-only --no-audit --no-fund >/dev/null",
+		command: "npm ci --no-audit --no-fund && npm test",
+		want:    []string{"npm test ok"},
+		needs:   []string{"npm"},
+	},
+	{
+		name: "configure-make",
+		files: map[string]string{
+			"configure": "#!/bin/sh\nexec 5>config.log\necho 'checking for a C compiler' >&5\nprintf 'int main(void){return 0;}\\n' > conftest.c\n" +
+				"${CC:-cc} -o conftest conftest.c >&5 2>&1 || { echo 'error: no C compiler' >&2; exit 1; }\nrm -f conftest conftest.c\n" +
+				"echo '#define GREETING \"hello\"' > config.h\necho \"CC = ${CC:-cc}\" > config.mk\necho configured\n",
+			"Makefile": "include config.mk\nall: hello\ngreet.o: greet.c config.h\n\t$(CC) -c -o $@ greet.c\nlibgreet.a: greet.o\n\tar rcs $@ greet.o\n" +
+				"hello: main.c libgreet.a\n\t$(CC) -o $@ main.c libgreet.a\ntest: hello\n\t./hello | grep -q hello && echo 'make test ok'\n.PHONY: all test\n",
+			"greet.c": "#include \"config.h\"\nconst char *greeting(void) { return GREETING; }\n",
+			"main.c":  "#include <stdio.h>\nconst char *greeting(void);\nint main(void) { puts(greeting()); return 0; }\n",
+		},
+		setup:   "chmod +x configure",
+		command: "./configure && make && make test",
+		want:    []string{"configured", "make test ok"},
+		needs:   []string{"cc", "make", "ar"},
+	},
+	{
+		name: "pytest-filterwarnings-error",
+		files: map[string]string{
+			"pytest.ini":   "[pytest]\nfilterwarnings =\n    error\n",
+			"calc.py":      "def add(a, b):\n    return a + b\n",
+			"test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+		},
+		command: "pytest-3 -q",
+		want:    []string{"1 passed"},
+		needs:   []string{"pytest-3"},
+	},
+	{
+		name:  "git-stash-switch-commit",
+		files: map[string]string{"f.txt": "one\n"},
+		setup: "git init -q && git config user.email t@example.com && git config user.name t && git add f.txt && git commit -qm one && echo two >> f.txt",
+		command: "git stash && cat f.txt && git stash pop && git switch -c feature && git commit -qam two && " +
+			"git log --format=%s && git status --short && echo clean",
+		want:  []string{"one\n", "Switched to a new branch 'feature'", "two\none\nclean"},
+		needs: []string{"git"},
+	},
+	{
+		name: "go-get-tidy-generate-gofmt",
+		files: map[string]string{
+			"go.mod":      "module example.com/fx\n\ngo 1.22\n",
+			"main.go":     "package main\n\n//go:generate go run ./gen\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/google/uuid\"\n)\n\nfunc main() {\n\tfmt.Println(  uuid.NewString() != \"\", Generated   )\n}\n",
+			"gen/main.go": "package main\n\nimport \"os\"\n\nfunc main() {\n\tos.WriteFile(\"generated.go\", []byte(\"package main\\n\\nconst Generated = true\\n\"), 0o644)\n}\n",
+		},
+		command: "go get github.com/google/uuid@v1.6.0 && go mod tidy && grep -q google/uuid go.mod && go generate ./... && " +
+			"gofmt -l main.go && gofmt -w main.go gen && test -z \"$(gofmt -l main.go gen generated.go)\" && go run .",
+		want:  []string{"main.go\n", "true true"},
+		needs: []string{"go", "gofmt"},
+	},
+}
+
+// TestOverlayRealWork runs each fixture of workFixtures in the view.
+func TestOverlayRealWork(t *testing.T) {
+	for _, fx := range workFixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			for _, p := range fx.needs {
+				if _, err := exec.LookPath(p); err != nil {
+					t.Fatalf("%s is not installed here (.ci/run installs what the tests need): %v", p, err)
+				}
+			}
+			project := testkit.NewProject(t)
+			writeFiles(t, project, fx.files)
+			if fx.setup != "" {
+				cmd := exec.Command("sh", "-c", fx.setup)
+				cmd.Dir = project
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("setup: %v\n%s", err, out)
+				}
+			}
+			before := projectTree(t, project)
+			ts := startOverlay(t, project, "--timeout", "5m", "--max-output", "1048576")
+			res, raw := ts.Exec(map[string]any{"command": fx.command, "timeout_ms": (5 * time.Minute).Milliseconds()})
+			out := res.Stdout + res.Stderr
+			if res.ExitCode != 0 {
+				t.Fatalf("%s: %s", fx.command, testkit.ResultText(raw))
+			}
+			for _, w := range fx.want {
+				if !strings.Contains(out, w) {
+					t.Fatalf("%s: no %q in\n%s", fx.command, w, out)
+				}
+			}
+			sameTree(t, project, before)
+			if _, err := os.Stat(filepath.Join(project, ".agent-home")); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
