@@ -116,6 +116,9 @@ type overlayState struct {
 	jail     *os.File // the jail, O_PATH: the write rule of each call's domain
 	filter   []byte   // seccomp: no new namespaces (native ABI only, as the landlock backend's)
 	abi      int
+	// writable are the caches shown at their host paths, writable in
+	// each view (their layers are the session's).
+	writable []string
 
 	// inotify is the watch of the project's directories, -1 when it
 	// has too many (every call then gets a view of its own).
@@ -168,6 +171,9 @@ func newOverlayState(project, jailPath, siblings string, jail *os.File, caches [
 	for _, c := range caches {
 		if err := o.mountCache(c); err != nil {
 			return nil, err
+		}
+		if c.Target == c.Lower {
+			o.writable = append(o.writable, c.Target)
 		}
 	}
 	o.watch()
@@ -342,7 +348,8 @@ func (o *overlayState) makeView() (*view, error) {
 		}
 		if err == nil {
 			// The agent's layer names the view's own project root.
-			v.rules, err = fsRuleset(o.abi, o.jail, true, 0, append(slices.Clone(bwrapPrivate), o.project)...)
+			private := append(slices.Clone(bwrapPrivate), o.project)
+			v.rules, err = fsRuleset(o.abi, o.jail, true, 0, append(private, o.writable...)...)
 		}
 		done <- err
 	})
@@ -458,8 +465,8 @@ func (o *overlayState) mountCache(c CacheMount) error {
 	if fi, err := os.Stat(c.Lower); err != nil || !fi.IsDir() {
 		return nil
 	}
-	if !within(c.Target, StagedJail) || c.Target == StagedJail || strings.ContainsAny(c.Name, "/.") {
-		return fmt.Errorf("agent: cache %s: not in the jail", c.Name)
+	if !(within(c.Target, StagedJail) && c.Target != StagedJail || c.Target == c.Lower) || strings.ContainsAny(c.Name, "/.") {
+		return fmt.Errorf("agent: cache %s: neither in the jail nor at its own place", c.Name)
 	}
 	base := "caches/" + c.Name
 	// One work directory per agent: two mounts must never share one.

@@ -140,10 +140,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
-	m.hostEnv = sync.OnceValue(func() map[string]string { return hostEnv(cfg.Environ, cfg.PassEnv) })
 	if cfg.Overlay {
-		m.caches = hostCaches(envMap(cfg.Environ), cfg.Home)
+		m.caches = hostCaches(envMap(cfg.Environ), cfg.Home, cfg.Project)
 	}
+	m.hostEnv = sync.OnceValue(func() map[string]string { return viewEnv(hostEnv(cfg.Environ, cfg.PassEnv), m.caches) })
 	if cfg.MaxDisk > 0 || cfg.MaxFiles > 0 {
 		m.uw = newUsageWatch(log)
 	}

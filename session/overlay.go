@@ -30,13 +30,19 @@ type hostCache struct {
 	name   string
 	lower  string // the host's, absolute
 	target string // in the jail, relative: where its tools look by default
+	// env, when set, is the variable that points the jail's tools at the
+	// host's own path instead, where the view shows the cache: Go's
+	// module cache, whose path is in every build cache key of a package
+	// in it (the host's builds of them are hits then), and which then
+	// lies outside the project (gofmt -w . does not walk it).
+	env string
 }
 
 // hostCaches are the host caches of the server's environment env and
 // home that exist: Go's modules and builds, npm's, pip's and cargo's
 // registry, at the places the jail's tools use by default (HOME is the
 // jail, GOPATH its go, XDG_CACHE_HOME its .cache).
-func hostCaches(env map[string]string, home string) []hostCache {
+func hostCaches(env map[string]string, home, project string) []hostCache {
 	get := func(k string) string { return env[k] }
 	or := func(v, def string) string {
 		if v != "" && filepath.IsAbs(v) {
@@ -50,11 +56,11 @@ func hostCaches(env map[string]string, home string) []hostCache {
 	}
 	xdgCache := or(get("XDG_CACHE_HOME"), filepath.Join(home, ".cache"))
 	all := []hostCache{
-		{"go-mod", or(get("GOMODCACHE"), filepath.Join(gopath, "pkg", "mod")), "go/pkg/mod"},
-		{"go-build", or(get("GOCACHE"), filepath.Join(xdgCache, "go-build")), ".cache/go-build"},
-		{"npm", or(get("npm_config_cache"), filepath.Join(home, ".npm")), ".npm"},
-		{"pip", or(get("PIP_CACHE_DIR"), filepath.Join(xdgCache, "pip")), ".cache/pip"},
-		{"cargo-registry", filepath.Join(or(get("CARGO_HOME"), filepath.Join(home, ".cargo")), "registry"), ".cargo/registry"},
+		{"go-mod", or(get("GOMODCACHE"), filepath.Join(gopath, "pkg", "mod")), "", "GOMODCACHE"},
+		{"go-build", or(get("GOCACHE"), filepath.Join(xdgCache, "go-build")), ".cache/go-build", ""},
+		{"npm", or(get("npm_config_cache"), filepath.Join(home, ".npm")), ".npm", ""},
+		{"pip", or(get("PIP_CACHE_DIR"), filepath.Join(xdgCache, "pip")), ".cache/pip", ""},
+		{"cargo-registry", filepath.Join(or(get("CARGO_HOME"), filepath.Join(home, ".cargo")), "registry"), ".cargo/registry", ""},
 	}
 	var out []hostCache
 	for _, c := range all {
@@ -66,6 +72,9 @@ func hostCaches(env map[string]string, home string) []hostCache {
 			continue
 		}
 		c.lower = r
+		if c.env != "" && (within(r, project) || within(project, r)) {
+			continue // shown over the project, or the project in it
+		}
 		out = append(out, c)
 	}
 	return out
@@ -79,7 +88,9 @@ func (m *Manager) layerSkeleton() []string {
 	}
 	dirs := []string{LayerUpper, layerDir + "/work", layerDir + "/caches"}
 	for _, c := range m.caches {
-		dirs = append(dirs, c.target)
+		if c.env == "" {
+			dirs = append(dirs, c.target)
+		}
 	}
 	return dirs
 }
@@ -109,7 +120,11 @@ func (s *Session) viewFiles(spec *jail.Spec, opened *[]*os.File) error {
 	}
 	ov := &jail.Overlay{Layer: lf}
 	for _, c := range s.m.caches {
-		ov.Caches = append(ov.Caches, jail.CacheMount{Name: c.name, Lower: c.lower, Target: filepath.Join(s.Path, c.target)})
+		target := c.lower
+		if c.env == "" {
+			target = filepath.Join(s.Path, c.target)
+		}
+		ov.Caches = append(ov.Caches, jail.CacheMount{Name: c.name, Lower: c.lower, Target: target})
 	}
 	spec.Overlay = ov
 	spec.Hide = append(spec.Hide, filepath.Join(s.Path, layerDir))
@@ -162,4 +177,16 @@ func (s *Session) cleanViews() {
 	for _, c := range s.m.caches {
 		empty(layerDir+"/caches/"+c.name, func(n string) bool { return strings.HasPrefix(n, "work-") })
 	}
+}
+
+// viewEnv adds to env, the host's part of every call's environment, the
+// variables that point the jail's tools at caches shown at the host's
+// paths.
+func viewEnv(env map[string]string, caches []hostCache) map[string]string {
+	for _, c := range caches {
+		if c.env != "" {
+			env[c.env] = c.lower
+		}
+	}
+	return env
 }

@@ -2,6 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,4 +46,63 @@ func BenchmarkOverlay(b *testing.B) {
 		b.ReportMetric(float64(tp.Microseconds())/float64(b.N)/1000, "plain-ms")
 		b.ReportMetric(float64(tv)/float64(tp), "x-plain")
 	})
+	b.Run("go-test-first", goTestFirst)
+}
+
+// goTestModule is a module with a few dependencies (the server's own, so
+// that a machine that built the server has them), a package and a test.
+var goTestModule = map[string]string{
+	"go.mod": "module example.com/warm\n\ngo 1.22\n",
+	"warm.go": "package warm\n\nimport (\n\t\"log/slog\"\n\t\"os\"\n\n\t\"github.com/google/uuid\"\n\t\"github.com/lmittmann/tint\"\n\t\"golang.org/x/sys/unix\"\n)\n\n" +
+		"// ID is a new id, logged.\nfunc ID() string {\n\tid := uuid.NewString()\n\tslog.New(tint.NewHandler(os.Stderr, nil)).Info(\"id\", \"id\", id, \"pid\", unix.Getpid())\n\treturn id\n}\n",
+	"warm_test.go": "package warm\n\nimport \"testing\"\n\nfunc TestID(t *testing.T) {\n\tif len(ID()) != 36 {\n\t\tt.Fatal(\"not a uuid\")\n\t}\n}\n",
+}
+
+// goTestFirst times the first go test -count=1 ./... of a fresh session
+// with --overlay (the host's Go caches shown copy-on-write) against the
+// host's own, one after the other (x-host: the ratio of their sums).
+func goTestFirst(b *testing.B) {
+	bw := testkit.Backends()[0]
+	bin := productBinary(b)
+	project := testkit.NewProject(b)
+	for name, body := range goTestModule {
+		if err := os.WriteFile(filepath.Join(project, name), []byte(body), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	host := func(args ...string) {
+		cmd := exec.Command("go", args...)
+		cmd.Dir = project
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+	}
+	host("mod", "tidy")
+	host("test", "-count=1", "./...") // the host's caches warm
+	caches, err := exec.Command("go", "env", "GOMODCACHE", "GOCACHE").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := strings.Fields(string(caches))
+	env := testkit.ServerEnv("GOMODCACHE="+lines[0], "GOCACHE="+lines[1])
+	args := map[string]any{"command": "go test -count=1 ./...", "timeout_ms": 600000}
+	var tj, th time.Duration
+	b.StopTimer()
+	for i := 0; i < b.N; i++ {
+		ts := startBinary(b, bw, bin, project, env, "--overlay", "on", "--session", fmt.Sprintf("go-test-first-%d", i), "--timeout", "10m")
+		b.StartTimer()
+		t0 := time.Now()
+		res, raw := ts.Exec(args)
+		tj += time.Since(t0)
+		b.StopTimer()
+		if res.ExitCode != 0 {
+			b.Fatalf("go test in a fresh session: %s", testkit.ResultText(raw))
+		}
+		ts.Client.Close()
+		t0 = time.Now()
+		host("test", "-count=1", "./...")
+		th += time.Since(t0)
+	}
+	b.ReportMetric(float64(th.Milliseconds())/float64(b.N), "host-ms")
+	b.ReportMetric(float64(tj)/float64(th), "x-host")
 }
