@@ -1,0 +1,15 @@
+//go:build !linux && !darwin
+
+package layer
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+)
+
+// Compute needs the no-follow calls of Linux or macOS.
+func Compute(upper, project string, opt Options) (*Diff, error) {
+	return nil, fmt.Errorf("comparing the upper layer on %s: %w", runtime.GOOS, errors.ErrUnsupported)
+}
+
