@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -423,5 +424,64 @@ func TestTooDeep(t *testing.T) {
 	}
 	if _, err := Apply(up, project, []string{"."}, false); err == nil {
 		t.Error("Apply of a chain too deep went ahead")
+	}
+}
+
+// TestSwappingLayer has a command swap a file of the layer, as fast as it
+// can, between itself, a link to a host file and a directory holding
+// such a link, while Compute and Apply run: neither may read the host
+// file through the layer nor write through the link.
+func TestSwappingLayer(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("HOST SECRET\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up, project := setup(t, []node{file("a.txt", "host\n")}, []node{file("a.txt", "view\n")})
+	a := filepath.Join(up, "a.txt")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tmp := filepath.Join(up, ".tmp")
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			os.RemoveAll(tmp)
+			switch i % 3 {
+			case 0:
+				os.WriteFile(tmp, []byte("view\n"), 0o644)
+			case 1:
+				os.Symlink(secret, tmp)
+			case 2:
+				os.Mkdir(tmp, 0o755)
+				os.Symlink(secret, filepath.Join(tmp, "x"))
+			}
+			os.RemoveAll(a)
+			os.Rename(tmp, a)
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for n := 0; time.Now().Before(deadline); n++ {
+		d, err := Compute(up, project, Options{Patch: true, All: true})
+		if err == nil && strings.Contains(string(d.Patch), "SECRET") {
+			t.Fatalf("Compute read the host file through the layer:\n%s", d.Patch)
+		}
+		if _, err := Apply(up, project, []string{"."}, n%2 == 0); err != nil {
+			t.Logf("apply: %v", err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(project, "a.txt")); strings.Contains(string(got), "SECRET") {
+			t.Fatalf("Apply copied the host file: %q", got)
+		}
+	}
+	close(stop)
+	<-done
+	if got, _ := os.ReadFile(secret); string(got) != "HOST SECRET\n" {
+		t.Errorf("the host file holds %q", got)
+	}
+	if fi, err := os.Lstat(filepath.Join(project, "a.txt")); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		t.Errorf("the project's a.txt is a %v", fi.Mode())
 	}
 }

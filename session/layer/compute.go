@@ -119,7 +119,7 @@ func (w *walker) dir(u, l dirRef, rel string, depth int, hidden bool, hiddenBorn
 		return fmt.Errorf("walking the upper layer at %s: more than %d directories deep", shown(rel), maxDepth)
 	}
 	un, err := names(u.f)
-	if err != nil {
+	if err != nil && !swapped(err) {
 		return fmt.Errorf("reading the upper layer at %s: %w", shownDir(rel), err)
 	}
 	var ln []string
@@ -165,7 +165,7 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 	w.at(depth, name)
 	ust, ok, err := lstat(u.fd, name)
 	if err != nil {
-		return fmt.Errorf("looking at the upper layer's %s: %w", shown(p), err)
+		return upperErr("looking at the upper layer's", p, err)
 	}
 	if !ok {
 		return nil // gone since the listing
@@ -187,7 +187,7 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 			// born at the mount's first deletion: no later than this
 			// one, so that a host change in between is a conflict too.
 			if b, err = born(u.fd, name); err != nil {
-				return fmt.Errorf("looking at the upper layer's %s: %w", shown(p), err)
+				return upperErr("looking at the upper layer's", p, err)
 			}
 		}
 		return w.deleted(l, rel, name, depth, &lst, upWhiteout, b, ignored)
@@ -214,7 +214,7 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 	var target string
 	if vk == "symlink" {
 		if target, err = readLink(u.fd, name); err != nil {
-			return fmt.Errorf("reading the upper layer's link %s: %w", shown(p), err)
+			return upperErr("reading the upper layer's link", p, err)
 		}
 		e.Target = shown(target)
 	}
@@ -248,7 +248,7 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 		}
 		if w.apply {
 			if e.born, err = born(u.fd, name); err != nil {
-				return fmt.Errorf("looking at the upper layer's %s: %w", shown(p), err)
+				return upperErr("looking at the upper layer's", p, err)
 			}
 		}
 		w.emit(&e)
@@ -275,7 +275,7 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 			hidden = true
 			if w.apply {
 				if hiddenBorn, err = born(u.fd, name); err != nil {
-					return fmt.Errorf("looking at the upper layer's %s: %w", shown(p), err)
+					return upperErr("looking at the upper layer's", p, err)
 				}
 			}
 		}
@@ -311,7 +311,7 @@ func (w *walker) added(u dirRef, rel, name string, depth int, st *unix.Stat_t, i
 	case "symlink":
 		target, err := readLink(u.fd, name)
 		if err != nil {
-			return fmt.Errorf("reading the upper layer's link %s: %w", shown(p), err)
+			return upperErr("reading the upper layer's link", p, err)
 		}
 		e.Target = shown(target)
 	}
@@ -406,11 +406,29 @@ func (w *walker) openUpperDir(u dirRef, p, name string) (dirRef, error) {
 	switch {
 	case err == nil:
 		return dirRef{f, fd}, nil
-	case errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR):
+	case swapped(err):
 		return dirRef{}, nil
 	default:
 		return dirRef{}, fmt.Errorf("opening the upper layer's %s: %w", shown(p), err)
 	}
+}
+
+// upperErr is the walk's answer to an error of the upper layer at p:
+// an entry the command removed or swapped since it was listed is left
+// out (the walk is no snapshot of a layer being written, and Apply looks
+// again), anything else fails it.
+func upperErr(doing, p string, err error) error {
+	if swapped(err) {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", doing, shown(p), err)
+}
+
+// swapped reports whether err is what a call on an entry gets when the
+// entry went or changed type since it was looked at.
+func swapped(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) ||
+		errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EINVAL)
 }
 
 func openHostDir(l dirRef, p, name string) (dirRef, error) {
