@@ -237,14 +237,15 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 		}
 	}
 	if change {
-		e.Change.Change = modified
-		if vk != hk {
+		switch {
+		case vk != hk:
 			e.Change.Change = typeChanged
-		}
-		if vk != hk {
 			e.Mode = newMode(&ust)
-		} else if vk != "symlink" && perm(&ust) != perm(&lst) {
+		case vk != "symlink" && perm(&ust) != perm(&lst):
+			e.Change.Change = modified
 			e.Mode = fmt.Sprintf("%04o", perm(&ust))
+		default:
+			e.Change.Change = modified
 		}
 		if w.apply {
 			if e.born, err = born(u.fd, name); err != nil {

@@ -2,12 +2,12 @@ package layer
 
 import "golang.org/x/sys/unix"
 
-// born is when (in nanoseconds since the epoch) the upper entry name of the directory dirfd was made, the
-// moment the view's copy of the host entry was taken: its birth time
-// (statx STATX_BTIME). A file system that keeps none gives the entry's
-// change time instead, no earlier than its birth (a write to the copy
-// moves it on): a host change between the two is then not seen as a
-// conflict.
+// born is when the upper entry name of the directory dirfd was made (in
+// nanoseconds since the epoch), the moment the view's copy of the host
+// entry was taken: its birth time (statx STATX_BTIME). A file system that
+// keeps none gives the entry's change time instead, no earlier than its
+// birth (a write to the copy moves it on): a host change between the two
+// is then not seen as a conflict.
 func born(dirfd int, name string) (int64, error) {
 	var sx unix.Statx_t
 	err := unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, unix.STATX_BTIME|unix.STATX_CTIME, &sx)
