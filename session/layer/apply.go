@@ -38,6 +38,13 @@ import (
 // half-written file, and nothing of the host is touched until every file
 // is staged. On an error once writing began, Applied lists what was
 // written.
+//
+// The upper layer must not be mounted while Apply runs: overlayfs keeps
+// using the upper entries it looked up, so that a command's write to a
+// file dropped under a live mount goes to an unlinked inode and is lost,
+// and a dropped opaque directory turns into one that takes no entry (seen
+// on Linux 6.18). The caller applies between commands, with the view
+// unmounted.
 func Apply(upper, project string, paths []string, dryRun bool) (*Applied, error) {
 	w := &walker{apply: true}
 	if err := w.run(upper, project); err != nil {

@@ -106,6 +106,13 @@ func TestApply(t *testing.T) {
 		remaining: []string{},
 		hostGone:  []string{"build"},
 	}, {
+		name:      "an odd but harmless name, by its listed form",
+		upper:     []node{file("no\u00a0break", "nb")},
+		paths:     []string{`"no\u00a0break"`},
+		applied:   []string{`added file "no\u00a0break"`},
+		remaining: []string{},
+		hostFiles: map[string]string{"no\u00a0break": "nb"},
+	}, {
 		name:      "a read-only new directory",
 		upper:     []node{{"ro", 'd', "", 0o555}, file("ro/f", "f")},
 		paths:     []string{"ro"},
