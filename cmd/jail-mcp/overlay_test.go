@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,10 +24,19 @@ func startOverlay(t *testing.T, project string, args ...string) *testkit.Server 
 // command's reads set atimes).
 func projectTree(t *testing.T, project string) map[string]string {
 	t.Helper()
-	snap := testkit.Snapshot([]string{project}, map[string]bool{filepath.Join(project, ".agent-home"): true})
+	return treeOf(project, filepath.Join(project, ".agent-home"))
+}
+
+// treeOf is projectTree of root, but for the paths skipped.
+func treeOf(root string, skip ...string) map[string]string {
+	opaque := map[string]bool{}
+	for _, s := range skip {
+		opaque[s] = true
+	}
+	snap := testkit.Snapshot([]string{root}, opaque)
 	tree := map[string]string{}
 	for p, n := range snap {
-		if p == project || p == filepath.Join(project, ".agent-home") {
+		if p == root || opaque[p] {
 			continue
 		}
 		size := n.Size
@@ -41,7 +51,13 @@ func projectTree(t *testing.T, project string) map[string]string {
 // sameTree fails t when the project's tree differs from before.
 func sameTree(t *testing.T, project string, before map[string]string) {
 	t.Helper()
-	after := projectTree(t, project)
+	if diff := treeDiff(before, projectTree(t, project)); len(diff) > 0 {
+		t.Fatalf("the host project changed:\n%s", strings.Join(diff, "\n"))
+	}
+}
+
+// treeDiff lists what differs between two trees (projectTree, treeOf).
+func treeDiff(before, after map[string]string) []string {
 	var diff []string
 	for p, b := range before {
 		if a := after[p]; a != b {
@@ -53,9 +69,8 @@ func sameTree(t *testing.T, project string, before map[string]string) {
 			diff = append(diff, fmt.Sprintf("%s: added %q", p, a))
 		}
 	}
-	if len(diff) > 0 {
-		t.Fatalf("the host project changed:\n%s", strings.Join(diff, "\n"))
-	}
+	slices.Sort(diff)
+	return diff
 }
 
 // TestOverlayWritesStayInTheLayer: a command writes, renames, links,

@@ -83,7 +83,9 @@ var workFixtures = []workFixture{
 			"main.go":     "package main\n\n//go:generate go run ./gen\n\nimport (\n\t\"fmt\"\n\n\t\"github.com/google/uuid\"\n)\n\nfunc main() {\n\tfmt.Println(  uuid.NewString() != \"\", Generated   )\n}\n",
 			"gen/main.go": "package main\n\nimport \"os\"\n\nfunc main() {\n\tos.WriteFile(\"generated.go\", []byte(\"package main\\n\\nconst Generated = true\\n\"), 0o644)\n}\n",
 		},
-		command: "go get github.com/google/uuid@v1.6.0 && go mod tidy && grep -q google/uuid go.mod && go generate ./... && " +
+		// -modcacherw: a module cache the test's own clean-up can remove
+		// where the server's HOME has none to show (a normal user's test).
+		command: "export GOFLAGS=-modcacherw; go get github.com/google/uuid@v1.6.0 && go mod tidy && grep -q google/uuid go.mod && go generate ./... && " +
 			"gofmt -l main.go && gofmt -w main.go gen && test -z \"$(gofmt -l main.go gen generated.go)\" && go run .",
 		want:  []string{"main.go\n", "true true"},
 		needs: []string{"go", "gofmt"},

@@ -1,0 +1,137 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+)
+
+// overlayAttacks attack the project view (--overlay, bubblewrap) from a
+// command in it: nothing may reach the host project or the operator's
+// files, the session's layer may only change through the view, and no
+// other session's layer may be read. Each script prints ESCAPED: and what
+// worked, and nothing when everything failed; try runs a command that
+// must fail.
+var overlayAttacks = []struct{ name, script string }{
+	{"write-through", `
+echo x > "$PROJECT/keep.txt"; echo x > "$PROJECT/new.txt"; rm -f "$PROJECT/gone.txt"
+mv "$PROJECT/src/main.c" "$PROJECT/moved.c"; ln "$PROJECT/moved.c" "$PROJECT/hard.c"
+chmod 777 "$PROJECT/keep.txt"; mkfifo "$PROJECT/fifo"; ln -s /etc/passwd "$PROJECT/link"
+mkdir -p "$PROJECT/d/e" && echo y > "$PROJECT/d/e/f"; rm -rf "$PROJECT/src"
+mknod "$PROJECT/wh" c 0 0 2>/dev/null
+try mknod "$PROJECT/null" c 1 3
+try mknod "$PROJECT/disk" b 8 0
+# Through a link made in the view, onto the host.
+ln -sf "$VICTIM/file" "$PROJECT/tovictim"; try sh -c 'echo x > "$PROJECT/tovictim"'
+ln -sf "$HOSTHOME/.gitconfig" "$PROJECT/tohome"; try sh -c 'echo x >> "$PROJECT/tohome"'
+# Hard links of host files into the view.
+try ln "$VICTIM/file" "$PROJECT/victim-hard"
+try ln "$HOSTHOME/.gitconfig" "$PROJECT/home-hard"
+try mv "$PROJECT/keep.txt" "$VICTIM/moved"
+`},
+	{"layer-direct", `
+# The layer and the staged jail are out of sight.
+try sh -c 'ls "$HOME/.overlay/upper"'
+try sh -c 'echo x > "$HOME/.overlay/upper/keep.txt"'
+try sh -c 'ls /dev/.jail-mcp/layer'
+try sh -c 'echo x > /dev/.jail-mcp/layer/upper/keep.txt'
+up=$(sed -n 's/.*upperdir=\([^,]*\).*/\1/p' /proc/self/mountinfo | head -1)
+[ -n "$up" ] && try sh -c "ls '$up'"
+# overlayfs's own attributes cannot be set through the view.
+echo f > "$PROJECT/attr.txt"; mkdir -p "$PROJECT/attrdir"
+for a in user.overlay.opaque user.overlay.redirect user.overlay.origin trusted.overlay.opaque; do
+	try setfattr -n "$a" -v y "$PROJECT/attrdir"
+	try setfattr -n "$a" -v y "$PROJECT/attr.txt"
+done
+`},
+	{"other-sessions", `
+try cat "$OTHERJAIL/secret"
+try cat "$OTHERJAIL/.overlay/upper/other-change.txt"
+try ls "$OTHERJAIL"
+grep -rqs other-secret "$PROJECT" "$HOME" && echo "ESCAPED: another session's secret read"
+true
+`},
+	{"mounts-and-namespaces", `
+try mount -t tmpfs none "$PROJECT"
+try mount --bind / "$HOME/root"
+try umount -l "$PROJECT"
+try umount -l "$PROJECT/.agent-home"
+try umount -l /dev/.jail-mcp
+try unshare -U true
+try unshare -m true
+try unshare -Urm true
+try nsenter -t 1 -m true
+for p in $(ps -eo pid=); do
+	[ "$p" = "$$" ] && continue
+	try nsenter -t "$p" -m true
+	try ls "/proc/$p/root/"
+	try cat "/proc/$p/root/dev/.jail-mcp/layer/upper/keep.txt"
+done
+` + py(`
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+MS_REMOUNT, MS_BIND = 32, 4096
+for target in [E["PROJECT"], "/", E["HOME"]]:
+    if libc.mount(b"none", target.encode(), b"tmpfs", 0, None) == 0:
+        escaped("mount tmpfs on " + target)
+    if libc.mount(None, target.encode(), None, MS_REMOUNT | MS_BIND, None) == 0:
+        escaped("remount " + target + " read-write")
+for nr, name in [(428, "open_tree"), (429, "move_mount"), (430, "fsopen"), (432, "fsmount"), (308, "setns"), (272, "unshare")]:
+    if libc.syscall(nr, -100, b"/", 1, 0, 0) >= 0:
+        escaped(name)
+`)},
+}
+
+// TestOverlayEscape runs overlayAttacks in a view, with another session's
+// view beside it holding a secret in its jail and its layer, and checks
+// the host after each.
+func TestOverlayEscape(t *testing.T) {
+	project := testkit.NewProject(t)
+	home := testkit.HostDir(t)
+	victim := testkit.HostDir(t)
+	writeFiles(t, home, map[string]string{".gitconfig": "[user]\n\tname = host-user\n"})
+	writeFiles(t, victim, map[string]string{"file": "victim\n"})
+	writeFiles(t, project, map[string]string{"keep.txt": "keep\n", "gone.txt": "gone\n", "src/main.c": "int main(void) { return 0; }\n"})
+	env := testkit.ServerEnv("HOME=" + home)
+	bw := testkit.Backends()[0]
+	other := bw.Start(t, project, env, "--overlay", "on", "--session", "other")
+	if res, raw := other.Exec(map[string]any{"command": `echo other-secret > "$HOME/secret"; echo other-secret > other-change.txt`}); res.ExitCode != 0 {
+		t.Fatalf("the other session: %s", testkit.ResultText(raw))
+	}
+	otherJail := filepath.Join(project, ".agent-home", "other")
+	ts := bw.Start(t, project, env, "--overlay", "on", "--session", "attacker")
+	before := projectTree(t, project)
+	homeBefore, victimBefore := treeOf(home), treeOf(victim)
+	// The other session's layer but the kernel's work directories.
+	otherBefore := treeOf(otherJail, filepath.Join(otherJail, ".overlay", "work"))
+	py := testkit.Python3(t)
+	for _, a := range overlayAttacks {
+		t.Run(a.name, func(t *testing.T) {
+			script := fmt.Sprintf(`export PROJECT=%q HOSTHOME=%q VICTIM=%q OTHERJAIL=%q PY=%q
+export VFILE="$VICTIM/file" KEEP="$PROJECT/keep.txt" OTHER="$OTHERJAIL"
+try() { if "$@" >/dev/null 2>&1; then echo "ESCAPED: $*"; fi; }
+%s`, project, home, victim, otherJail, py, a.script)
+			res, raw := ts.Exec(map[string]any{"command": script, "timeout_ms": 60000})
+			if strings.Contains(res.Stdout, "ESCAPED") || res.TimedOut {
+				t.Errorf("%s escaped:\n%s", a.name, testkit.ResultText(raw))
+			}
+			if strings.Contains(a.script, "PYEOF") && !strings.Contains(res.Stdout, pyDone) {
+				t.Errorf("%s: the Python attacks did not all run:\n%s", a.name, testkit.ResultText(raw))
+			}
+			sameTree(t, project, before)
+			diff := append(treeDiff(homeBefore, treeOf(home)), treeDiff(victimBefore, treeOf(victim))...)
+			diff = append(diff, treeDiff(otherBefore, treeOf(otherJail, filepath.Join(otherJail, ".overlay", "work")))...)
+			if len(diff) > 0 {
+				t.Errorf("%s changed the host or the other session's jail:\n%s", a.name, strings.Join(diff, "\n"))
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(project, "new.txt")); err == nil {
+		t.Fatal("a file of the view reached the host project")
+	}
+}
