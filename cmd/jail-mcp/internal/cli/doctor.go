@@ -28,7 +28,11 @@ type DoctorReport struct {
 	// RefusedWrites says whether a result names the write into the
 	// read-only project the jail refused a command (refused_write).
 	RefusedWrites string `json:"refused_writes,omitempty"`
-	Version       string `json:"version"`
+	// Overlay says whether the project view (--overlay on) works here
+	// with the selected backend (a real view mounted and written), or
+	// why not.
+	Overlay string `json:"overlay,omitempty"`
+	Version string `json:"version"`
 }
 
 // doctor tells which backends exist here, which one would be used, why the
@@ -58,6 +62,10 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		r.RefusedWrites = "named: each call's session agent watches its writes (seccomp notifications) and the result names the first one refused in the project (refused_write)"
 		if !b.Agents() {
 			r.RefusedWrites = "not detected: " + b.Name() + " runs no session agents here, so a write refused in the project shows only as the command's own error"
+		}
+		r.Overlay = "available: " + b.Name() + " mounts each session's view in a user namespace of its session agent (overlayfs, the host project below, the session's layer above); the host's Go, npm, pip and cargo caches are shown copy-on-write"
+		if err := jail.ProbeOverlay(ctx, b); err != nil {
+			r.Overlay = "not available: " + err.Error()
 		}
 	} else if ue, ok := err.(*jail.UnavailableError); ok {
 		r.Selected, r.Reason, r.Hint = ue.Backend, ue.Reason, ue.Hint
@@ -124,6 +132,7 @@ func printDoctor(w io.Writer, r DoctorReport, asked string) {
 			}
 		}
 		fmt.Fprintf(w, "refused writes in the project: %s\n", r.RefusedWrites)
+		fmt.Fprintf(w, "--overlay on (the project view): %s\n", r.Overlay)
 		fmt.Fprintf(w, "--network allow:...: %s\n", r.Allowlist)
 		for _, g := range r.AllowlistGaps {
 			fmt.Fprintf(w, "  gap: %s\n", g)

@@ -77,7 +77,12 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 	if cfg.Overlay {
 		// Fail closed at start: a backend that cannot show the project
 		// copy-on-write would leave it read-only, or worse, writable.
-		if err := jail.OverlayUsable(scfg.Backend); err != nil {
+		check := jail.ProbeOverlay
+		if oneCall {
+			// jail-mcp run: its one call fails closed with the reason.
+			check = func(_ context.Context, b jail.Backend) error { return jail.OverlayUsable(b) }
+		}
+		if err := check(ctx, scfg.Backend); err != nil {
 			return nil, st, fmt.Errorf("--overlay: %w", err)
 		}
 	}
