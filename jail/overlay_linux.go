@@ -50,8 +50,9 @@ const agentNSArg = "ns"
 
 // agentOverlay is the project view's part of the agent's config.
 type agentOverlay struct {
-	Caches   []CacheMount `json:"caches,omitempty"` // targets under StagedJail
-	Siblings string       `json:"siblings,omitempty"`
+	Caches     []CacheMount `json:"caches,omitempty"` // targets under StagedJail
+	Siblings   string       `json:"siblings,omitempty"`
+	MaxWatches int          `json:"max_watches,omitempty"` // 0: maxViewWatches
 }
 
 // agentInNamespaces runs the agent in a new user and mount namespace,
@@ -128,7 +129,10 @@ type overlayState struct {
 	// quiet time): the agent readies a view and its spares ahead.
 	onChange func()
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// blind: the watch missed directories made since it started (past
+	// maxViewWatches): every call then gets a view of its own.
+	blind   bool
 	entered map[int]*view // by thread: the view it entered
 	cur     *view         // the view calls enter; nil: none yet
 	gen     uint64
@@ -150,12 +154,15 @@ type view struct {
 	users int // threads that entered it or will; with released, its end
 	// released: no longer current; it ends when its last thread does.
 	released bool
+	// private: made for one call (the project unwatched), untouched until
+	// that call runs.
+	private bool
 }
 
 // newOverlayState readies the project view of project for a jail shown
 // at jailPath in siblings, given by its descriptor, mounts the caches in
 // the jail and starts watching the project.
-func newOverlayState(project, jailPath, siblings string, jail *os.File, caches []CacheMount, abi int) (*overlayState, error) {
+func newOverlayState(project, jailPath, siblings string, jail *os.File, caches []CacheMount, abi, maxWatches int) (*overlayState, error) {
 	if project == "" || siblings == "" || !within(jailPath, siblings) || jailPath == siblings {
 		return nil, errors.New("agent: the project view needs the project and the jail inside it")
 	}
@@ -176,7 +183,10 @@ func newOverlayState(project, jailPath, siblings string, jail *os.File, caches [
 			o.writable = append(o.writable, c.Target)
 		}
 	}
-	o.watch()
+	if maxWatches <= 0 {
+		maxWatches = maxViewWatches
+	}
+	o.watch(maxWatches)
 	return o, nil
 }
 
@@ -184,7 +194,7 @@ func newOverlayState(project, jailPath, siblings string, jail *os.File, caches [
 // when they are more than maxViewWatches; a goroutine then marks the
 // current view stale at the first change, and watches the directories
 // made since.
-func (o *overlayState) watch() {
+func (o *overlayState) watch(maxWatches int) {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return
@@ -198,7 +208,7 @@ func (o *overlayState) watch() {
 			if p == o.siblings {
 				return filepath.SkipDir
 			}
-			if len(dirs) >= maxViewWatches {
+			if len(dirs) >= maxWatches {
 				return errors.New("too many directories")
 			}
 			if wd, err := unix.InotifyAddWatch(fd, p, viewEvents); err == nil {
@@ -240,9 +250,17 @@ func (o *overlayState) watch() {
 				}
 				off += unix.SizeofInotifyEvent + int(ev.Len)
 				if ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
-					if parent, ok := dirs[ev.Wd]; ok && len(dirs) < maxViewWatches {
-						add(filepath.Join(parent, name))
+					if parent, ok := dirs[ev.Wd]; ok && !add(filepath.Join(parent, name)) {
+						o.mu.Lock()
+						o.blind = true
+						o.mu.Unlock()
 					}
+				}
+				if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
+					// Directories made meanwhile went unwatched.
+					o.mu.Lock()
+					o.blind = true
+					o.mu.Unlock()
 				}
 				if ev.Mask&unix.IN_IGNORED != 0 {
 					delete(dirs, ev.Wd)
@@ -260,12 +278,12 @@ const viewQuiet = 20 * time.Millisecond
 // made: the watch saw a change, or holds one not read yet. Unwatched, v
 // is a view of its own that nothing looked into yet.
 func (o *overlayState) changed(v *view) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.inotify < 0 {
+	if v.private {
 		return false
 	}
-	if o.stale || o.cur != v {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.inotify < 0 || o.blind || o.stale || o.cur != v {
 		return true
 	}
 	n, err := unix.IoctlGetInt(o.inotify, unix.TIOCINQ)
@@ -278,7 +296,8 @@ func (o *overlayState) changed(v *view) bool {
 func (o *overlayState) current() (*view, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.inotify >= 0 && o.cur != nil && !o.stale {
+	shared := o.inotify >= 0 && !o.blind
+	if shared && o.cur != nil && !o.stale {
 		if n, err := unix.IoctlGetInt(o.inotify, unix.TIOCINQ); err == nil && n == 0 {
 			o.cur.users++
 			return o.cur, nil
@@ -295,10 +314,10 @@ func (o *overlayState) current() (*view, error) {
 		o.endIfUnused(old)
 	}
 	o.cur = v
-	if o.inotify < 0 {
+	if !shared {
 		// A view per call: nobody else enters it.
 		o.cur = nil
-		v.released = true
+		v.released, v.private = true, true
 	}
 	v.users++
 	return v, nil

@@ -1,0 +1,148 @@
+package jail_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+// viewSpec is the spec of a session agent with the project view of a
+// new project holding files.
+func viewSpec(t *testing.T, files map[string]string, maxWatches int) jail.Spec {
+	t.Helper()
+	project, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		p := filepath.Join(project, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	siblings := filepath.Join(project, ".agent-home")
+	jailDir := filepath.Join(siblings, "s")
+	for _, d := range []string{".overlay/upper", ".overlay/work", ".overlay/caches"} {
+		if err := os.MkdirAll(filepath.Join(jailDir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lf, err := os.OpenFile(filepath.Join(jailDir, ".overlay"), unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jf, err := os.OpenFile(jailDir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		lf.Close()
+		jf.Close()
+		// The kernel's work directories have no permission bits.
+		exec.Command("chmod", "-R", "u+rwx", filepath.Join(jailDir, ".overlay")).Run()
+	})
+	return jail.Spec{
+		Dir: project, Jail: jailDir, JailFile: jf, Project: project, Siblings: siblings, Visible: []string{project},
+		Hide: []string{filepath.Join(jailDir, ".overlay")}, CallPath: "/usr/bin:/bin",
+		Env:     []string{"PATH=/usr/bin:/bin", "HOME=" + jailDir},
+		Overlay: &jail.Overlay{Layer: lf, MaxWatches: maxWatches},
+	}
+}
+
+// TestOverlayViews: calls of one agent see what the host changed in the
+// project before each (edits in place and by rename, files made and
+// removed, deep and at the top), whether the agent watches the project
+// (a view shared until a change) or not (a view per call), and a write of
+// the view stays in the layer.
+func TestOverlayViews(t *testing.T) {
+	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jail.ProbeOverlay(t.Context(), b); err != nil {
+		t.Fatalf("the project view does not work here: %v", err)
+	}
+	for _, mode := range []struct {
+		name       string
+		maxWatches int
+	}{{"watched", 0}, {"unwatched", 1}} {
+		t.Run(mode.name, func(t *testing.T) {
+			spec := viewSpec(t, map[string]string{"a.txt": "0\n", "d/e/f.txt": "0\n"}, mode.maxWatches)
+			project := spec.Project
+			look := `cat a.txt d/e/f.txt; LC_ALL=C find . -path ./.agent-home -prune -o -print | LC_ALL=C sort`
+			spec.Argv = []string{"/bin/sh", "-c", look}
+			r, err := b.Runner(spec, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			for i := range 8 {
+				switch i % 4 {
+				case 1:
+					os.WriteFile(filepath.Join(project, "a.txt"), []byte(fmt.Sprintf("%d\n", i)), 0o644)
+				case 2:
+					tmp := filepath.Join(project, "d/e/.swp")
+					os.WriteFile(tmp, []byte(fmt.Sprintf("%d\n", i)), 0o644)
+					os.Rename(tmp, filepath.Join(project, "d/e/f.txt"))
+					os.MkdirAll(filepath.Join(project, fmt.Sprintf("d/new-%d", i)), 0o755)
+				case 3:
+					os.RemoveAll(filepath.Join(project, fmt.Sprintf("d/new-%d", i-1)))
+					os.WriteFile(filepath.Join(project, fmt.Sprintf("top-%d", i)), nil, 0o644)
+				}
+				got := runIn(t, r, spec, look)
+				host, err := exec.Command("sh", "-c", "cd "+project+" && "+look).Output()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != string(host) {
+					t.Fatalf("call %d: the view shows\n%s\nthe host\n%s", i, got, host)
+				}
+				if i%3 == 0 {
+					time.Sleep(30 * time.Millisecond) // a new view readied meanwhile
+				}
+			}
+			if got := runIn(t, r, spec, "echo view > a.txt && cat a.txt"); got != "view\n" {
+				t.Fatalf("a write in the view: %q", got)
+			}
+			if b, _ := os.ReadFile(filepath.Join(project, "a.txt")); strings.Contains(string(b), "view") {
+				t.Fatal("the write reached the host project")
+			}
+			if b, err := os.ReadFile(filepath.Join(spec.Jail, ".overlay/upper/a.txt")); err != nil || string(b) != "view\n" {
+				t.Fatalf("the layer holds %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// runIn runs script through r in spec's project and returns its output.
+func runIn(t *testing.T, r jail.Runner, spec jail.Spec, script string) string {
+	t.Helper()
+	out, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	devnull, _ := os.Open(os.DevNull)
+	defer devnull.Close()
+	p, err := r.Run(jail.Call{Argv: []string{"/bin/sh", "-c", script}, Env: spec.Env, Dir: spec.Project, Stdin: devnull, Stdout: out, Stderr: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := p.Wait(); err != nil || e.Code != 0 {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("%s: %+v %v\n%s", script, e, err, b)
+	}
+	b, _ := os.ReadFile(out.Name())
+	return string(b)
+}
