@@ -25,6 +25,10 @@ type Session struct {
 	// Reset, so a reset never empties a jail under a live command.
 	resetMu sync.RWMutex
 
+	// layerMu is held exclusively by an Apply of the project view's
+	// layer, shared by a Diff (view.go).
+	layerMu sync.RWMutex
+
 	mu      sync.Mutex
 	nextID  uint64
 	running map[uint64]*call
