@@ -41,8 +41,9 @@ var ErrBadPath = errors.New("not a clean path inside the project")
 
 // Clean checks rel, a path relative to the project with / separators, and
 // returns it clean: not absolute, no empty, "." or ".." component, no
-// control character (a newline in a name forges lines of a listing).
-// "." alone is the project itself.
+// control character (a newline in a name forges lines of a listing), no
+// format character or line separator (a bidi override or a U+2028 in a
+// name disguises one), only UTF-8. "." alone is the project itself.
 func Clean(rel string) (string, error) {
 	if rel == "." {
 		return rel, nil
@@ -54,7 +55,8 @@ func Clean(rel string) (string, error) {
 		}
 	}
 	for _, r := range rel {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar ||
+			unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
 			return "", ErrBadPath
 		}
 	}
@@ -70,10 +72,12 @@ func Clean(rel string) (string, error) {
 }
 
 // Protected reports whether rel (clean, relative to the project) is or
-// lies in a protected path, or holds one (a directory whose removal or
-// replacement would take a protected path with it), and names it.
-// extra are further protected paths of this project (the directory its
-// .git/config names as core.hooksPath), clean and relative.
+// lies in a protected path, and names it. extra are further protected
+// paths of this project (the directory its .git/config names as
+// core.hooksPath), clean and relative, "." for the whole project; rel
+// holding one of them (a directory whose removal or replacement would take
+// it along) is protected too. Whether a directory holds a protected name
+// is for the caller to find on the host: the names are not paths.
 func Protected(rel string, extra ...string) (string, bool) {
 	if rel == "." {
 		return "", false
@@ -86,7 +90,7 @@ func Protected(rel string, extra ...string) (string, bool) {
 		}
 	}
 	for _, e := range extra {
-		if strings.EqualFold(rel, e) || hasPrefixFold(rel, e+"/") || hasPrefixFold(e, rel+"/") {
+		if e == "." || strings.EqualFold(rel, e) || hasPrefixFold(rel, e+"/") || hasPrefixFold(e, rel+"/") {
 			return e, true
 		}
 	}
