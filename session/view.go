@@ -44,12 +44,10 @@ func (s *Session) Diff(opt layer.Options) (DiffResult, error) {
 	if !s.m.cfg.Overlay {
 		return DiffResult{}, ErrNoView
 	}
-	// Shared: a reset never empties the layer under the walk, and an
-	// apply never moves entries out of it halfway through.
+	// Shared, as by a command: a reset or an apply never changes the
+	// layer under the walk.
 	s.resetMu.RLock()
 	defer s.resetMu.RUnlock()
-	s.layerMu.RLock()
-	defer s.layerMu.RUnlock()
 	upper, err := s.layerUpper()
 	if err != nil {
 		return DiffResult{}, err
@@ -63,36 +61,84 @@ func (s *Session) Diff(opt layer.Options) (DiffResult, error) {
 	return r, nil
 }
 
-// Apply writes the changes of the session's layer at paths (relative to
-// the project) to the project, or with dryRun says what it would write:
-// all of them or, when layer.Apply refuses any, none. What it wrote
-// leaves the layer.
+// ErrViewBusy refuses an Apply while commands of the session run: their
+// view is mounted, and a layer changed under a mounted view loses writes.
+var ErrViewBusy = errors.New("jail_apply changes the layer only while no command of the session runs: " +
+	"let them end, or end the jobs (jail_job signal KILL), then apply again (dry_run works meanwhile)")
+
+// applyWait bounds how long Apply waits for what holds the jail without
+// being a command (a look at its usage, a diff) to let go of it.
+const applyWait = 5 * time.Second
+
+// Apply writes the changes of the session's layer at or below paths
+// (relative to the project) to the project, or with dryRun says what it
+// would write: all of them or, when layer.Apply refuses any, none. What
+// it wrote leaves the layer. With an error once writing began, the
+// result lists what was written.
 func (s *Session) Apply(paths []string, dryRun bool) (*layer.Applied, error) {
 	if !s.m.cfg.Overlay {
 		return nil, ErrNoView
 	}
-	// A reset waits for the apply (and the session's end, which takes
-	// the same lock), so the layer is never emptied while its entries are
-	// copied out; commands still run meanwhile, as they do while the host
-	// changes the project.
-	s.resetMu.RLock()
-	defer s.resetMu.RUnlock()
-	// One apply at a time, and no diff halfway through one.
-	s.layerMu.Lock()
-	defer s.layerMu.Unlock()
+	if dryRun {
+		// Only reads: beside commands, as a diff.
+		s.resetMu.RLock()
+		defer s.resetMu.RUnlock()
+		return s.apply(paths, true)
+	}
+	// Held exclusively, as by a reset (which then waits, and so does the
+	// session's end): no command runs, none starts, and no other apply
+	// or diff looks at the layer meanwhile.
+	if err := s.lockIdle(); err != nil {
+		return nil, err
+	}
+	defer s.resetMu.Unlock()
+	if _, err := s.layerUpper(); err != nil {
+		return nil, err
+	}
+	// overlayfs keeps using the upper entries it looked up: the views
+	// are unmounted first, by stopping the agents that hold them (their
+	// work directories go too). The next call starts an agent with a
+	// fresh view; one is started now, once the lock is let go.
+	s.stopAgents()
+	s.cleanViews()
+	defer func() { go s.Warm() }()
+	return s.apply(paths, false)
+}
+
+func (s *Session) apply(paths []string, dryRun bool) (*layer.Applied, error) {
 	upper, err := s.layerUpper()
 	if err != nil {
 		return nil, err
 	}
 	a, err := layer.Apply(upper, s.m.cfg.Project, paths, dryRun)
-	if err != nil {
-		return nil, fmt.Errorf("apply the layer of %s to the project: %w", s.Path, err)
+	if !dryRun && a != nil && len(a.Refused) == 0 && len(a.Changes) > 0 {
+		// The server itself wrote the host's project: said in its log.
+		s.m.log.Info("applied the layer to the project", "session", s.Name, "paths", paths, "changes", len(a.Changes), "err", err)
 	}
-	if !dryRun && len(a.Refused) == 0 {
-		// The server itself wrote the host's project: said once, in its log.
-		s.m.log.Info("applied the layer to the project", "session", s.Name, "paths", paths, "changes", len(a.Changes))
+	if err != nil {
+		return a, fmt.Errorf("apply the layer of %s to the project: %w", s.Path, err)
 	}
 	return a, nil
+}
+
+// lockIdle takes resetMu exclusively once it is free, or refuses with
+// ErrViewBusy while a command of the session runs: a job may run for
+// hours, and a writer waiting on the lock would hold up every call
+// behind it.
+func (s *Session) lockIdle() error {
+	deadline := time.Now().Add(applyWait)
+	for {
+		if n := s.Running(); n > 0 {
+			return fmt.Errorf("%d commands of session %s run: %w", n, s.Name, ErrViewBusy)
+		}
+		if s.resetMu.TryLock() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("session %s: the jail stayed busy for %v: try again", s.Name, applyWait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // layerUpper is the session's upper layer, absolute, once it is known to
