@@ -18,14 +18,16 @@ var applyFields = fieldNames(applyInputSchema)
 
 func applyTool() mcp.Tool {
 	return newTool("jail_apply",
-		("Copy changes of the project view (as jail_diff lists them) to the host's project, by " +
-			"path relative to the project. All or nothing: when any path is refused, nothing is " +
+		("Copy changes of the project view to the host's project: the changes at or below each " +
+			"path (relative to the project, as jail_diff lists them; \".\" is every change jail_diff " +
+			"lists, an ignored path is applied only when named). All or nothing: when any path is refused, nothing is " +
 			"written and each refusal says why. Never written: protected paths, what the host runs " +
 			"or trusts without a review (" + strings.Join(layer.ProtectedNames, ", ") + ", at any " +
 			"depth, and git's hooks directory), nor symlinks, devices, FIFOs or sockets. A " +
 			"conflict (the host's file changed since the view copied it) is refused: look at both " +
 			"and redo the change. What is applied leaves the session's layer (jail_diff no longer " +
-			"lists it). dry_run: true says what would be applied or refused and writes nothing."),
+			"lists it). Refused while a command of the session runs (a job): let it end or kill " +
+			"it first. dry_run: true says what would be applied or refused and writes nothing."),
 		applyInputSchema, applyOutputSchema,
 		annotations("Apply changes to the project", false, true, false, false))
 }
@@ -68,7 +70,7 @@ func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		return refuse("refused: %v", err), nil
 	}
 	a, err := s.Apply(p.Paths, p.DryRun)
-	if err != nil {
+	if err != nil && (a == nil || len(a.Changes) == 0) {
 		return refuseView(err), nil
 	}
 	out := ApplyResult{Session: s.Name, Applied: a.Changes, Refused: []Refusal{}, DryRun: a.DryRun}
@@ -78,7 +80,13 @@ func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if out.Applied == nil || len(out.Refused) > 0 {
 		out.Applied = []layer.Change{}
 	}
-	return structured(out, renderApply(out), len(out.Refused) > 0), nil
+	text := renderApply(out)
+	if err != nil {
+		// Stopped halfway: what was written is listed, and stays written.
+		text = fmt.Sprintf("%v\nthe apply stopped after writing %s to the project:\n%s",
+			err, plural(len(out.Applied), "change"), strings.SplitN(text, "\n", 2)[1])
+	}
+	return structured(out, text, err != nil || len(out.Refused) > 0), nil
 }
 
 func renderApply(a ApplyResult) string {
@@ -89,7 +97,7 @@ func renderApply(a ApplyResult) string {
 		if a.DryRun {
 			b.WriteString(" (dry run)")
 		}
-		b.WriteString("; call again without them to apply the rest\n")
+		b.WriteString("; call again without the refused paths to apply the others\n")
 		for i, r := range a.Refused {
 			if i == maxChangeLines {
 				fmt.Fprintf(&b, "... %d more (refused lists them all)\n", len(a.Refused)-i)

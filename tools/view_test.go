@@ -180,7 +180,7 @@ func TestRenderApply(t *testing.T) {
 		{"dry run", ApplyResult{DryRun: true, Applied: []layer.Change{{Path: "c.txt", Change: "deleted", Type: "file"}}},
 			"dry run: would apply 1 change to the project; nothing was written\nD c.txt\n"},
 		{"refused", ApplyResult{Refused: []Refusal{{".mcp.json", "protected"}, {"b", "conflict"}}},
-			"refused 2 paths: nothing was written to the project; call again without them to apply the rest\nrefused .mcp.json: protected\nrefused b: conflict\n"},
+			"refused 2 paths: nothing was written to the project; call again without the refused paths to apply the others\nrefused .mcp.json: protected\nrefused b: conflict\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,4 +189,56 @@ func TestRenderApply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestViewResultsMatchOutputSchemas: jail_diff and jail_apply results, of
+// changes a command made in the view, match their output schemas.
+func TestViewResultsMatchOutputSchemas(t *testing.T) {
+	srv, m := newViewServer(t)
+	needBackend(t, m)
+	tools := decodeTools(t, listTools(t, srv))
+	c := newClient(t, srv)
+	project := m.Config().Project
+	for name, data := range map[string]string{"a.txt": "host\n", "c.txt": "gone\n", "run.sh": "echo hi\n"} {
+		if err := os.WriteFile(filepath.Join(project, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := callTool(t, c, "jailed_exec", map[string]any{"command": "echo view > a.txt; echo b > b.txt; rm c.txt; chmod +x run.sh; ln -s a.txt link; mkdir d"})
+	if res.IsError {
+		t.Fatalf("jailed_exec: %v", res.Content)
+	}
+	diff := callTool(t, c, "jail_diff", map[string]any{"patch": true})
+	out := checkStructured(t, tools["jail_diff"], diff)
+	t.Logf("jail_diff:\n%s", resultText(diff))
+	if diff.IsError || len(asList(out["changes"])) != 6 || !strings.Contains(out["patch"].(string), "+view") {
+		t.Fatalf("jail_diff: %v", out)
+	}
+	dry := callTool(t, c, "jail_apply", map[string]any{"paths": []string{"a.txt", "c.txt"}, "dry_run": true})
+	if out := checkStructured(t, tools["jail_apply"], dry); dry.IsError || len(asList(out["applied"])) != 2 || out["dry_run"] != true {
+		t.Fatalf("jail_apply dry run: %v", out)
+	}
+	refused := callTool(t, c, "jail_apply", map[string]any{"paths": []string{"a.txt", "link"}})
+	t.Logf("jail_apply refused:\n%s", resultText(refused))
+	if out := checkStructured(t, tools["jail_apply"], refused); !refused.IsError || len(asList(out["refused"])) != 1 || len(asList(out["applied"])) != 0 {
+		t.Fatalf("jail_apply of a symlink: %v", out)
+	}
+	applied := callTool(t, c, "jail_apply", map[string]any{"paths": []string{"a.txt", "c.txt", "run.sh"}})
+	t.Logf("jail_apply:\n%s", resultText(applied))
+	if out := checkStructured(t, tools["jail_apply"], applied); applied.IsError || len(asList(out["applied"])) != 3 {
+		t.Fatalf("jail_apply: %v", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(project, "a.txt")); err != nil || string(b) != "view\n" {
+		t.Errorf("the project's a.txt: %q %v", b, err)
+	}
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
 }
