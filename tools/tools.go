@@ -35,7 +35,7 @@ type Handler struct {
 // network is on; view: the project view is on (--overlay), without which
 // jail_diff and jail_apply could only refuse, so they are not listed.
 func definitions(openWorld, view bool) []mcp.Tool {
-	defs := []mcp.Tool{execToolDef(openWorld), statusTool(), resetTool(), jobTool()}
+	defs := []mcp.Tool{execToolDef(openWorld, view), statusTool(), resetTool(view), jobTool()}
 	if view {
 		defs = append(defs, diffTool(), applyTool())
 	}
