@@ -22,7 +22,8 @@ type Session struct {
 	lock *os.File // the jail's directory, locked shared while open (prune)
 
 	// resetMu is held shared by every running command and exclusively by
-	// Reset, so a reset never empties a jail under a live command.
+	// Reset, so a reset never empties a jail under a live command (and by
+	// an Apply of the project view's layer, view.go).
 	resetMu sync.RWMutex
 
 	mu      sync.Mutex

@@ -21,13 +21,19 @@ var execOutputSchema = schema("exec.output")
 
 var execFields = fieldNames(execInputSchema)
 
-// execToolDef is jailed_exec's declaration; openWorld: network is on.
-func execToolDef(openWorld bool) mcp.Tool {
-	return newTool("jailed_exec",
-		("Run a command in this session's write-jail. It can read the host and " +
-			"(unless network is off) reach the network, but can write only inside its jail, which is " +
-			"also its HOME and persists between calls of the session. Returns exit code, output " +
-			"(head and tail when long, the whole output kept in the jail) and timing."),
+// execToolDef is jailed_exec's declaration; openWorld: network is on;
+// view: the project view is on.
+func execToolDef(openWorld, view bool) mcp.Tool {
+	desc := "Run a command in this session's write-jail. It can read the host and " +
+		"(unless network is off) reach the network, but can write only inside its jail, which is " +
+		"also its HOME and persists between calls of the session. Returns exit code, output " +
+		"(head and tail when long, the whole output kept in the jail) and timing."
+	if view {
+		desc += " It sees the project writable, copy-on-write: what it changes there stays in " +
+			"the session's layer, seen by the next calls, until jail_apply copies it to the host " +
+			"(jail_diff lists it)."
+	}
+	return newTool("jailed_exec", desc,
 		execInputSchema, execOutputSchema,
 		annotations("Run a command in the jail", false, true, false, openWorld))
 

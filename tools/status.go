@@ -19,7 +19,8 @@ var statusOutputSchema = schema("status.output")
 func statusTool() mcp.Tool {
 	return newTool("jail_status",
 		("Describe this session's jail: where it is, which backend confines it " +
-			"(or why none can, and the command that fixes it), network, exposed credentials, disk " +
+			"(or why none can, and the command that fixes it), network, whether the project view is " +
+			"on (overlay), exposed credentials, disk " +
 			"usage, running commands, limits and the security promises kept here."),
 		emptyInputSchema, statusOutputSchema,
 		annotations("Jail status", true, false, true, false))
@@ -59,6 +60,7 @@ type StatusResult struct {
 	Reason     string              `json:"reason"`
 	Hint       string              `json:"hint"`
 	Network    bool                `json:"network"`
+	Overlay    bool                `json:"overlay"`
 	Allow      []string            `json:"network_allow"`
 	Gaps       []string            `json:"network_gaps"`
 	Auth       []AuthEntry         `json:"auth"`
@@ -94,7 +96,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	out := StatusResult{
 		Session: s.Name, Project: cfg.Project, Jail: s.Path,
 		Backend: cfg.Backend.Name(), Available: !jail.IsRefusing(cfg.Backend), Confined: cfg.Backend.Confined(),
-		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network, Allow: []string{}, Gaps: []string{},
+		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network, Overlay: cfg.Overlay, Allow: []string{}, Gaps: []string{},
 		Auth: authEntries(h.Manager, s), Usage: usage, Running: s.Running(),
 		Limits: Limits{
 			TimeoutMS: cfg.Timeout.Milliseconds(), MaxTimeoutMS: cfg.MaxTimeout.Milliseconds(),
@@ -165,6 +167,9 @@ func renderStatus(s StatusResult) string {
 		if s.Hint != "" {
 			fmt.Fprintf(&b, "fix: %s\n", s.Hint)
 		}
+	}
+	if s.Overlay {
+		b.WriteString("project view on (--overlay): commands write the project copy-on-write, their changes stay in this session's layer; jail_diff lists them, jail_apply copies them to the host\n")
 	}
 	if len(s.Auth) > 0 {
 		var names []string

@@ -1,5 +1,6 @@
 // Package tools is the thin MCP adapter: it declares jailed_exec,
-// jail_status, jail_reset and jail_job, validates their arguments, calls the session
+// jail_status, jail_reset and jail_job (and under --overlay jail_diff and
+// jail_apply), validates their arguments, calls the session
 // package and shapes the results. Nothing here knows how a jail works.
 package tools
 
@@ -31,17 +32,24 @@ type Handler struct {
 }
 
 // definitions are the tools, in the order they are listed; openWorld:
-// network is on.
-func definitions(openWorld bool) []mcp.Tool {
-	return []mcp.Tool{execToolDef(openWorld), statusTool(), resetTool(), jobTool()}
+// network is on; view: the project view is on (--overlay), without which
+// jail_diff and jail_apply could only refuse, so they are not listed.
+func definitions(openWorld, view bool) []mcp.Tool {
+	defs := []mcp.Tool{execToolDef(openWorld, view), statusTool(), resetTool(view), jobTool()}
+	if view {
+		defs = append(defs, diffTool(), applyTool())
+	}
+	return defs
 }
 
 // Register adds the tools to srv.
 func (h *Handler) Register(srv *server.MCPServer) {
 	handlers := map[string]server.ToolHandlerFunc{
 		"jailed_exec": h.Exec, "jail_status": h.Status, "jail_reset": h.Reset, "jail_job": h.Job,
+		"jail_diff": h.Diff, "jail_apply": h.Apply,
 	}
-	for _, t := range definitions(h.Manager.Config().Network) {
+	cfg := h.Manager.Config()
+	for _, t := range definitions(cfg.Network, cfg.Overlay) {
 		srv.AddTool(t, handlers[t.Name])
 	}
 }
@@ -51,7 +59,7 @@ func (h *Handler) Register(srv *server.MCPServer) {
 // tells the client why through MCP.
 func RegisterRefusing(srv *server.MCPServer, msg string) {
 	no := func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) { return refuse("%s", msg), nil }
-	for _, t := range definitions(true) {
+	for _, t := range definitions(true, false) {
 		srv.AddTool(t, no)
 	}
 }

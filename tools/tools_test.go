@@ -39,16 +39,30 @@ func newServer(t *testing.T, network bool) (*server.MCPServer, *session.Manager)
 // every command is refused.
 func newServerWith(t *testing.T, network, useBackend bool) (*server.MCPServer, *session.Manager) {
 	t.Helper()
+	return newServerConfig(t, useBackend, func(c *session.Config) { c.Network = network })
+}
+
+// newViewServer is newServer with the project view on (--overlay).
+func newViewServer(t *testing.T) (*server.MCPServer, *session.Manager) {
+	t.Helper()
+	return newServerConfig(t, true, func(c *session.Config) { c.Overlay = true })
+}
+
+// newServerConfig is newServer with network on and its configuration
+// edited by edit.
+func newServerConfig(t *testing.T, useBackend bool, edit func(*session.Config)) (*server.MCPServer, *session.Manager) {
+	t.Helper()
 	project, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := session.Config{
 		Project: project, Root: filepath.Join(project, session.BaseName),
-		Network: network, Auth: auth.Names(),
+		Network: true, Auth: auth.Names(),
 		Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
 		Timeout: 60 * time.Second, MaxTimeout: 10 * time.Minute, MaxOutput: maxOutput,
 	}
+	edit(&cfg)
 	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
 	var unavailable *jail.UnavailableError
 	if !useBackend {
@@ -163,39 +177,51 @@ func decodeTools(t *testing.T, raws []json.RawMessage) map[string]wireTool {
 	return out
 }
 
+// TestToolsGolden pins the tools as listed, with the project view off
+// and on (jail_diff and jail_apply only then).
 func TestToolsGolden(t *testing.T) {
-	srv, _ := newServer(t, true)
-	got, err := json.Marshal(listTools(t, srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, got, "", "  "); err != nil {
-		t.Fatal(err)
-	}
-	buf.WriteString("\n")
-	golden := filepath.Join("testdata", "tools.golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./tools -run TestToolsGolden -update)", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("tools/list differs from %s (rerun with -update if intended):\n%s", golden, buf.String())
+	for _, tt := range []struct {
+		golden string
+		start  func(t *testing.T) (*server.MCPServer, *session.Manager)
+	}{
+		{"tools.golden", func(t *testing.T) (*server.MCPServer, *session.Manager) { return newServer(t, true) }},
+		{"tools_overlay.golden", newViewServer},
+	} {
+		t.Run(tt.golden, func(t *testing.T) {
+			srv, _ := tt.start(t)
+			got, err := json.Marshal(listTools(t, srv))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := json.Indent(&buf, got, "", "  "); err != nil {
+				t.Fatal(err)
+			}
+			buf.WriteString("\n")
+			golden := filepath.Join("testdata", tt.golden)
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./tools -run TestToolsGolden -update)", err)
+			}
+			if !bytes.Equal(buf.Bytes(), want) {
+				t.Errorf("tools/list differs from %s (rerun with -update if intended):\n%s", golden, buf.String())
+			}
+		})
 	}
 }
 
 // TestSchemasArePortable: every client must accept the schemas, so no
 // type is a list and nothing is nullable.
 func TestSchemasArePortable(t *testing.T) {
-	srv, _ := newServer(t, true)
+	srv, _ := newViewServer(t) // every tool
 	for name, tool := range decodeTools(t, listTools(t, srv)) {
 		for kind, schema := range map[string]map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
 			if schema == nil {
@@ -206,6 +232,9 @@ func TestSchemasArePortable(t *testing.T) {
 				t.Errorf("%s: %s schema type is %v, want object", name, kind, schema["type"])
 			}
 			walkSchema(schema, "#", func(path string, v map[string]any) {
+				if isPropertyName(path) {
+					return // a map of properties, one may be called type
+				}
 				if ty, ok := v["type"]; ok {
 					if s, isString := ty.(string); !isString {
 						t.Errorf("%s: %s schema %s: type %v is not a single string", name, kind, path, ty)
@@ -246,7 +275,14 @@ func walkSchema(v any, path string, f func(string, map[string]any)) {
 // TestOutputSchemasRequireEveryProperty: a result always carries every
 // field, so clients may rely on them all.
 func TestOutputSchemasRequireEveryProperty(t *testing.T) {
-	srv, _ := newServer(t, true)
+	// The properties that are there only when there is something to say
+	// (omitempty): a promise's note (jail.Promise), and what a change
+	// tells of some kinds only (layer.Change).
+	optional := map[string][]string{
+		"/$defs/promise": {"note"},
+		"/$defs/change":  {"host_type", "host_size", "mode", "special", "target"},
+	}
+	srv, _ := newViewServer(t) // every tool
 	for name, tool := range decodeTools(t, listTools(t, srv)) {
 		walkSchema(tool.OutputSchema, "#", func(path string, v map[string]any) {
 			props, ok := v["properties"].(map[string]any)
@@ -258,9 +294,7 @@ func TestOutputSchemasRequireEveryProperty(t *testing.T) {
 				required = append(required, fmt.Sprint(r))
 			}
 			for p := range props {
-				// A promise's note is there only when there is something to
-				// say (jail.Promise: omitempty).
-				if strings.HasSuffix(path, "/$defs/promise") && p == "note" {
+				if optionalAt(optional, path, p) {
 					continue
 				}
 				if !slices.Contains(required, p) {
@@ -274,6 +308,17 @@ func TestOutputSchemasRequireEveryProperty(t *testing.T) {
 			}
 		})
 	}
+}
+
+// optionalAt reports whether property p of the schema at path is one of
+// optional's, by the path's end.
+func optionalAt(optional map[string][]string, path, p string) bool {
+	for def, props := range optional {
+		if strings.HasSuffix(path, def) && slices.Contains(props, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // isPropertyName reports whether path ends at a property's name inside a
@@ -290,8 +335,9 @@ func asList(v any) []any {
 
 func TestAnnotations(t *testing.T) {
 	type hints struct{ readOnly, destructive, idempotent, openWorld bool }
-	for _, network := range []bool{true, false} {
-		t.Run(fmt.Sprintf("network %v", network), func(t *testing.T) {
+	for _, tc := range []struct{ network, view bool }{{true, false}, {false, false}, {true, true}} {
+		t.Run(fmt.Sprintf("network %v view %v", tc.network, tc.view), func(t *testing.T) {
+			network := tc.network
 			want := map[string]hints{
 				"jailed_exec": {readOnly: false, destructive: true, idempotent: false, openWorld: network},
 				"jail_status": {readOnly: true, destructive: false, idempotent: true, openWorld: false},
@@ -299,7 +345,12 @@ func TestAnnotations(t *testing.T) {
 				// It sends input and signals, KILL among them.
 				"jail_job": {readOnly: false, destructive: true, idempotent: false, openWorld: false},
 			}
-			srv, _ := newServer(t, network)
+			if tc.view {
+				want["jail_diff"] = hints{readOnly: true, destructive: false, idempotent: true, openWorld: false}
+				// It overwrites and deletes the host's files.
+				want["jail_apply"] = hints{readOnly: false, destructive: true, idempotent: false, openWorld: false}
+			}
+			srv, _ := newServerConfig(t, true, func(c *session.Config) { c.Network, c.Overlay = network, tc.view })
 			tools := decodeTools(t, listTools(t, srv))
 			if len(tools) != len(want) {
 				t.Errorf("%d tools listed, want %d", len(tools), len(want))

@@ -1,0 +1,122 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jail-mcp/jail-mcp/session/layer"
+)
+
+var applyInputSchema = schema("apply.input")
+
+var applyOutputSchema = schema("apply.output")
+
+var applyFields = fieldNames(applyInputSchema)
+
+func applyTool() mcp.Tool {
+	return newTool("jail_apply",
+		("Copy changes of the project view to the host's project: the changes at or below each " +
+			"path (relative to the project, as jail_diff lists them; \".\" is every change jail_diff " +
+			"lists, an ignored path is applied only when named). All or nothing: when any path is refused, nothing is " +
+			"written and each refusal says why. Never written: protected paths, what the host runs " +
+			"or trusts without a review (" + strings.Join(layer.ProtectedNames, ", ") + ", at any " +
+			"depth, and git's hooks directory), nor symlinks, devices, FIFOs or sockets. A " +
+			"conflict (the host's file changed since the view copied it) is refused: look at both " +
+			"and redo the change. What is applied leaves the session's layer (jail_diff no longer " +
+			"lists it). Refused while a command of the session runs (a job): let it end or kill " +
+			"it first. dry_run: true says what would be applied or refused and writes nothing."),
+		applyInputSchema, applyOutputSchema,
+		annotations("Apply changes to the project", false, true, false, false))
+}
+
+type applyParams struct {
+	Paths  []string `json:"paths"`
+	DryRun bool     `json:"dry_run"`
+}
+
+// Refusal is a path jail_apply did not write, and why.
+type Refusal struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// ApplyResult is the structured result of jail_apply.
+type ApplyResult struct {
+	Session string         `json:"session"`
+	Applied []layer.Change `json:"applied"`
+	Refused []Refusal      `json:"refused"`
+	DryRun  bool           `json:"dry_run"`
+}
+
+// Apply is the jail_apply tool.
+func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var p applyParams
+	if err := decode(req, &p, applyFields); err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	if len(p.Paths) == 0 {
+		return refuse("refused: paths is required: the paths to apply, relative to the project, as jail_diff lists them"), nil
+	}
+	for i, path := range p.Paths {
+		if path == "" {
+			return refuse("refused: paths[%d] is empty", i), nil
+		}
+	}
+	s, err := h.Session(ctx)
+	if err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	a, err := s.Apply(p.Paths, p.DryRun)
+	if err != nil && (a == nil || len(a.Changes) == 0) {
+		return refuseView(err), nil
+	}
+	out := ApplyResult{Session: s.Name, Applied: a.Changes, Refused: []Refusal{}, DryRun: a.DryRun}
+	for _, r := range a.Refused {
+		out.Refused = append(out.Refused, Refusal{Path: r.Path, Reason: r.Reason})
+	}
+	if out.Applied == nil || len(out.Refused) > 0 {
+		out.Applied = []layer.Change{}
+	}
+	text := renderApply(out)
+	if err != nil {
+		// Stopped halfway: what was written is listed, and stays written.
+		text = fmt.Sprintf("%v\nthe apply stopped after writing %s to the project:\n%s",
+			err, plural(len(out.Applied), "change"), strings.SplitN(text, "\n", 2)[1])
+	}
+	return structured(out, text, err != nil || len(out.Refused) > 0), nil
+}
+
+func renderApply(a ApplyResult) string {
+	var b strings.Builder
+	switch {
+	case len(a.Refused) > 0:
+		fmt.Fprintf(&b, "refused %s: nothing was written to the project", plural(len(a.Refused), "path"))
+		if a.DryRun {
+			b.WriteString(" (dry run)")
+		}
+		b.WriteString("; call again without the refused paths to apply the others\n")
+		for i, r := range a.Refused {
+			if i == maxChangeLines {
+				fmt.Fprintf(&b, "... %d more (refused lists them all)\n", len(a.Refused)-i)
+				break
+			}
+			fmt.Fprintf(&b, "refused %s: %s\n", r.Path, r.Reason)
+		}
+		return b.String()
+	case a.DryRun:
+		fmt.Fprintf(&b, "dry run: would apply %s to the project; nothing was written\n", plural(len(a.Applied), "change"))
+	default:
+		fmt.Fprintf(&b, "applied %s to the project; they left the session's layer\n", plural(len(a.Applied), "change"))
+	}
+	for i, c := range a.Applied {
+		if i == maxChangeLines {
+			fmt.Fprintf(&b, "... %d more (applied lists them all)\n", len(a.Applied)-i)
+			break
+		}
+		b.WriteString(changeLine(c) + "\n")
+	}
+	return b.String()
+}

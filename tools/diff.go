@@ -1,0 +1,193 @@
+package tools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/jail-mcp/jail-mcp/session"
+	"github.com/jail-mcp/jail-mcp/session/layer"
+)
+
+var diffInputSchema = schema("diff.input")
+
+var diffOutputSchema = schema("diff.output")
+
+var diffFields = fieldNames(diffInputSchema)
+
+func diffTool() mcp.Tool {
+	return newTool("jail_diff",
+		("List what this session's commands changed in the project. Commands see the project " +
+			"writable, copy-on-write: every change stays in the session's layer, never on the host, " +
+			"until jail_apply copies it there. Each change: path (relative to the project), added, " +
+			"modified, deleted or type_changed, type and size. Paths .gitignore ignores " +
+			"(node_modules/, build output) are summarised, one entry per ignored directory with its " +
+			"file count and bytes, unless all is true. patch: true adds a unified patch of the " +
+			"changed text files (its head when long; the whole patch is then kept in output_path). " +
+			"Review the changes before jail_apply; jail_reset discards them all."),
+		diffInputSchema, diffOutputSchema,
+		annotations("Changes in the project view", true, false, true, false))
+}
+
+type diffParams struct {
+	Patch bool `json:"patch"`
+	All   bool `json:"all"`
+}
+
+// DiffResult is the structured result of jail_diff.
+type DiffResult struct {
+	Session        string          `json:"session"`
+	Jail           string          `json:"jail"`
+	Changes        []layer.Change  `json:"changes"`
+	Ignored        []layer.Summary `json:"ignored"`
+	Patch          string          `json:"patch"`
+	PatchBytes     int             `json:"patch_bytes"`
+	PatchTruncated bool            `json:"patch_truncated"`
+	OutputPath     string          `json:"output_path"`
+}
+
+// Diff is the jail_diff tool.
+func (h *Handler) Diff(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var p diffParams
+	if err := decode(req, &p, diffFields); err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	s, err := h.Session(ctx)
+	if err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	d, err := s.Diff(layer.Options{All: p.All, Patch: p.Patch})
+	if err != nil {
+		return refuseView(err), nil
+	}
+	out := DiffResult{
+		Session: s.Name, Jail: s.Path, Changes: d.Changes, Ignored: d.Ignored,
+		Patch: d.Patch, PatchBytes: d.PatchBytes, PatchTruncated: d.PatchTruncated, OutputPath: d.OutputPath,
+	}
+	if out.Changes == nil {
+		out.Changes = []layer.Change{}
+	}
+	if out.Ignored == nil {
+		out.Ignored = []layer.Summary{}
+	}
+	return structured(out, renderDiff(out, p.Patch), false), nil
+}
+
+// refuseView is the result of a jail_diff or jail_apply that could not
+// look at the layer.
+func refuseView(err error) *mcp.CallToolResult {
+	if errors.Is(err, session.ErrNoView) {
+		return refuse("refused: %v", err)
+	}
+	return refuse("%v", err)
+}
+
+// maxChangeLines bounds the changes a result's text lists, one a line.
+const maxChangeLines = 100
+
+func renderDiff(d DiffResult, patch bool) string {
+	var b strings.Builder
+	if len(d.Changes) == 0 && len(d.Ignored) == 0 {
+		b.WriteString("no changes in the project view: it shows the host's project as it is\n")
+	} else {
+		fmt.Fprintf(&b, "the project view changes %s against the host's project", plural(len(d.Changes), "path"))
+		if len(d.Ignored) > 0 {
+			files := 0
+			for _, s := range d.Ignored {
+				files += s.Files
+			}
+			fmt.Fprintf(&b, ", and %s under %s that .gitignore ignores (all: true lists them)",
+				plural(files, "file"), plural(len(d.Ignored), "path"))
+		}
+		b.WriteString("; jail_apply copies paths to the host\n")
+	}
+	lines := 0
+	for _, c := range d.Changes {
+		if lines == maxChangeLines {
+			break
+		}
+		b.WriteString(changeLine(c) + "\n")
+		lines++
+	}
+	for _, s := range d.Ignored {
+		if lines == maxChangeLines {
+			break
+		}
+		fmt.Fprintf(&b, "%s %s: %s, %s (ignored)\n", changeLetter(s.Change), s.Dir, plural(s.Files, "file"), humanize.IBytes(uint64(s.Bytes)))
+		lines++
+	}
+	if more := len(d.Changes) + len(d.Ignored) - lines; more > 0 {
+		fmt.Fprintf(&b, "... %d more (changes and ignored list them all)\n", more)
+	}
+	switch {
+	case !patch:
+	case d.PatchBytes == 0:
+		b.WriteString("--- patch: empty (no text file changed) ---\n")
+	default:
+		fmt.Fprintf(&b, "--- patch (%d bytes) ---\n", d.PatchBytes)
+		b.WriteString(d.Patch)
+		if !strings.HasSuffix(d.Patch, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// changeLine is one change in a line: its letter, path and what to know
+// about it, e.g. "M src/a.go (1.2 KiB)".
+func changeLine(c layer.Change) string {
+	line := changeLetter(c.Change) + " " + c.Path
+	if c.Type == "dir" && c.Change != "deleted" {
+		line += "/"
+	}
+	var notes []string
+	switch {
+	case c.Change == "type_changed":
+		notes = append(notes, c.HostType+" -> "+c.Type)
+	case c.Type == "file" && c.Change != "deleted":
+		notes = append(notes, humanize.IBytes(uint64(c.Size)))
+	case c.Type != "file" && c.Type != "dir":
+		notes = append(notes, c.Type)
+	}
+	if c.Target != "" {
+		line += " -> " + c.Target
+	}
+	if c.Mode != "" {
+		notes = append(notes, "mode "+c.Mode)
+	}
+	if c.Special {
+		notes = append(notes, "never applied")
+	}
+	if len(notes) > 0 {
+		line += " (" + strings.Join(notes, ", ") + ")"
+	}
+	return line
+}
+
+// changeLetter is a kind of change as git status shows it (~ for an
+// ignored directory whose changes are of more than one kind).
+func changeLetter(change string) string {
+	switch change {
+	case "added":
+		return "A"
+	case "modified":
+		return "M"
+	case "deleted":
+		return "D"
+	case "type_changed":
+		return "T"
+	}
+	return "~"
+}
+
+// plural is n things, n with thousands separators.
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return humanize.Comma(int64(n)) + " " + thing + "s"
+}
