@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+	"github.com/jail-mcp/jail-mcp/tools"
 )
 
 // BenchmarkOverlay measures the project view (--overlay, bubblewrap only)
@@ -49,6 +51,49 @@ func BenchmarkOverlay(b *testing.B) {
 		b.ReportMetric(float64(tv)/float64(tp), "x-plain")
 	})
 	b.Run("go-test-first", goTestFirst)
+	b.Run("diff-20k", func(b *testing.B) {
+		// jail_diff of a layer of 20,000 files: node_modules/ (ignored,
+		// 19,000 files in 1,000 packages) added whole, and 1,000 files of
+		// src/ copied up, half of them edited (a tenth of each, short).
+		n := 1000
+		if benchShort {
+			n = 100
+		}
+		project := testkit.NewProject(b)
+		files := map[string]string{".gitignore": "node_modules/\n", "package.json": "{}\n"}
+		for i := range n {
+			files[fmt.Sprintf("src/f%04d.js", i)] = strings.Repeat("x", 1000) + "\n"
+		}
+		for name, body := range files {
+			p := filepath.Join(project, name)
+			os.MkdirAll(filepath.Dir(p), 0o755)
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ts := startBinary(b, bw, productBinary(b), project, testkit.ServerEnv(), "--overlay", "on", "--timeout", "5m")
+		script := fmt.Sprintf(`set -e
+for p in $(seq 1 %d); do mkdir -p node_modules/p$p/lib; for f in $(seq 1 19); do echo x > node_modules/p$p/lib/f$f.js; done; done
+for i in $(seq 0 %d); do f=$(printf 'src/f%%04d.js' $i); if [ $((i %% 2)) = 0 ]; then echo edit >> $f; else cp $f $f.tmp && mv $f.tmp $f; fi; done`, n, n-1)
+		if res, raw := ts.Exec(map[string]any{"command": script, "timeout_ms": 300000}); res.ExitCode != 0 {
+			b.Fatalf("the layer: %s", testkit.ResultText(raw))
+		}
+		var first tools.DiffResult
+		for b.Loop() {
+			res, err := ts.Call(context.Background(), "jail_diff", map[string]any{})
+			if err != nil || res.IsError {
+				b.Fatalf("jail_diff: %v %s", err, testkit.ResultText(res))
+			}
+			if first.Session == "" {
+				raw, _ := json.Marshal(res.StructuredContent)
+				json.Unmarshal(raw, &first)
+			}
+		}
+		// What it must have found: the 500 edits, node_modules/ summed up.
+		if len(first.Changes) != n/2 || len(first.Ignored) != 1 || first.Ignored[0].Files != 19*n {
+			b.Fatalf("jail_diff found %d changes and %+v", len(first.Changes), first.Ignored)
+		}
+	})
 }
 
 // goTestModule is a module with a few dependencies (the server's own, so
