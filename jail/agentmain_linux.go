@@ -199,12 +199,14 @@ func (a *agent) serve() int {
 // trace it or open its /proc files, and a child subreaper, so that what a
 // command leaves is its to reap.
 func (a *agent) confine(m agentMsg, files []*os.File) error {
-	if len(files) < 1 || m.ABI < MinLandlockABI {
-		return errors.New("agent: a jail and Landlock ABI 6 are needed")
+	if len(files) != 1+len(m.Writable) || m.ABI < MinLandlockABI {
+		return errors.New("agent: a jail, its writable directories and Landlock ABI 6 are needed")
 	}
-	jail := files[0]
-	if fi, err := jail.Stat(); err != nil || !fi.IsDir() {
-		return errors.New("agent: the jail is not a directory")
+	jail, writable := files[0], files[1:]
+	for _, d := range files {
+		if fi, err := d.Stat(); err != nil || !fi.IsDir() {
+			return errors.New("agent: the jail or a writable directory is not a directory")
+		}
 	}
 	switch m.Kind {
 	case "landlock":
@@ -212,7 +214,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		// no new privileges, the session's domain, seccomp) and forked the
 		// guard in that domain: the agent nests itself out of the guard's
 		// reach.
-		fd, err := scopeRuleset(jail)
+		fd, err := scopeRuleset(files...)
 		if err != nil {
 			return err
 		}
@@ -231,7 +233,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 			o.onChange = a.renewView
 			break
 		}
-		fd, err := fsRuleset(m.ABI, jail, true, 0, bwrapPrivate...)
+		fd, err := fsRuleset(m.ABI, jail, writable, true, 0, bwrapPrivate...)
 		if err != nil {
 			return err
 		}
@@ -247,7 +249,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 	default:
 		return fmt.Errorf("agent: unknown kind %q", m.Kind)
 	}
-	a.view = &readView{hidden: m.Hidden, shown: m.Shown, jail: m.Jail}
+	a.view = &readView{hidden: m.Hidden, shown: append(m.Shown, m.Writable...), jail: m.Jail, writable: m.Writable}
 	if a.ov != nil {
 		a.view.opaque = m.Project
 	}
@@ -473,7 +475,7 @@ func (a *agent) arm() *armedView {
 	av := &armedView{key: viewKey(extra), stamps: stamps, view: v}
 	if a.project != "" {
 		// A hint, as for a plain call's.
-		av.watch, _ = startWriteWatch(a.project, a.view.jail)
+		av.watch, _ = startWriteWatch(a.project, a.view.jail, a.view.writable...)
 	}
 	return av
 }
@@ -605,7 +607,7 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 		if a.project != "" && a.view != nil {
 			// A hint, not a bound: a kernel without seccomp notifications,
 			// or a listener already in the chain, leaves the call unwatched.
-			watch, _ = startWriteWatch(a.project, a.view.jail)
+			watch, _ = startWriteWatch(a.project, a.view.jail, a.view.writable...)
 		}
 	}
 	defer func() {

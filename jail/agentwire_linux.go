@@ -38,6 +38,9 @@ type agentMsg struct {
 	// sandbox's own network namespace (bwrap) and sends it with ready,
 	// for the server's proxy to serve.
 	Egress bool `json:"egress,omitempty"`
+	// Writable: the project's directories commands write in place
+	// (Spec.Writable), by path; their descriptors follow the jail's.
+	Writable []string `json:"writable,omitempty"`
 	// MaxShared: bwrap's agent starts no call while its sandbox's own
 	// shared memory (Count.Shared) holds more bytes; 0: no bound.
 	MaxShared int64 `json:"max_shared,omitempty"`
@@ -97,7 +100,7 @@ type agentMsg struct {
 
 // Message types.
 const (
-	msgConfig  = "config"  // server: confine yourself (descriptors: the jail, and the guard's pipe under landlock)
+	msgConfig  = "config"  // server: confine yourself (descriptors: the jail, then the writable directories)
 	msgReady   = "ready"   // agent: confined, serving (descriptor: the proxy's listener, when asked for)
 	msgRun     = "run"     // server: run a command (descriptors: stdin, stdout, stderr)
 	msgSpare   = "spare"   // agent: thread Pid (its id in the agent's pid namespace) waits for a call, as spare ID
@@ -118,8 +121,9 @@ const (
 const (
 	maxServerFrame = 16 << 20
 	maxAgentFrame  = 16 << 10
-	// maxFrameFiles is the most descriptors a server's frame carries.
-	maxFrameFiles = 8
+	// maxFrameFiles is the most descriptors a server's frame carries:
+	// a config's, the jail and the writable directories.
+	maxFrameFiles = 1 + MaxWritable
 )
 
 var errFrame = errors.New("malformed frame")

@@ -91,6 +91,10 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	if spec.JailFile == nil {
 		return nil, errors.New("bwrap: the jail must be given by a descriptor")
 	}
+	writable, err := writableFiles(spec)
+	if err != nil {
+		return nil, err
+	}
 	server, ctl, err := socketPair()
 	if err != nil {
 		return nil, err
@@ -99,7 +103,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	// the agent's control socket and the server's binary.
 	n := 3 + len(bwrapFiles(spec)) + 2
 	spec.Argv = []string{"/proc/self/fd/" + strconv.Itoa(n+1), agentArg, strconv.Itoa(n)}
-	files := []*os.File{spec.JailFile}
+	files := append([]*os.File{spec.JailFile}, writable...)
 	if spec.Overlay != nil {
 		if spec.Overlay.Layer == nil {
 			server.Close()
@@ -148,7 +152,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 		case <-time.After(initGrace):
 		}
 	}
-	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Network: spec.Network, ABI: b.abi, MaxShared: spec.MaxMemory,
+	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Writable: spec.WritablePaths(), Network: spec.Network, ABI: b.abi, MaxShared: spec.MaxMemory,
 		Project: spec.Project, CallPath: spec.CallPath, Hidden: viewHidden("bwrap", spec.Siblings, spec.Unread...), Shown: viewShown("bwrap", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
 	var serve func(net.Listener)
 	if spec.Egress != nil {
@@ -252,6 +256,11 @@ func bwrapSizes(path string) bool {
 // numbers it gives them: fd 3 first.
 func bwrapFiles(spec Spec) []*os.File {
 	var files []*os.File
+	for _, w := range spec.Writable {
+		if w.File != nil {
+			files = append(files, w.File)
+		}
+	}
 	if spec.JailFile != nil {
 		files = append(files, spec.JailFile)
 	}

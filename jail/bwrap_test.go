@@ -82,6 +82,28 @@ func TestBwrapArgs(t *testing.T) {
 			// shadowed directories need no bind of their own.
 			s.Visible = []string{"/tmp/p", "/tmp/tools/bin", "/run/systemd/resolve/stub-resolv.conf", "/tmp/p/src", "/home/u/bin"}
 		}},
+		// The project's directories commands write in place: bound
+		// writable over its read-only view, before the jail.
+		{"writable", func(s *jail.Spec) {
+			s.Siblings = "/home/u/project/.agent-home"
+			s.Writable = []jail.WritableDir{{Path: "/home/u/project/node_modules"}, {Path: "/home/u/project/web/build dir"}}
+		}},
+		// By descriptor: theirs come first (fd 3 on), then the jail's and
+		// the credentials', in the order bwrapFiles passes them.
+		{"writable_by_descriptor", func(s *jail.Spec) {
+			s.JailFile = devNull(t)
+			s.Writable = []jail.WritableDir{{Path: "/home/u/project/node_modules", File: devNull(t)}, {Path: "/home/u/project/build", File: devNull(t)}}
+			s.Mounts = []jail.Mount{{Source: "/home/u/.gitconfig", Target: s.Jail + "/.gitconfig", File: devNull(t)}}
+		}},
+		// Shadowed by bwrap without agents: bound after the project is
+		// bound back.
+		{"writable_in_tmp", func(s *jail.Spec) {
+			s.Jail = "/tmp/p/.agent-home/s"
+			s.Dir = "/tmp/p"
+			s.Env = []string{"HOME=" + s.Jail}
+			s.Visible = []string{"/tmp/p"}
+			s.Writable = []jail.WritableDir{{Path: "/tmp/p/node_modules"}}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,6 +141,17 @@ func TestBwrapArgs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// devNull is an open file for a Spec's descriptor fields, closed when t ends.
+func devNull(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 // lineDiff shows the first line where want and got part.

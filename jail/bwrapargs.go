@@ -56,7 +56,9 @@ func within(p, dir string) bool {
 //
 // Order matters: bubblewrap applies mounts in argument order, so the host is
 // bound read-only first, the shadowed directories hidden, what must stay
-// visible below them bound back, and the jail bound writable last, over it.
+// visible below them bound back, the operator's writable directories of
+// the project bound writable over its read-only view, and the jail bound
+// writable last, over it.
 //
 // What a command may write outside the jail, in memory, is bounded: its
 // /dev is read-only but for the devices, POSIX message queues (a few
@@ -147,6 +149,12 @@ func BwrapArgs(spec Spec, shadow []string, sized bool) []string {
 			return
 		}
 		args = append(args, flag, src, dst)
+	}
+	// The project's directories commands write in place (--writable),
+	// over its read-only view: none is or holds the jails' directory
+	// (refused at start), so the jail's binds below do not undo them.
+	for _, w := range spec.Writable {
+		bind(w.File, true, w.Path, w.Path)
 	}
 	// Other sessions' jails: an empty tmpfs over their directory, made
 	// read-only once the jail is bound into it. With an overlay, nothing

@@ -3,6 +3,7 @@ package jail
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -31,13 +32,14 @@ func landlockPreset(abi int) landlock.Config {
 }
 
 // fsRuleset makes the ruleset of a jail: the whole file system readable
-// and executable, the jail (given by a descriptor opened without following
-// links) writable with every right, a few devices writable; with network
+// and executable, the jail and the project's writable directories (given
+// by descriptors opened without following links) writable with every
+// right, a few devices writable; with network
 // off, no TCP bind or connect; held to a proxy (proxyPort), TCP connects
 // to that port only and no bind; abstract unix sockets and signals scoped to the
 // domain where the ABI has scopes. private lists directories of the
 // sandbox's own (bubblewrap's /dev/shm, /dev/pts) writable too.
-func fsRuleset(abi int, jail *os.File, network bool, proxyPort int, private ...string) (int, error) {
+func fsRuleset(abi int, jail *os.File, writable []*os.File, network bool, proxyPort int, private ...string) (int, error) {
 	cfg := landlockPreset(abi)
 	attr := ll.RulesetAttr{HandledAccessFS: uint64(cfg.HandledAccessFS), Scoped: uint64(cfg.Scoped)}
 	switch {
@@ -81,6 +83,11 @@ func fsRuleset(abi int, jail *os.File, network bool, proxyPort int, private ...s
 	if err := add(jail, all); err != nil {
 		return fail(fmt.Errorf("landlock rule for the jail: %w", err))
 	}
+	for _, w := range writable {
+		if err := add(w, all); err != nil {
+			return fail(fmt.Errorf("landlock rule for the writable %s: %w", w.Name(), err))
+		}
+	}
 	for _, p := range private {
 		f, err := os.OpenFile(p, unix.O_PATH|unix.O_DIRECTORY, 0)
 		if err != nil {
@@ -111,25 +118,41 @@ func fsRuleset(abi int, jail *os.File, network bool, proxyPort int, private ...s
 
 // scopeRuleset makes a ruleset that scopes signals and abstract unix
 // sockets: a domain nested with it cannot signal, trace or reach the
-// abstract sockets of what is outside it. Given a jail, it grants renames
-// and links across its directories (REFER), which every layer denies
-// where it does not grant them, whatever it handles.
-func scopeRuleset(jail *os.File) (int, error) {
+// abstract sockets of what is outside it. Given directories (the jail, the
+// project's writable ones; nil ones are skipped), it grants renames and
+// links across theirs (REFER), which every layer denies where it does not
+// grant them, whatever it handles.
+func scopeRuleset(refer ...*os.File) (int, error) {
+	refer = slices.DeleteFunc(slices.Clone(refer), func(f *os.File) bool { return f == nil })
 	attr := ll.RulesetAttr{Scoped: ll.ScopeAbstractUnixSocket | ll.ScopeSignal}
-	if jail != nil {
+	if len(refer) > 0 {
 		attr.HandledAccessFS = ll.AccessFSRefer
 	}
 	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
 		return -1, fmt.Errorf("landlock scope: %w", err)
 	}
-	if jail != nil {
-		if err := ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: ll.AccessFSRefer, ParentFd: int(jail.Fd())}, 0); err != nil {
+	for _, d := range refer {
+		if err := ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: ll.AccessFSRefer, ParentFd: int(d.Fd())}, 0); err != nil {
 			unix.Close(fd)
-			return -1, fmt.Errorf("landlock rule for the jail: %w", err)
+			return -1, fmt.Errorf("landlock rule for %s: %w", d.Name(), err)
 		}
 	}
 	return fd, nil
+}
+
+// writableFiles are the descriptors of spec's writable directories, which
+// the caller opened: a backend grants rights to what they are, never to
+// a path.
+func writableFiles(spec Spec) ([]*os.File, error) {
+	files := make([]*os.File, len(spec.Writable))
+	for i, w := range spec.Writable {
+		if w.File == nil {
+			return nil, fmt.Errorf("the writable %s must be given by a descriptor", w.Path)
+		}
+		files[i] = w.File
+	}
+	return files, nil
 }
 
 // restrictThread enters the domain of ruleset fd on the calling thread

@@ -100,6 +100,19 @@ type Mount struct {
 	File *os.File
 }
 
+// WritableDir is a directory of the project a command writes in place.
+type WritableDir struct {
+	Path string // canonical host path, inside the project
+	// File, when set, is Path opened O_PATH|O_DIRECTORY without following
+	// a link at any component: the backend binds it or grants it rights,
+	// never a path that might lead elsewhere since.
+	File *os.File
+}
+
+// MaxWritable bounds Spec.Writable: each is a descriptor the server
+// passes a session agent with its configuration.
+const MaxWritable = 16
+
 // Spec is everything a backend needs to confine one command.
 type Spec struct {
 	Argv    []string // program and arguments; Argv[0] is looked up in Env's PATH
@@ -119,6 +132,11 @@ type Spec struct {
 	// replaced, after the mounts, by an empty read-only tmpfs.
 	Mounts []Mount
 	Hide   []string
+	// Writable are directories of the project that a command writes in
+	// place (--writable): the operator's exception to the read-only
+	// project, each bound writable over it (bwrap), given the jail's write
+	// rights (Landlock), allowed by the profile (sandbox-exec).
+	Writable []WritableDir
 	// Visible lists canonical host paths the command must see even where
 	// a backend hides host directories (bubblewrap's shadowed /tmp,
 	// /var/tmp and /run): the project, so that a project kept under /tmp
@@ -194,6 +212,9 @@ var ErrNoOverlay = errors.New("--overlay needs bubblewrap with session agents (L
 func (s Spec) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "write=%s dir=%s network=%t", s.Jail, s.Dir, s.Network)
+	if len(s.Writable) > 0 {
+		fmt.Fprintf(&b, " writable=%s", strings.Join(s.WritablePaths(), ","))
+	}
 	for _, m := range s.Mounts {
 		mode := "ro"
 		if m.Writable {
@@ -216,6 +237,15 @@ func (s Spec) String() string {
 	return b.String()
 }
 
+// WritablePaths are the paths of s.Writable.
+func (s Spec) WritablePaths() []string {
+	paths := make([]string, len(s.Writable))
+	for i, w := range s.Writable {
+		paths[i] = w.Path
+	}
+	return paths
+}
+
 func (s Spec) validate() error {
 	switch {
 	case len(s.Argv) == 0 || s.Argv[0] == "":
@@ -224,6 +254,17 @@ func (s Spec) validate() error {
 		return fmt.Errorf("jail %q is not absolute", s.Jail)
 	case !strings.HasPrefix(s.Dir, "/"):
 		return fmt.Errorf("dir %q is not absolute", s.Dir)
+	case len(s.Writable) > MaxWritable:
+		return fmt.Errorf("%d writable directories, more than %d", len(s.Writable), MaxWritable)
+	case len(s.Writable) > 0 && s.Overlay != nil:
+		// Mounts below the project would keep the overlay from
+		// mounting it; and the view already writes it, copy-on-write.
+		return errors.New("writable directories and an overlay: the project is written either in place or in the view")
+	}
+	for _, w := range s.Writable {
+		if !strings.HasPrefix(w.Path, "/") {
+			return fmt.Errorf("writable %q is not absolute", w.Path)
+		}
 	}
 	return nil
 }

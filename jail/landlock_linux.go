@@ -121,6 +121,10 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 		defer j.Close()
 		jail = j
 	}
+	writable, err := writableFiles(spec)
+	if err != nil {
+		return nil, err
+	}
 	exe, err := l.exe.file()
 	if err != nil {
 		return nil, err
@@ -179,7 +183,7 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 				return err
 			}
 		}
-		fd, err := fsRuleset(l.abi, jail, spec.Network, proxyPort)
+		fd, err := fsRuleset(l.abi, jail, writable, spec.Network, proxyPort)
 		if err != nil {
 			return err
 		}
@@ -193,9 +197,9 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 		// agent starts.
 		return startGuard(guardR)
 	}
-	cfg := agentMsg{T: msgConfig, Kind: "landlock", Jail: spec.Jail, Network: spec.Network, ABI: l.abi, Root: l.root,
+	cfg := agentMsg{T: msgConfig, Kind: "landlock", Jail: spec.Jail, Writable: spec.WritablePaths(), Network: spec.Network, ABI: l.abi, Root: l.root,
 		Project: spec.Project, CallPath: spec.CallPath, Hidden: viewHidden("landlock", spec.Siblings, spec.Unread...), Shown: viewShown("landlock", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
-	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, confine: confine, place: spec.Place}, launch, cfg, []*os.File{jail})
+	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, confine: confine, place: spec.Place}, launch, cfg, append([]*os.File{jail}, writable...))
 	guardR.Close()
 	if err != nil {
 		guardW.Close()

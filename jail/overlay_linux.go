@@ -368,7 +368,7 @@ func (o *overlayState) makeView() (*view, error) {
 		if err == nil {
 			// The agent's layer names the view's own project root.
 			private := append(slices.Clone(bwrapPrivate), o.project)
-			v.rules, err = fsRuleset(o.abi, o.jail, true, 0, append(private, o.writable...)...)
+			v.rules, err = fsRuleset(o.abi, o.jail, nil, true, 0, append(private, o.writable...)...)
 		}
 		done <- err
 	})

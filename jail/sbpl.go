@@ -17,13 +17,21 @@ const SandboxExecPath = "/usr/bin/sandbox-exec"
 //
 // The profile is given inline (-p). The jail's real path reaches its file
 // rules as the parameter JAIL (-D JAIL=...), a value the sandbox compares
-// and never parses; the unix-socket rules, whose address filters take a
-// regex, hold it as a regex-quoted, SBPL-escaped string literal. No path,
-// whatever its quotes, spaces or newlines, can change the profile.
+// and never parses, and each writable directory of the project as
+// WRITABLE_<i>; the unix-socket rules, whose address filters take a
+// regex, hold the jail's as a regex-quoted, SBPL-escaped string literal.
+// No path, whatever its quotes, spaces or newlines, can change the profile.
 func SandboxExecArgs(spec Spec) []string {
-	args := []string{"-p", SandboxProfile(spec), "-D", "JAIL=" + realPath(spec.Jail), "--"}
+	args := []string{"-p", SandboxProfile(spec), "-D", "JAIL=" + realPath(spec.Jail)}
+	for i, w := range spec.Writable {
+		args = append(args, "-D", writableParam(i)+"="+realPath(w.Path))
+	}
+	args = append(args, "--")
 	return append(args, spec.Argv...)
 }
+
+// writableParam names the profile parameter of the i-th writable directory.
+func writableParam(i int) string { return fmt.Sprintf("WRITABLE_%d", i) }
 
 // realPath spells a path as macOS resolves it: /tmp, /var and /etc are
 // symlinks into /private, and the sandbox compares resolved paths.
@@ -94,7 +102,8 @@ var sbplDNSServices = []string{
 }
 
 // SandboxProfile is the SBPL profile of spec: deny by default, reads
-// allowed, writes only in the jail (parameter JAIL) and a few devices.
+// allowed, writes only in the jail (parameter JAIL), the writable
+// directories of the project (WRITABLE_<i>) and a few devices.
 func SandboxProfile(spec Spec) string {
 	var b strings.Builder
 	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
@@ -122,6 +131,12 @@ func SandboxProfile(spec Spec) string {
 	line("; extended attributes): the jail, where TMPDIR is, and the devices")
 	line("; a shell needs; not /private/tmp, not /private/var/folders")
 	line("(allow file-write* %s)", jail)
+	if len(spec.Writable) > 0 {
+		line("; the project's directories commands write in place (--writable)")
+		for i := range spec.Writable {
+			line("(allow file-write* (subpath (param %s)))", sbplString(writableParam(i)))
+		}
+	}
 	line("(allow file-write* %s (regex %s) (subpath %s))", list("literal", sbplDevices), sbplString(`^/dev/ttys[0-9]+$`), sbplString("/dev/fd"))
 	line("(allow file-ioctl %s (regex %s))", list("literal", []string{"/dev/null", "/dev/tty", "/dev/ptmx"}), sbplString(`^/dev/ttys[0-9]+$`))
 	line("(allow pseudo-tty)")

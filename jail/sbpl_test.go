@@ -34,6 +34,9 @@ func TestSandboxExecArgs(t *testing.T) {
 			s.Jail = "/Users/u/new\nline\")(allow file-write* (subpath \"/\"))/.agent-home/s"
 		}},
 		{"sbpl_argv_dash", func(s *jail.Spec) { s.Argv = []string{"-p", "(allow default)", "--", "-D"} }},
+		{"sbpl_writable", func(s *jail.Spec) {
+			s.Writable = []jail.WritableDir{{Path: "/Users/u/project/node_modules"}, {Path: "/Users/u/project/we\"ird\n)(allow default)"}, {Path: "/tmp/p/build"}}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := base

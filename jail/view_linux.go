@@ -33,12 +33,31 @@ import (
 // readView is the hidden and shown paths of a call, canonical.
 type readView struct {
 	hidden, shown []string
-	jail          string // shown, and where renames and links across directories are granted
+	// jail and writable (the project's directories commands write in
+	// place) are shown, and where renames and links across directories
+	// are granted.
+	jail     string
+	writable []string
 	// opaque, when set, is the project seen through the call's overlay
 	// (--overlay): granted whole, reads, renames and links, as what lies
 	// below it that the view hides is masked by mounts over it, and its
 	// entries are the overlay's own, which no cached rule names.
 	opaque string
+}
+
+// refers reports whether renames and links across directories are
+// granted at path: in the jail, a writable directory, or the overlay's
+// project.
+func (v readView) refers(path string) bool {
+	if within(path, v.jail) || v.opaque != "" && within(path, v.opaque) {
+		return true
+	}
+	for _, w := range v.writable {
+		if within(path, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // viewHidden are the host directories a call reads nothing of, but for
@@ -189,9 +208,9 @@ func stampOf(path string) (dirStamp, bool) {
 // viewRuleset makes the ruleset of a call's nested domain: signals and
 // abstract unix sockets scoped; file reads (and executions, which read)
 // granted as view v with extra shown; renames and links across
-// directories granted in the jail, where the agent's layer allows them (a
-// layer denies them wherever it does not grant them, handled or not). It
-// returns the directories it listed.
+// directories granted in the jail and the writable directories, where the
+// agent's layer allows them (a layer denies them wherever it does not
+// grant them, handled or not). It returns the directories it listed.
 func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 	attr := ll.RulesetAttr{
 		HandledAccessFS: ll.AccessFSReadFile | ll.AccessFSRefer,
@@ -204,10 +223,10 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 	shown := append(slices.Clone(v.shown), extra...)
 	marked := append(slices.Clone(v.hidden), shown...)
 	var stamps []dirStamp
-	// access is what a shown path is granted: reads, and in the jail
-	// renames and links across its directories.
+	// access is what a shown path is granted: reads, and in the jail and
+	// the writable directories renames and links across their directories.
 	access := func(path string) uint64 {
-		if within(path, v.jail) || v.opaque != "" && within(path, v.opaque) {
+		if v.refers(path) {
 			return ll.AccessFSReadFile | ll.AccessFSRefer
 		}
 		return ll.AccessFSReadFile

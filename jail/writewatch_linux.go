@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"unsafe"
@@ -177,15 +178,16 @@ type seccompNotifResp struct {
 type writeWatch struct {
 	listener int
 	project  string
-	jail     string
+	free     []string // where in the project writes are not refused
 	first    string
 	refused  int
 }
 
 // startWriteWatch loads the watch's filter on the calling thread (the
 // call's, before it starts the command, which inherits it). project is
-// where writes are refused; jail, inside it, is where they are not.
-func startWriteWatch(project, jail string) (*writeWatch, error) {
+// where writes are refused; jail and writable (--writable), inside it,
+// are where they are not.
+func startWriteWatch(project, jail string, writable ...string) (*writeWatch, error) {
 	prog, err := writeWatchFilter()
 	if err != nil {
 		return nil, err
@@ -199,7 +201,7 @@ func startWriteWatch(project, jail string) (*writeWatch, error) {
 	unix.CloseOnExec(int(fd))
 	// Wake the command on the CPU that answers it, where the kernel can.
 	unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, 1)
-	return &writeWatch{listener: int(fd), project: project, jail: jail}, nil
+	return &writeWatch{listener: int(fd), project: project, free: append([]string{jail}, writable...)}, nil
 }
 
 // watchRound bounds the notifications a call's thread answers before it
@@ -306,7 +308,7 @@ func (w *writeWatch) look(n *seccompNotif) string {
 		return ""
 	}
 	for _, p := range paths {
-		if !within(p, w.project) || within(p, w.jail) {
+		if !within(p, w.project) || slices.ContainsFunc(w.free, func(f string) bool { return within(p, f) }) {
 			continue
 		}
 		switch kind {

@@ -1,0 +1,120 @@
+package jail_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+// TestWritableDirs runs real commands with a writable directory of the
+// project on each Linux backend: bwrap through its session agent and
+// without one (a kernel older than Landlock ABI 6), and landlock. The
+// command writes, renames and links in it as npm does; it writes nothing
+// next to it in the project, moves or links nothing out of it, links
+// nothing of the project into it, and a link it plants there leads
+// nowhere writable.
+func TestWritableDirs(t *testing.T) {
+	noAgents := jail.Options{LandlockABI: func() (int, error) { return 0, nil }}
+	for _, tc := range []struct {
+		name, backend string
+		opts          jail.Options
+	}{
+		{"bwrap", "bwrap", jail.Options{}},
+		{"bwrap without agents", "bwrap", noAgents},
+		{"landlock", "landlock", jail.Options{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := jail.Open(t.Context(), tc.backend, tc.opts)
+			if err != nil {
+				t.Fatalf("open %s: %v", tc.backend, err)
+			}
+			if tc.opts.LandlockABI != nil && b.Agents() {
+				t.Fatal("bwrap runs agents without Landlock")
+			}
+			project, outside := canonTemp(t), canonTemp(t)
+			jailDir := filepath.Join(project, ".agent-home", "s")
+			w := filepath.Join(project, "node_modules")
+			for _, d := range []string{jailDir, w} {
+				if err := os.MkdirAll(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, f := range []string{filepath.Join(project, "keep"), filepath.Join(outside, "keep")} {
+				if err := os.WriteFile(f, []byte("keep\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wf, err := os.OpenFile(w, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer wf.Close()
+			spec := jail.Spec{
+				Argv: []string{"/bin/sh", "-c", `
+try() { if "$@" >/dev/null 2>&1 </dev/null; then echo "ESCAPED: $*"; fi; }
+set -e
+echo ok > "$W/f"
+mkdir -p "$W/a" "$W/b" "$W/.staging/pkg"
+echo pkg > "$W/.staging/pkg/index.js"
+mv "$W/.staging/pkg" "$W/a/pkg"
+mv "$W/f" "$W/b/f"
+ln "$W/b/f" "$W/a/hard"
+mv "$W/a/hard" "$HOME/from-writable"
+echo jail > "$HOME/j" && mv "$HOME/j" "$W/j"
+ln -s "$OUTSIDE" "$W/out"
+ln -s "$PROJECT" "$W/proj"
+set +e
+try sh -c 'echo x > "$1/new"' sh "$PROJECT"
+try sh -c 'echo x >> "$1/keep"' sh "$PROJECT"
+try mv "$W/b/f" "$PROJECT/moved"
+try mv "$W/b/f" "$OUTSIDE/moved"
+try ln "$W/b/f" "$PROJECT/linked"
+try ln "$W/b/f" "$OUTSIDE/linked"
+try ln "$PROJECT/keep" "$W/stolen"
+try ln "$OUTSIDE/keep" "$W/stolen2"
+try mv "$PROJECT/keep" "$W/stolen3"
+try sh -c 'echo x > "$1/out/new"' sh "$W"
+try sh -c 'echo x >> "$1/out/keep"' sh "$W"
+try sh -c 'echo x > "$1/proj/new"' sh "$W"
+try mv "$W" "$PROJECT/moved-dir"
+try rmdir "$W"
+echo done
+`},
+				Dir:      w,
+				Env:      []string{"PATH=/usr/bin:/bin", "HOME=" + jailDir, "W=" + w, "PROJECT=" + project, "OUTSIDE=" + outside},
+				Jail:     jailDir,
+				Network:  true,
+				Visible:  []string{project},
+				Siblings: filepath.Dir(jailDir),
+				Project:  project,
+				Writable: []jail.WritableDir{{Path: w, File: wf}},
+			}
+			stdout, stderr, exit, err := runSpec(t, b, spec)
+			if err != nil || exit.Code != 0 || strings.Contains(stdout, "ESCAPED") || !strings.HasSuffix(stdout, "done\n") {
+				t.Fatalf("exit %+v, err %v\nstdout:\n%s\nstderr:\n%s", exit, err, stdout, stderr)
+			}
+			for path, want := range map[string]string{
+				filepath.Join(w, "b", "f"):               "ok\n",
+				filepath.Join(w, "a", "pkg", "index.js"): "pkg\n",
+				filepath.Join(w, "j"):                    "jail\n",
+				filepath.Join(jailDir, "from-writable"):  "ok\n",
+				filepath.Join(project, "keep"):           "keep\n",
+				filepath.Join(outside, "keep"):           "keep\n",
+			} {
+				if got, err := os.ReadFile(path); err != nil || string(got) != want {
+					t.Errorf("%s: %q, %v; want %q", path, got, err, want)
+				}
+			}
+			for _, p := range []string{filepath.Join(project, "new"), filepath.Join(project, "moved"), filepath.Join(outside, "new"), filepath.Join(outside, "moved")} {
+				if _, err := os.Lstat(p); err == nil {
+					t.Errorf("%s exists: written outside the writable directory", p)
+				}
+			}
+		})
+	}
+}
