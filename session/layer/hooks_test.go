@@ -1,0 +1,53 @@
+package layer
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestHooksPath(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		files  map[string]string // relative to the project
+		want   string
+		absDir string // a hooksPath of this directory below the project, absolute
+	}{
+		{name: "no repository"},
+		{name: "none set", files: map[string]string{".git/config": "[core]\n\tbare = false\n"}},
+		{name: "relative", files: map[string]string{".git/config": "[core]\n\thooksPath = .githooks\n"}, want: ".githooks"},
+		{name: "case and spaces", files: map[string]string{".git/config": "[CORE]\n  HooksPath=scripts/hooks  # ours\n"}, want: "scripts/hooks"},
+		{name: "quoted", files: map[string]string{".git/config": "[core]\n\thookspath = \"tools/git hooks\" ; comment\n"}, want: "tools/git hooks"},
+		{name: "last one wins", files: map[string]string{".git/config": "[core]\nhooksPath = a\n[core]\nhooksPath = b/c\n"}, want: "b/c"},
+		{name: "subsection is not core", files: map[string]string{".git/config": "[core \"x\"]\nhooksPath = a\n"}},
+		{name: "other section", files: map[string]string{".git/config": "[alias]\nhooksPath = a\n"}},
+		{name: "dot dot stays in", files: map[string]string{".git/config": "[core]\nhooksPath = a/../b\n"}, want: "b"},
+		{name: "outside", files: map[string]string{".git/config": "[core]\nhooksPath = ../elsewhere\n"}},
+		{name: "home", files: map[string]string{".git/config": "[core]\nhooksPath = ~/hooks\n"}},
+		{name: "absolute inside", absDir: "abs/hooks", want: "abs/hooks"},
+		{name: "gitdir file", files: map[string]string{".git": "gitdir: .repo\n", ".repo/config": "[core]\nhooksPath = h\n"}, want: "h"},
+		{name: "linked work tree", files: map[string]string{
+			".git": "gitdir: .main/worktrees/p\n", ".main/worktrees/p/commondir": "../..\n",
+			".main/config": "[core]\nhooksPath = common\n", ".main/worktrees/p/config.worktree": "[core]\nhooksPath = own\n",
+		}, want: "own"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			project := t.TempDir()
+			if tt.absDir != "" {
+				tt.files = map[string]string{".git/config": "[core]\nhooksPath = " + filepath.Join(project, tt.absDir) + "\n"}
+			}
+			for name, content := range tt.files {
+				p := filepath.Join(project, name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := HooksPath(project); got != tt.want {
+				t.Errorf("HooksPath = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
