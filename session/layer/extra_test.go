@@ -3,10 +3,12 @@ package layer
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
-func TestHooksPath(t *testing.T) {
+func TestExtra(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		files  map[string]string // relative to the project
@@ -30,6 +32,10 @@ func TestHooksPath(t *testing.T) {
 			".git": "gitdir: .main/worktrees/p\n", ".main/worktrees/p/commondir": "../..\n",
 			".main/config": "[core]\nhooksPath = common\n", ".main/worktrees/p/config.worktree": "[core]\nhooksPath = own\n",
 		}, want: "own"},
+		{name: "submodules", files: map[string]string{
+			".git/config": "[core]\nhooksPath = .husky\n",
+			".gitmodules": "[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = https://example.com/lib\n[submodule \"up\"]\n\tpath = ../up\n",
+		}, want: ".husky,vendor/lib/.git"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			project := t.TempDir()
@@ -45,8 +51,12 @@ func TestHooksPath(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if got := HooksPath(project); got != tt.want {
-				t.Errorf("HooksPath = %q, want %q", got, tt.want)
+			var want []string
+			if tt.want != "" {
+				want = strings.Split(tt.want, ",")
+			}
+			if got := Extra(project); !slices.Equal(got, want) {
+				t.Errorf("Extra = %q, want %q", got, want)
 			}
 		})
 	}
