@@ -381,9 +381,10 @@ func (s *Session) ownRunner(call jail.Call, p callPlan, exps []auth.Exposure) (r
 	return r, func() { r.Close(); closeAll(opened) }, nil
 }
 
-// sandboxFiles gives spec the descriptors of a sandbox: the jail's, and
-// under a backend that binds them the credentials of exps; the caller
-// closes what it returns once the sandbox has them, also on an error.
+// sandboxFiles gives spec the descriptors of a sandbox: the jail's, the
+// project's writable directories', and under a backend that binds them
+// the credentials of exps; the caller closes what it returns once the
+// sandbox has them, also on an error.
 func (s *Session) sandboxFiles(spec *jail.Spec, exps []auth.Exposure) ([]*os.File, error) {
 	var opened []*os.File
 	jf, err := s.openJail()
@@ -396,6 +397,16 @@ func (s *Session) sandboxFiles(spec *jail.Spec, exps []auth.Exposure) ([]*os.Fil
 	}
 	if err := s.viewFiles(spec, &opened); err != nil {
 		return opened, err
+	}
+	// Each sandbox opens them anew, without following a link: one the
+	// host removed since is made again.
+	for _, w := range s.m.cfg.Writable {
+		f, err := openWritable(s.m.cfg.Project, w, true)
+		if err != nil {
+			return opened, fmt.Errorf("open writable directory %s: %w", w, err)
+		}
+		opened = append(opened, f)
+		spec.Writable = append(spec.Writable, jail.WritableDir{Path: w, File: f})
 	}
 	if s.m.cfg.Backend.Credentials() == jail.BindCredentials {
 		if err := s.bindCredentials(spec, exps, &opened); err != nil {

@@ -34,6 +34,10 @@ type Config struct {
 	// why (fail closed).
 	Backend jail.Backend
 
+	// Writable are directories of the project commands write in place
+	// (--writable), from ResolveWritable; New makes those missing.
+	Writable []string
+
 	Network bool
 	// Allow, when set (with Network), is the allowlist every connection
 	// of a command is held to, through a proxy the server runs.
@@ -112,6 +116,13 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if err := mkdirNoFollow(cfg.Project, cfg.Root); err != nil {
 		return nil, fmt.Errorf("create jail base %s: %w", cfg.Root, err)
+	}
+	for _, w := range cfg.Writable {
+		f, err := openWritable(cfg.Project, w, true)
+		if err != nil {
+			return nil, fmt.Errorf("make writable directory %s: %w", w, err)
+		}
+		f.Close()
 	}
 	base, err := os.OpenRoot(cfg.Root)
 	if err != nil {

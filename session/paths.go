@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/layer"
 )
 
 // BaseName is the directory under the project that holds every jail.
@@ -110,6 +113,80 @@ func noSymlinkBelow(abs, base string) error {
 	}
 	if !reached {
 		return fmt.Errorf("%s does not lead through the project %s", abs, project)
+	}
+	return nil
+}
+
+// ResolveWritable checks the --writable paths, each relative to project
+// (canonical), and returns them as absolute paths. Each must be clean
+// (layer.Clean) and not the project itself; it must not be, lie in or
+// hold a protected path (layer.Protected, with the project's own:
+// layer.Extra), nor the jail base root; none may lie in another. No
+// component may be a symlink, even one that leads back into the project:
+// the directory written is the one the operator named, never where a link
+// leads that a command may have planted (in another writable directory),
+// and a link out of the project would make the host writable. What exists
+// of it must be directories; what is missing, New makes.
+func ResolveWritable(project, root string, rels []string) ([]string, error) {
+	if len(rels) > jail.MaxWritable {
+		return nil, fmt.Errorf("%d paths, more than %d", len(rels), jail.MaxWritable)
+	}
+	extra := layer.Extra(project)
+	var out []string
+	for _, rel := range rels {
+		c, err := layer.Clean(rel)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w (relative, without . or ..)", rel, err)
+		}
+		if c == "." {
+			return nil, fmt.Errorf("%q: the project itself, which holds protected paths (.git and the like)", rel)
+		}
+		if name, ok := layer.Protected(c, extra...); ok {
+			return nil, fmt.Errorf("%q: protected path %s is it, holds it or lies in it: the host runs or trusts what is there", rel, name)
+		}
+		abs := filepath.Join(project, filepath.FromSlash(c))
+		if within(abs, root) || within(root, abs) {
+			return nil, fmt.Errorf("%q: the jails' directory %s is it, holds it or lies in it", rel, root)
+		}
+		if err := realDirs(project, c); err != nil {
+			return nil, fmt.Errorf("%q: %w", rel, err)
+		}
+		for _, o := range out {
+			if within(abs, o) || within(o, abs) {
+				return nil, fmt.Errorf("%q: lies in or holds %s, also writable: name one", rel, o)
+			}
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
+// realDirs checks each component of rel below project, as far as it
+// exists: a directory, not a symlink.
+func realDirs(project, rel string) error {
+	p := project
+	for _, part := range strings.Split(rel, "/") {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			to, err := filepath.EvalSymlinks(p)
+			switch {
+			case err != nil:
+				return fmt.Errorf("%s is a symlink that leads nowhere", p)
+			case !within(to, project):
+				return fmt.Errorf("%s is a symlink to %s, outside the project", p, to)
+			}
+			return fmt.Errorf("%s is a symlink (to %s): name the directory itself", p, to)
+		case !fi.IsDir():
+			return fmt.Errorf("%s is not a directory", p)
+		}
 	}
 	return nil
 }

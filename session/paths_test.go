@@ -244,3 +244,74 @@ func TestResolveRoot(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveWritable: the --writable paths the server accepts, and why
+// it refuses the others.
+func TestResolveWritable(t *testing.T) {
+	project := canonTempDir(t)
+	outside := canonTempDir(t)
+	mkdirs(t, filepath.Join(project, "node_modules", "pkg"), filepath.Join(project, "out", "build"), filepath.Join(project, ".git"), filepath.Join(project, "scripts", "hooks"), filepath.Join(project, "vendor", "lib"))
+	symlink(t, outside, filepath.Join(project, "escape"))
+	symlink(t, filepath.Join(project, "out", "build"), filepath.Join(project, "build"))
+	symlink(t, filepath.Join(outside, "missing"), filepath.Join(project, "dangling"))
+	for name, content := range map[string]string{
+		"file":        "x",
+		".git/config": "[core]\n\thooksPath = scripts/hooks\n",
+		".gitmodules": "[submodule \"lib\"]\n\tpath = vendor/lib\n",
+	} {
+		if err := os.WriteFile(filepath.Join(project, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := filepath.Join(project, BaseName)
+	for _, tt := range []struct {
+		rels []string
+		want string // a part of the error; "" for none
+	}{
+		{[]string{"node_modules", "new/deep", "out/build"}, ""},
+		{[]string{"node_modules/"}, ""},
+		{[]string{"."}, "the project itself"},
+		{[]string{""}, "not a clean path"},
+		{[]string{"/etc"}, "not a clean path"},
+		{[]string{"a/../.."}, "not a clean path"},
+		{[]string{"./node_modules"}, "not a clean path"},
+		{[]string{".git"}, "protected path .git"},
+		{[]string{".GIT/hooks"}, "protected path .git"},
+		{[]string{".claude/x"}, "protected path .claude"},
+		{[]string{"src/.envrc"}, "protected path .envrc"},
+		{[]string{BaseName}, "protected path .agent-home"},
+		{[]string{"scripts"}, "protected path scripts/hooks"},
+		{[]string{"scripts/hooks/x"}, "protected path scripts/hooks"},
+		{[]string{"vendor"}, "protected path vendor/lib/.git"},
+		{[]string{"escape"}, "outside the project"},
+		{[]string{"escape/sub"}, "outside the project"},
+		{[]string{"dangling"}, "leads nowhere"},
+		{[]string{"build"}, "name the directory itself"},
+		{[]string{"file"}, "not a directory"},
+		{[]string{"file/sub"}, "not a directory"},
+		{[]string{"node_modules", "node_modules/pkg"}, "also writable"},
+		{[]string{"node_modules", "node_modules"}, "also writable"},
+		{strings.Split(strings.Repeat("d,", 17), ",")[:17], "more than 16"},
+	} {
+		t.Run(strings.Join(tt.rels, ","), func(t *testing.T) {
+			got, err := ResolveWritable(project, root, tt.rels)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want == "":
+				for i, g := range got {
+					if want := filepath.Join(project, strings.TrimSuffix(tt.rels[i], "/")); g != want {
+						t.Errorf("path %d: %s, want %s", i, g, want)
+					}
+				}
+			case err == nil || !strings.Contains(err.Error(), tt.want):
+				t.Errorf("error %v, want one saying %q", err, tt.want)
+			}
+		})
+	}
+	// The jail base, when it is not .agent-home itself: refused as the
+	// jails' directory whatever its name.
+	if _, err := ResolveWritable(project, filepath.Join(project, "jails"), []string{"jails/x"}); err == nil || !strings.Contains(err.Error(), "the jails' directory") {
+		t.Errorf("a path in the jail base: %v", err)
+	}
+}

@@ -16,3 +16,7 @@ func openPath(root *os.Root, name string) (*os.File, error) { return nil, nil }
 func openHostPath(name string) (*os.File, error) { return nil, nil }
 
 const fileSizeSignal = int(syscall.SIGXFSZ)
+
+// oPath adds nothing: a writable directory is opened for reading, to
+// check what it is (no backend here binds by descriptor).
+const oPath = 0

@@ -3,6 +3,7 @@
 package session
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -21,3 +22,9 @@ func openPath(root *os.Root, name string) (*os.File, error) { return nil, nil }
 func openHostPath(name string) (*os.File, error) { return nil, nil }
 
 const fileSizeSignal = -1
+
+// openWritable is refused: nothing here confines, let alone a directory
+// of the project written in place.
+func openWritable(project, dir string, create bool) (*os.File, error) {
+	return nil, errors.ErrUnsupported
+}
