@@ -36,6 +36,7 @@ type Config struct {
 	// allow:LIST): every connection goes through the server's proxy.
 	Allow       *egress.Policy
 	Auth        []string
+	Writable    []string // directories of the project commands write in place (--writable)
 	Session     string
 	Listen      string
 	Token       string
@@ -113,6 +114,7 @@ var options = []option{
 	{"fallback", "JAIL_MCP_FALLBACK", "fail", "`MODE` when no backend can confine: fail, or warn (run unconfined)", oneOf(func(c *Config) *string { return &c.Fallback }, "fail", "warn")},
 	{"network", "JAIL_MCP_NETWORK", "on", "`MODE`: on, off, or allow:HOST,*.DOMAIN,HOST:PORT (only those, through the server's proxy)", parseNetwork},
 	{"auth", "JAIL_MCP_AUTH", "all", "`LIST` of CLIs whose credentials are visible read-only: all, none, or names", parseAuth},
+	{"writable", "JAIL_MCP_WRITABLE", "", "`PATHS` of the project (comma list, like node_modules,build) that commands write in place: the host project changes there", parseWritable},
 	{"session", "JAIL_MCP_SESSION", "", "session `NAME` (default: a new UUID); a fixed name keeps the jail across restarts", parseSession},
 	{"listen", "JAIL_MCP_LISTEN", "", "serve streamable HTTP at /mcp on `ADDR` (host:port), one jail per MCP session", func(c *Config, v string) error { c.Listen = v; return nil }},
 	{"token", "JAIL_MCP_TOKEN", "", "refused: a `TOKEN` on the command line is readable by every local process; set $JAIL_MCP_TOKEN or --token-file instead", func(c *Config, v string) error { c.Token = v; return nil }},
@@ -196,6 +198,11 @@ func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 	}
 	if c.Session == "" && rc.set["session"] != "" {
 		return c, fmt.Errorf("invalid %s \"\": %w", rc.by("session"), errSessionName)
+	}
+	if c.Overlay && len(c.Writable) > 0 {
+		// The view's mounts take no mount below the project, and the
+		// view writes it already, copy-on-write.
+		return c, fmt.Errorf("%s and %s on: the project is written either in place or in the view, not both", rc.by("writable"), rc.by("overlay"))
 	}
 	if err := checkListen(&c, rc); err != nil {
 		return c, err
@@ -295,6 +302,24 @@ func parseNetwork(c *Config, v string) error {
 func parseAuth(c *Config, v string) (err error) {
 	c.Auth, err = auth.ParseList(v)
 	return err
+}
+
+// parseWritable checks each path of --writable against the project and
+// the jail base, parsed before it.
+func parseWritable(c *Config, v string) error {
+	if v == "" {
+		return nil
+	}
+	var rels []string
+	for _, e := range strings.Split(v, ",") {
+		rels = append(rels, strings.TrimSpace(e))
+	}
+	w, err := session.ResolveWritable(c.Project, c.Root, rels)
+	if err != nil {
+		return &wholeError{err}
+	}
+	c.Writable = w
+	return nil
 }
 
 // errSessionName is what --session wants.

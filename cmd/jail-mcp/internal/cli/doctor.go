@@ -32,7 +32,11 @@ type DoctorReport struct {
 	// with the selected backend (a real view mounted and written), or
 	// why not.
 	Overlay string `json:"overlay,omitempty"`
-	Version string `json:"version"`
+	// Writable are the directories of the project commands write in
+	// place, on the host (--writable); empty when the project is
+	// read-only to them.
+	Writable []string `json:"writable"`
+	Version  string   `json:"version"`
 }
 
 // doctor tells which backends exist here, which one would be used, why the
@@ -42,7 +46,15 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs := NewFlagSet("doctor")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	backend := fs.String("backend", cmp.Or(getenv("JAIL_MCP_BACKEND"), "auto"), "`NAME` to check: "+strings.Join(backendNames, ", ")+" [$JAIL_MCP_BACKEND]")
-	if err := ParseFlags(fs, args, "jail-mcp doctor [--json] [--backend NAME]", stdout); err != nil {
+	// What commands write in place is checked as the server checks it.
+	var skip []string
+	for _, o := range options {
+		if !slices.Contains([]string{"project", "root", "writable"}, o.flag) {
+			skip = append(skip, o.flag)
+		}
+	}
+	rc := BindConfig(fs, getenv, skip...)
+	if err := ParseFlags(fs, args, "jail-mcp doctor [--json] [--backend NAME] [--project DIR] [--writable PATHS]", stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -51,8 +63,15 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 	if !slices.Contains(backendNames, *backend) {
 		return UsageError("invalid --backend %q: want %s", *backend, alternatives(backendNames))
 	}
+	cfg, err := rc.Parse(fs)
+	if err != nil {
+		return UsageError("%v", err)
+	}
 	opts := jail.Options{Getenv: getenv}
-	r := DoctorReport{Backends: jail.Detect(ctx, opts), Version: Version()}
+	r := DoctorReport{Backends: jail.Detect(ctx, opts), Writable: cfg.Writable, Version: Version()}
+	if r.Writable == nil {
+		r.Writable = []string{}
+	}
 	b, err := jail.Open(ctx, *backend, opts)
 	if err == nil {
 		r.Selected, r.Confined = b.Name(), b.Confined()
@@ -133,6 +152,11 @@ func printDoctor(w io.Writer, r DoctorReport, asked string) {
 		}
 		fmt.Fprintf(w, "refused writes in the project: %s\n", r.RefusedWrites)
 		fmt.Fprintf(w, "--overlay on (the project view): %s\n", r.Overlay)
+		if len(r.Writable) > 0 {
+			fmt.Fprintf(w, "WARNING: commands write these directories of the project in place, on the host (--writable): %s\n", strings.Join(r.Writable, ", "))
+		} else {
+			fmt.Fprintln(w, "writes in place in the project: none (no --writable)")
+		}
 		fmt.Fprintf(w, "--network allow:...: %s\n", r.Allowlist)
 		for _, g := range r.AllowlistGaps {
 			fmt.Fprintf(w, "  gap: %s\n", g)

@@ -43,7 +43,7 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		home, _ = os.UserHomeDir()
 	}
 	scfg := session.Config{
-		Project: cfg.Project, Root: cfg.Root, Network: cfg.Network, Allow: cfg.Allow, Auth: cfg.Auth, Home: home,
+		Project: cfg.Project, Root: cfg.Root, Writable: cfg.Writable, Network: cfg.Network, Allow: cfg.Allow, Auth: cfg.Auth, Home: home,
 		Environ: environ, PassEnv: cfg.PassEnv, Timeout: cfg.Timeout, MaxTimeout: cfg.MaxTimeout,
 		MaxOutput: int(cfg.MaxOutput), MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory,
 		MaxJobTime: cfg.MaxJobTime, MaxJobs: cfg.MaxJobs,
@@ -131,6 +131,7 @@ func LogStart(log *slog.Logger, cfg Config, st BackendState, m *session.Manager,
 		"network", networkMode(cfg),
 		"auth", strings.Join(cfg.Auth, ","),
 		"auth_exposed", exposedNames(m),
+		"writable", strings.Join(cfg.Writable, ","),
 		"pass_env", strings.Join(cfg.PassEnv, ","),
 		"timeout", cfg.Timeout,
 		"max_timeout", cfg.MaxTimeout,
