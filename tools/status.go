@@ -63,6 +63,7 @@ type StatusResult struct {
 	Overlay    bool                `json:"overlay"`
 	Allow      []string            `json:"network_allow"`
 	Gaps       []string            `json:"network_gaps"`
+	Writable   []string            `json:"writable"`
 	Auth       []AuthEntry         `json:"auth"`
 	Usage      session.Usage       `json:"usage"`
 	Running    int                 `json:"running"`
@@ -108,6 +109,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		Guarantees: cfg.Backend.Guarantees(), Agents: s.Agents(), Jobs: s.Jobs(),
 		Version: h.Version,
 	}
+	out.Writable = append([]string{}, cfg.Writable...)
 	if cfg.Allow != nil {
 		for _, r := range cfg.Allow.Rules {
 			out.Allow = append(out.Allow, r.String())
@@ -170,6 +172,9 @@ func renderStatus(s StatusResult) string {
 	}
 	if s.Overlay {
 		b.WriteString("project view on (--overlay): commands write the project copy-on-write, their changes stay in this session's layer; jail_diff lists them, jail_apply copies them to the host\n")
+	}
+	if len(s.Writable) > 0 {
+		fmt.Fprintf(&b, "written in place, on the host (--writable): %s\n", strings.Join(s.Writable, ", "))
 	}
 	if len(s.Auth) > 0 {
 		var names []string
