@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -137,6 +138,27 @@ func TestBadConfig(t *testing.T) {
 			}
 			return filepath.Join(p, ".agent-home", "x")
 		}},
+		{name: "writable .git", flag: "writable", env: "JAIL_MCP_WRITABLE", value: cfgValue("node_modules,.git"), want: []string{`".git"`, "protected path .git"}},
+		{name: "writable in .claude", flag: "writable", env: "JAIL_MCP_WRITABLE", value: cfgValue(".claude/x"), want: []string{"protected path .claude"}},
+		{name: "writable dotdot", flag: "writable", env: "JAIL_MCP_WRITABLE", value: cfgValue("a/../.."), want: []string{"not a clean path"}},
+		{name: "writable absolute", flag: "writable", env: "JAIL_MCP_WRITABLE", value: cfgValue("/etc"), want: []string{"not a clean path"}},
+		{name: "writable the project", flag: "writable", env: "JAIL_MCP_WRITABLE", value: cfgValue("."), want: []string{"the project itself"}},
+		{name: "writable empty entry", flag: "writable", env: "JAIL_MCP_WRITABLE", value: cfgValue("a,,b"), want: []string{"not a clean path"}},
+		{name: "writable outside through a symlink", flag: "writable", env: "JAIL_MCP_WRITABLE", value: func(t *testing.T, p string) string {
+			if err := os.Symlink(testkit.HostDir(t), filepath.Join(p, "out")); err != nil {
+				t.Fatal(err)
+			}
+			return "out/sub"
+		}, want: []string{"outside the project"}},
+		{name: "writable a regular file", flag: "writable", env: "JAIL_MCP_WRITABLE", value: func(t *testing.T, p string) string {
+			if err := os.WriteFile(filepath.Join(p, "file"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return "file"
+		}, want: []string{"not a directory"}},
+		{name: "writable the jail base", flag: "writable", env: "JAIL_MCP_WRITABLE", value: cfgValue(".agent-home"), want: []string{"protected path .agent-home"}},
+		{name: "writable in the jail base", flag: "writable", env: "JAIL_MCP_WRITABLE", value: cfgValue(".agent-home/s"), want: []string{"protected path .agent-home"}},
+		{name: "writable nested", flag: "writable", env: "JAIL_MCP_WRITABLE", value: cfgValue("node_modules,node_modules/x"), want: []string{"also writable"}},
 		{name: "listen without port", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("127.0.0.1"), want: []string{"want HOST:PORT"}},
 		{name: "listen bad port", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue("127.0.0.1:99999"), want: []string{"want HOST:PORT"}},
 		{name: "listen on every interface without token", flag: "listen", env: "JAIL_MCP_LISTEN", value: cfgValue(":8765"), want: []string{"not a loopback address", "JAIL_MCP_TOKEN or --token-file"}},
@@ -897,5 +919,62 @@ func TestBadConfigOnATerminal(t *testing.T) {
 	}
 	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(stderr.String(), "--project") || strings.Count(stderr.String(), "\n") != 1 {
 		t.Errorf("exit %d, stderr %q", cmd.ProcessState.ExitCode(), stderr.String())
+	}
+}
+
+// TestWritableMadeAtStart: the --writable paths missing at start are made
+// as directories, and nothing else; a refused value makes none.
+func TestWritableMadeAtStart(t *testing.T) {
+	t.Parallel()
+	cfgNeedBwrap(t)
+	p := cfgProject(t)
+	res := runInProcess(t, []string{"run", "--project", p, "--writable", "node_modules,web/dist/assets", "--", "true"}, cfgEnv())
+	if res.code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", res.code, res.stderr)
+	}
+	for _, d := range []string{"node_modules", "web/dist/assets"} {
+		if fi, err := os.Lstat(filepath.Join(p, d)); err != nil || !fi.IsDir() {
+			t.Errorf("%s not made: %v", d, err)
+		}
+	}
+	res = runInProcess(t, []string{"run", "--project", p, "--writable", "made,.git", "--", "true"}, cfgEnv())
+	if res.code != 2 || testkit.FileExists(filepath.Join(p, "made")) {
+		t.Errorf("refused value: exit %d, made exists %t; stderr:\n%s", res.code, testkit.FileExists(filepath.Join(p, "made")), res.stderr)
+	}
+}
+
+// TestDoctorWritable: doctor says which directories of the project
+// commands write in place, in text and JSON, checks them as the server
+// does, and makes none of them.
+func TestDoctorWritable(t *testing.T) {
+	t.Parallel()
+	cfgNeedBwrap(t)
+	p := cfgProject(t)
+	res := runInProcess(t, []string{"doctor", "--backend", "bwrap", "--project", p}, cfgEnv("JAIL_MCP_WRITABLE=node_modules,build"))
+	want := "WARNING: commands write these directories of the project in place, on the host (--writable): " + filepath.Join(p, "node_modules") + ", " + filepath.Join(p, "build") + "\n"
+	if res.code != 0 || !strings.Contains(res.stdout, want) {
+		t.Errorf("doctor: exit %d, no line %q:\n%s%s", res.code, want, res.stdout, res.stderr)
+	}
+	res = runInProcess(t, []string{"doctor", "--json", "--backend", "bwrap", "--project", p, "--writable", "node_modules"}, cfgEnv())
+	var r cli.DoctorReport
+	if err := json.Unmarshal([]byte(res.stdout), &r); err != nil || !slices.Equal(r.Writable, []string{filepath.Join(p, "node_modules")}) {
+		t.Errorf("doctor --json: writable %q (%v):\n%s", r.Writable, err, res.stdout)
+	}
+	res = runInProcess(t, []string{"doctor", "--json", "--backend", "bwrap", "--project", p}, cfgEnv())
+	if !strings.Contains(res.stdout, `"writable": []`) {
+		t.Errorf("doctor --json without --writable:\n%s", res.stdout)
+	}
+	res = runInProcess(t, []string{"doctor", "--backend", "bwrap", "--project", p}, cfgEnv())
+	if !strings.Contains(res.stdout, "writes in place in the project: none") {
+		t.Errorf("doctor without --writable:\n%s", res.stdout)
+	}
+	res = runInProcess(t, []string{"doctor", "--project", p, "--writable", ".git"}, cfgEnv())
+	if res.code != 2 || !strings.Contains(res.stderr, "protected path .git") {
+		t.Errorf("doctor --writable .git: exit %d:\n%s", res.code, res.stderr)
+	}
+	for _, d := range []string{"node_modules", "build"} {
+		if testkit.FileExists(filepath.Join(p, d)) {
+			t.Errorf("doctor made %s", d)
+		}
 	}
 }
