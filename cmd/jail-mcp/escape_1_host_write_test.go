@@ -423,6 +423,85 @@ try mv "$HOME" "$HOME-moved"
 try sh -c 'echo x > "$PROJECT/.agent-home/.gitignore"'
 `)
 	})
+
+	fx.vector(t, "writable-out", fx.writableOut)
+}
+
+// writableOut attacks from a directory of the project written in place
+// (--writable node_modules) of a session of its own: nothing of it moves
+// or links out into the read-only project or the host, nothing of them
+// moves or links into it, and a link planted in it leads nowhere
+// writable. Its contents change by design: the snapshot takes it whole,
+// as it does the jails.
+func (fx *escapeFixture) writableOut(t *testing.T) {
+	w := filepath.Join(fx.project, "node_modules")
+	ts := fx.start(t, fx.project, fx.env(), "--session", "w", "--auth", "none", "--writable", "node_modules")
+	fx.opaque[w], fx.opaque[filepath.Join(fx.project, ".agent-home", "w")] = true, true
+	fx.snapshot(t)
+	fx.before = fx.snapshot(t)
+	res := fx.attack(t, ts, `
+mkdir -p "$W/d" "$W/dd/sub" && echo evil > "$W/d/f" && echo evil > "$W/dd/sub/g" && echo writable-ok
+for dst in "$KEEP" "$PROJECT/new-$MARKER" "$PROJECT/src/main.c" "$PROJECT/src/new-$MARKER" "$VFILE" "$VICTIM/new-$MARKER" \
+	"$OTHER/new-$MARKER" "$HOSTHOME/new-$MARKER" "$HOSTHOME/.gitconfig" "$PROJECT/.agent-home/new-$MARKER"; do
+	try mv -f "$W/d/f" "$dst"
+	try ln -f "$W/d/f" "$dst"
+	try cp "$W/d/f" "$dst"
+done
+for dst in "$PROJECT/dir-$MARKER" "$PROJECT/src" "$VICTIM/dir-$MARKER" "$VICTIM/sub" "$VICTIM/emptydir"; do
+	try mv -T "$W/dd" "$dst"
+done
+for src in "$KEEP" "$PROJECT/src/main.c" "$VFILE" "$HOSTHOME/.gitconfig"; do
+	try sh -c 'ln "$1" "$2/hard" && echo x >> "$2/hard"' sh "$src" "$W"
+	rm -f "$W/hard"
+done
+for src in "$KEEP" "$PROJECT/src" "$VFILE" "$VICTIM/sub"; do
+	try sh -c 'mv "$1" "$2/stolen" && [ ! -e "$1" ]' sh "$src" "$W"
+	rm -rf "$W/stolen"
+done
+ln -sfn "$PROJECT" "$W/to-project"; ln -sfn "$VICTIM" "$W/to-victim"; ln -sfn "$KEEP" "$W/to-keep"; ln -sfn / "$W/to-root"
+try sh -c 'echo x > "$1/to-project/new-$2"' sh "$W" "$MARKER"
+try sh -c 'echo x > "$1/to-victim/new-$2"' sh "$W" "$MARKER"
+try sh -c 'echo x >> "$1/to-keep"' sh "$W"
+try sh -c 'echo x > "$1/to-root$2"' sh "$W" "$VFILE"
+try mkdir "$W/to-victim/dir-$MARKER"
+try mv "$W/d/f" "$W/to-project/moved-$MARKER"
+try mv "$W/d/f" "$W/to-victim/moved-$MARKER"
+try mv -T "$W/dd" "$W/to-victim/dir-$MARKER"
+`+py(`
+libc.renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+AT_FDCWD, RENAME_NOREPLACE, RENAME_EXCHANGE = -100, 1, 2
+W = E["W"]
+src = W + "/d/f"
+for dst in [E["KEEP"], E["VFILE"], E["PROJECT"] + "/src/main.c", E["PROJECT"] + "/src", E["VICTIM"] + "/sub"]:
+    if libc.renameat2(AT_FDCWD, src.encode(), AT_FDCWD, dst.encode(), RENAME_EXCHANGE) == 0:
+        escaped("renameat2 RENAME_EXCHANGE of the writable directory's file with " + dst)
+    if libc.renameat2(AT_FDCWD, (W + "/dd").encode(), AT_FDCWD, dst.encode(), RENAME_EXCHANGE) == 0:
+        escaped("renameat2 RENAME_EXCHANGE of the writable directory's directory with " + dst)
+    attempt("rename over " + dst, os.rename, src, dst)
+for dst in [E["PROJECT"] + "/new-" + E["MARKER"], E["VICTIM"] + "/new-" + E["MARKER"]]:
+    if libc.renameat2(AT_FDCWD, src.encode(), AT_FDCWD, dst.encode(), RENAME_NOREPLACE) == 0:
+        escaped("renameat2 of the writable directory's file to " + dst)
+    attempt("link to " + dst, os.link, src, dst)
+for p in [E["KEEP"], E["VFILE"]]:
+    fd = os.open(p, os.O_RDONLY)
+    # linkat(AT_SYMLINK_FOLLOW) of a read-only descriptor into the writable directory
+    attempt("link " + p + " into the writable directory through /proc/self/fd", os.link, "/proc/self/fd/%d" % fd, W + "/through-fd")
+    os.close(fd)
+    try:
+        os.unlink(W + "/through-fd")
+    except OSError:
+        pass
+`)+`
+# the directory itself, emptied: it stays where the operator named it
+try mv -T "$W" "$PROJECT/moved-$MARKER"
+try mv -T "$W" "$VICTIM/moved-$MARKER"
+find "$W" -mindepth 1 -delete
+try rmdir "$W"
+try mv -T "$W" "$PROJECT/moved-$MARKER"
+`, map[string]any{"env": map[string]any{"W": w}})
+	if !strings.Contains(res.Stdout, "writable-ok") {
+		t.Errorf("the writable directory took no write: the attack proves nothing\n%s", testkit.Tail(res.Stderr))
+	}
 }
 
 // The credentials a call gets in its jail and their host originals, and
