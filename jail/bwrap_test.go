@@ -463,19 +463,26 @@ func TestSkipTrialRun(t *testing.T) {
 	}
 }
 
-// TestSeccompFilter pins the filter bwrap loads, per architecture, as hex:
-// any change to it shows in review.
+// TestSeccompFilter pins the filter bwrap loads, per architecture and
+// for a server running as root or not, as hex: any change to it shows in
+// review.
 func TestSeccompFilter(t *testing.T) {
 	for _, arch := range []string{"amd64", "arm64"} {
-		t.Run(arch, func(t *testing.T) {
-			got, err := jail.SeccompFilter(arch)
-			if err != nil {
-				t.Fatal(err)
+		for _, root := range []bool{false, true} {
+			name := "seccomp_" + arch
+			if root {
+				name += "_root"
 			}
-			golden(t, filepath.Join("testdata", "seccomp_"+arch+".golden"), filterHex(t, got))
-		})
+			t.Run(name, func(t *testing.T) {
+				got, err := jail.SeccompFilter(arch, root)
+				if err != nil {
+					t.Fatal(err)
+				}
+				golden(t, filepath.Join("testdata", name+".golden"), filterHex(t, got))
+			})
+		}
 	}
-	if _, err := jail.SeccompFilter("riscv64"); err == nil {
+	if _, err := jail.SeccompFilter("riscv64", false); err == nil {
 		t.Error("a filter for an architecture without syscall numbers")
 	}
 }

@@ -40,11 +40,12 @@ func construct(name string, r Report) (Backend, error) {
 // newBwrap is bubblewrap at path; abi is the kernel's Landlock ABI, which
 // decides whether commands run in session agents.
 func newBwrap(path string, abi int) *bwrap {
-	filter, err := seccompFilter(runtime.GOARCH)
+	root := os.Geteuid() == 0
+	filter, err := seccompFilter(runtime.GOARCH, root)
 	if err != nil {
 		// No filter for this machine: every syscall of the command is
 		// denied, so nothing runs unconfined.
-		filter, _ = seccompFilter("amd64")
+		filter, _ = seccompFilter("amd64", root)
 	}
 	b := &bwrap{path: path, seccomp: filter, shadow: shadowHost(), sized: bwrapSizes(path)}
 	// With Landlock ABI 6, session agents add the layer that closes what

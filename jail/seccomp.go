@@ -42,6 +42,10 @@ import (
 //   - SO_REUSEPORT: with network on, a socket with it binds beside a
 //     host listener of the same uid that has it too, and takes a share
 //     of that listener's connections.
+//   - for a server running as root, set-user-ID and set-group-ID bits,
+//     by chmod or in the mode a file is created with: root's set-user-ID
+//     program left where another user runs it (a --writable directory of
+//     the project) would be root for that user.
 const (
 	seccompRetAllow = 0x7fff0000
 	seccompRetErrno = 0x00050000
@@ -90,6 +94,10 @@ const (
 
 	processMadvise  = 440 // the same number on every architecture
 	processMrelease = 448
+	openat2         = 437 // the same number on every architecture
+
+	sIsuid = 0o4000 // mode bits: set-user-ID, set-group-ID
+	sIsgid = 0o2000
 )
 
 // File systems' own ioctls change a host file through a read-only
@@ -149,7 +157,14 @@ type seccompArch struct {
 	setsockopt uint32
 	x32        bool // numbers with the x32 bit set are another ABI: denied
 	native     *nativeCalls
+	// modes are the calls that set a file's mode (chmod, every form) or
+	// create a file with one (open, creat, mknod, every form), with the
+	// offset of their mode argument.
+	modes []modeArg
 }
+
+// modeArg is a call that takes a file mode, and where its mode is.
+type modeArg struct{ nr, off uint32 }
 
 // nativeCalls are the numbers, on a 64-bit ABI, of the syscalls a policy
 // beyond unix sockets denies.
@@ -197,12 +212,18 @@ var (
 // runs on it.
 var seccompArches = map[string][]seccompArch{
 	"amd64": {
-		{audit: auditArchX86_64, socket: 41, socketpair: 53, keys: []uint32{248, 249, 250}, fcntl: []uint32{72}, setsockopt: 54, x32: true, native: amd64Calls},
-		{audit: auditArchI386, socket: 359, socketpair: 360, socketcall: 102, keys: []uint32{286, 287, 288}, fcntl: []uint32{55, 221}, setsockopt: 366},
+		{audit: auditArchX86_64, socket: 41, socketpair: 53, keys: []uint32{248, 249, 250}, fcntl: []uint32{72}, setsockopt: 54, x32: true, native: amd64Calls,
+			// chmod, fchmod, fchmodat, fchmodat2, open, openat, creat, mknod, mknodat
+			modes: []modeArg{{90, offArg1}, {91, offArg1}, {268, offArg2}, {452, offArg2}, {2, offArg2}, {257, offArg3}, {85, offArg1}, {133, offArg1}, {259, offArg2}}},
+		{audit: auditArchI386, socket: 359, socketpair: 360, socketcall: 102, keys: []uint32{286, 287, 288}, fcntl: []uint32{55, 221}, setsockopt: 366,
+			modes: []modeArg{{15, offArg1}, {94, offArg1}, {306, offArg2}, {452, offArg2}, {5, offArg2}, {295, offArg3}, {8, offArg1}, {14, offArg1}, {297, offArg2}}},
 	},
 	"arm64": {
-		{audit: auditArchAArch64, socket: 198, socketpair: 199, keys: []uint32{217, 218, 219}, fcntl: []uint32{25}, setsockopt: 208, native: arm64Calls},
-		{audit: auditArchARM, socket: 281, socketpair: 288, keys: []uint32{309, 310, 311}, fcntl: []uint32{55, 221}, setsockopt: 294},
+		{audit: auditArchAArch64, socket: 198, socketpair: 199, keys: []uint32{217, 218, 219}, fcntl: []uint32{25}, setsockopt: 208, native: arm64Calls,
+			// fchmod, fchmodat, fchmodat2, openat, mknodat
+			modes: []modeArg{{52, offArg1}, {53, offArg2}, {452, offArg2}, {56, offArg3}, {33, offArg2}}},
+		{audit: auditArchARM, socket: 281, socketpair: 288, keys: []uint32{309, 310, 311}, fcntl: []uint32{55, 221}, setsockopt: 294,
+			modes: []modeArg{{15, offArg1}, {94, offArg1}, {333, offArg2}, {452, offArg2}, {5, offArg2}, {322, offArg3}, {8, offArg1}, {14, offArg1}, {324, offArg2}}},
 	},
 }
 
@@ -227,6 +248,10 @@ type seccompPolicy struct {
 	// no TCP Fast Open (a send with MSG_FASTOPEN connects without
 	// connect(2), the only call Landlock's CONNECT_TCP sees).
 	chmod bool // no chmod or chown: a server running as root owns the host's files
+	// suid: no set-user-ID or set-group-ID bit set, by chmod or in a new
+	// file's mode, and no openat2 (its mode is in memory; ENOSYS makes
+	// the C library fall back to openat): a server running as root.
+	suid  bool
 	xattr bool // no extended attributes set or removed: Landlock does not cover them
 	// pids: the calls that act on a process by pid, which the kernel
 	// checks by uid alone, act on the caller only (pid 0): limits,
@@ -242,7 +267,7 @@ type seccompPolicy struct {
 
 // landlockPolicy is the seccomp policy of the landlock backend.
 func landlockPolicy(network, tcpOnly, root bool) seccompPolicy {
-	return seccompPolicy{native: true, ipc: true, ns: true, xattr: true, noNet: !network, tcpOnly: network && tcpOnly, chmod: root, pids: true, fsFlags: true}
+	return seccompPolicy{native: true, ipc: true, ns: true, xattr: true, noNet: !network, tcpOnly: network && tcpOnly, chmod: root, suid: root, pids: true, fsFlags: true}
 }
 
 // cloneNewFlags are the CLONE_NEW* bits of clone(2) and unshare(2).
@@ -253,10 +278,12 @@ const (
 	enosys = 38
 )
 
-// seccompFilter returns the filter as bwrap --seccomp reads it: the raw
-// struct sock_filter array. Any other architecture is denied every
-// syscall, failing closed.
-func seccompFilter(goarch string) ([]byte, error) { return buildSeccomp(goarch, seccompPolicy{}) }
+// seccompFilter returns the filter as bwrap --seccomp reads it, for a
+// server running as root or not: the raw struct sock_filter array. Any
+// other architecture is denied every syscall, failing closed.
+func seccompFilter(goarch string, root bool) ([]byte, error) {
+	return buildSeccomp(goarch, seccompPolicy{suid: root})
+}
 
 func buildSeccomp(goarch string, pol seccompPolicy) ([]byte, error) {
 	prog, err := seccompProgram(goarch, pol)
@@ -368,6 +395,12 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 		// of every listener a root process opened, before it dropped its
 		// privileges).
 		sockopt(a.setsockopt, solSocket, soReusePort)
+		if pol.suid {
+			for _, m := range a.modes {
+				argBits(m.nr, m.off, eperm, sIsuid|sIsgid)
+			}
+			denyNr(openat2, enosys)
+		}
 		if n := a.native; n != nil {
 			// nr with any CLONE_NEW* bit in args[0] is denied, else allowed.
 			denyNewNS := func(nr uint32) {

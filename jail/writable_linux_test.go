@@ -118,3 +118,68 @@ echo done
 		})
 	}
 }
+
+// TestSetuidBitsAsRoot: a command of a server running as root sets no
+// set-user-ID or set-group-ID bit, by chmod or in a new file's mode, on
+// any backend: it would leave root's set-uid programs where other users
+// run them (a writable directory of the project). A normal user's server
+// sets them as it likes: its set-uid programs are its own uid's.
+func TestSetuidBitsAsRoot(t *testing.T) {
+	root := os.Geteuid() == 0
+	noAgents := jail.Options{LandlockABI: func() (int, error) { return 0, nil }}
+	for _, tc := range []struct {
+		name, backend string
+		opts          jail.Options
+	}{
+		{"bwrap", "bwrap", jail.Options{}},
+		{"bwrap without agents", "bwrap", noAgents},
+		{"landlock", "landlock", jail.Options{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := jail.Open(t.Context(), tc.backend, tc.opts)
+			if err != nil {
+				t.Fatalf("open %s: %v", tc.backend, err)
+			}
+			dir := canonTemp(t)
+			files := []string{"chmod-u", "chmod-g", "open", "openat", "creat", "mknod", "install"}
+			stdout, stderr, _, err := runSpec(t, b, jail.Spec{
+				Argv: []string{"/bin/sh", "-c", `
+cp /bin/true chmod-u; chmod 4755 chmod-u
+cp /bin/true chmod-g; chmod g+s chmod-g
+python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+for name, f in (("open", lambda: os.open("open", os.O_CREAT | os.O_WRONLY, 0o4755)),
+                ("openat", lambda: os.open("openat", os.O_CREAT | os.O_WRONLY, 0o2755, dir_fd=os.open(".", os.O_RDONLY))),
+                ("creat", lambda: libc.creat(b"creat", 0o4755)),
+                ("mknod", lambda: os.mknod("mknod", 0o104755))):
+    try:
+        f()
+    except OSError:
+        pass
+'
+install -m 4755 /bin/true install
+echo done`},
+				Dir: dir, Jail: dir, Network: true, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir},
+			})
+			if err != nil || !strings.Contains(stdout, "done") {
+				t.Fatalf("%v\n%s%s", err, stdout, stderr)
+			}
+			var special []string
+			for _, f := range files {
+				fi, err := os.Lstat(filepath.Join(dir, f))
+				if err == nil && fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+					special = append(special, f)
+				}
+			}
+			switch {
+			case root && len(special) > 0:
+				t.Errorf("as root, set-uid or set-gid bits set on %q", special)
+			case !root && len(special) == 0:
+				// creat through ctypes returns -1 rather than raise: the
+				// others show the bits are the user's to set.
+				t.Errorf("as a normal user, no set-uid bit could be set: the test proves nothing\n%s", stderr)
+			}
+		})
+	}
+}
