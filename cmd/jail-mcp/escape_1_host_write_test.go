@@ -3,10 +3,13 @@
 package main
 
 import (
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
@@ -498,10 +501,30 @@ try mv -T "$W" "$VICTIM/moved-$MARKER"
 find "$W" -mindepth 1 -delete
 try rmdir "$W"
 try mv -T "$W" "$PROJECT/moved-$MARKER"
-`, map[string]any{"env": map[string]any{"W": w}})
+# a set-uid program where other users of the host may run it: the
+# server's uid's, never root's (checked below)
+cp /bin/true "$W/suid" 2>/dev/null && chmod 6755 "$W/suid" 2>/dev/null
+install -m 4755 /bin/true "$W/suid-install" 2>/dev/null
+`+py(`
+for name, mode in (("suid-open", 0o4755), ("sgid-open", 0o2755)):
+    try:
+        os.close(os.open(E["W"] + "/" + name, os.O_CREAT | os.O_WRONLY, mode))
+    except OSError:
+        pass
+`), map[string]any{"env": map[string]any{"W": w}})
 	if !strings.Contains(res.Stdout, "writable-ok") {
 		t.Errorf("the writable directory took no write: the attack proves nothing\n%s", testkit.Tail(res.Stderr))
 	}
+	filepath.WalkDir(w, func(p string, d fs.DirEntry, err error) error {
+		var st unix.Stat_t
+		if err != nil || unix.Lstat(p, &st) != nil {
+			return nil
+		}
+		if st.Mode&unix.S_ISUID != 0 && st.Uid == 0 || st.Mode&unix.S_ISGID != 0 && st.Gid == 0 && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			fx.escape(t, "a set-uid or set-gid root program in the writable directory: %s (mode %o)", p, st.Mode)
+		}
+		return nil
+	})
 }
 
 // The credentials a call gets in its jail and their host originals, and
