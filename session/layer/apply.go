@@ -3,7 +3,6 @@
 package layer
 
 import (
-	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -11,12 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/go-git/go-git/v5/plumbing/format/config"
 	"golang.org/x/sys/unix"
 )
 
@@ -730,52 +727,4 @@ func ignoreGone(err error) error {
 		return nil
 	}
 	return err
-}
-
-// hooksDir is the project's directory that its .git/config names as
-// core.hooksPath, as a protected path: git runs what is there. Read with
-// go-git's decoder, never by running git, whose config can name programs.
-// None when the config has none, names one outside the project, or cannot
-// be read ([include] files and a .git file's repository are not
-// followed).
-func hooksDir(root *os.Root, project string) []string {
-	f, err := root.Open(".git/config")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
-	if err != nil {
-		return nil
-	}
-	cfg := config.New()
-	if err := config.NewDecoder(bytes.NewReader(data)).Decode(cfg); err != nil {
-		return nil
-	}
-	v := cfg.Section("core").Option("hooksPath")
-	if v == "" {
-		return nil
-	}
-	if !filepath.IsAbs(v) {
-		// Relative to where hooks run: the top of the working tree.
-		v = filepath.Join(project, v)
-	}
-	var out []string
-	for _, p := range []string{project, evalOr(project)} {
-		rel, err := filepath.Rel(p, filepath.Clean(v))
-		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			continue
-		}
-		if rel = filepath.ToSlash(rel); !slices.Contains(out, rel) {
-			out = append(out, rel)
-		}
-	}
-	return out
-}
-
-func evalOr(p string) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	return p
 }

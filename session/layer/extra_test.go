@@ -25,13 +25,9 @@ func TestExtra(t *testing.T) {
 		{name: "other section", files: map[string]string{".git/config": "[alias]\nhooksPath = a\n"}},
 		{name: "dot dot stays in", files: map[string]string{".git/config": "[core]\nhooksPath = a/../b\n"}, want: "b"},
 		{name: "outside", files: map[string]string{".git/config": "[core]\nhooksPath = ../elsewhere\n"}},
-		{name: "home", files: map[string]string{".git/config": "[core]\nhooksPath = ~/hooks\n"}},
 		{name: "absolute inside", absDir: "abs/hooks", want: "abs/hooks"},
-		{name: "gitdir file", files: map[string]string{".git": "gitdir: .repo\n", ".repo/config": "[core]\nhooksPath = h\n"}, want: "h"},
-		{name: "linked work tree", files: map[string]string{
-			".git": "gitdir: .main/worktrees/p\n", ".main/worktrees/p/commondir": "../..\n",
-			".main/config": "[core]\nhooksPath = common\n", ".main/worktrees/p/config.worktree": "[core]\nhooksPath = own\n",
-		}, want: "own"},
+		// A .git file's repository is not followed (as Apply's check).
+		{name: "gitdir file", files: map[string]string{".git": "gitdir: .repo\n", ".repo/config": "[core]\nhooksPath = h\n"}},
 		{name: "submodules", files: map[string]string{
 			".git/config": "[core]\nhooksPath = .husky\n",
 			".gitmodules": "[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = https://example.com/lib\n[submodule \"up\"]\n\tpath = ../up\n",
