@@ -225,7 +225,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		if m.Overlay != nil {
 			// Each call's thread mounts its view, then enters this layer
 			// (enterView): a thread of a Landlock domain cannot mount.
-			o, err := newOverlayState(m.Project, m.Jail, m.Overlay.Siblings, jail, m.Overlay.Caches, m.ABI, m.Overlay.MaxWatches)
+			o, err := newOverlayState(m.Project, m.Jail, m.Overlay.Siblings, jail, m.Overlay.Caches, m.ABI, m.Overlay.MaxWatches, m.Writable, writable)
 			if err != nil {
 				return err
 			}

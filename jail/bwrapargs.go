@@ -20,6 +20,11 @@ const (
 	stagedDir   = "/dev/.jail-mcp"
 )
 
+// StagedWritable is where bubblewrap binds the project's i-th writable
+// directory (--writable) under --overlay, for each view to bind over the
+// project at its place.
+func StagedWritable(i int) string { return stagedDir + "/writable/" + strconv.Itoa(i) }
+
 // ShadowDirs are the host directories bubblewrap shows empty and
 // read-only. A read-only view does not stop a FIFO: opening one for
 // writing ignores a read-only mount, and a host process reading it
@@ -153,8 +158,14 @@ func BwrapArgs(spec Spec, shadow []string, sized bool) []string {
 	// The project's directories commands write in place (--writable),
 	// over its read-only view: none is or holds the jails' directory
 	// (refused at start), so the jail's binds below do not undo them.
-	for _, w := range spec.Writable {
-		bind(w.File, true, w.Path, w.Path)
+	for i, w := range spec.Writable {
+		at := w.Path
+		if spec.Overlay != nil {
+			// Bound aside, like the jail: each view binds it over its
+			// overlay (overlay_linux.go).
+			at = StagedWritable(i)
+		}
+		bind(w.File, true, w.Path, at)
 	}
 	// Other sessions' jails: an empty tmpfs over their directory, made
 	// read-only once the jail is bound into it. With an overlay, nothing

@@ -256,10 +256,6 @@ func (s Spec) validate() error {
 		return fmt.Errorf("dir %q is not absolute", s.Dir)
 	case len(s.Writable) > MaxWritable:
 		return fmt.Errorf("%d writable directories, more than %d", len(s.Writable), MaxWritable)
-	case len(s.Writable) > 0 && s.Overlay != nil:
-		// Mounts below the project would keep the overlay from
-		// mounting it; and the view already writes it, copy-on-write.
-		return errors.New("writable directories and an overlay: the project is written either in place or in the view")
 	}
 	for _, w := range s.Writable {
 		if !strings.HasPrefix(w.Path, "/") {

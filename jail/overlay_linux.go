@@ -120,6 +120,11 @@ type overlayState struct {
 	// writable are the caches shown at their host paths, writable in
 	// each view (their layers are the session's).
 	writable []string
+	// inPlace are the project's writable directories (--writable), bound
+	// over each view at their places from StagedWritable, by descriptor in
+	// the agent's layer.
+	inPlace      []string
+	inPlaceFiles []*os.File
 
 	// inotify is the watch of the project's directories, -1 when it
 	// has too many (every call then gets a view of its own).
@@ -162,11 +167,23 @@ type view struct {
 // newOverlayState readies the project view of project for a jail shown
 // at jailPath in siblings, given by its descriptor, mounts the caches in
 // the jail and starts watching the project.
-func newOverlayState(project, jailPath, siblings string, jail *os.File, caches []CacheMount, abi, maxWatches int) (*overlayState, error) {
+func newOverlayState(project, jailPath, siblings string, jail *os.File, caches []CacheMount, abi, maxWatches int, inPlace []string, inPlaceFiles []*os.File) (*overlayState, error) {
 	if project == "" || siblings == "" || !within(jailPath, siblings) || jailPath == siblings {
 		return nil, errors.New("agent: the project view needs the project and the jail inside it")
 	}
-	o := &overlayState{project: project, jailPath: jailPath, siblings: siblings, abi: abi, inotify: -1, entered: map[int]*view{}}
+	o := &overlayState{project: project, jailPath: jailPath, siblings: siblings, abi: abi, inotify: -1, entered: map[int]*view{}, inPlace: inPlace}
+	for _, p := range inPlace {
+		if !within(p, project) || p == project || within(p, siblings) {
+			return nil, fmt.Errorf("agent: the writable %s is not in the project", p)
+		}
+	}
+	for _, f := range inPlaceFiles {
+		fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			return nil, fmt.Errorf("agent: keep a writable directory: %w", err)
+		}
+		o.inPlaceFiles = append(o.inPlaceFiles, os.NewFile(uintptr(fd), f.Name()))
+	}
 	jfd, err := unix.FcntlInt(jail.Fd(), unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
 		return nil, fmt.Errorf("agent: keep the jail: %w", err)
@@ -205,7 +222,9 @@ func (o *overlayState) watch(maxWatches int) {
 			if err != nil || !d.IsDir() {
 				return nil
 			}
-			if p == o.siblings {
+			if p == o.siblings || slices.Contains(o.inPlace, p) {
+				// The jails, and what commands write in place: bound
+				// over every view, not seen through it.
 				return filepath.SkipDir
 			}
 			if len(dirs) >= maxWatches {
@@ -368,7 +387,7 @@ func (o *overlayState) makeView() (*view, error) {
 		if err == nil {
 			// The agent's layer names the view's own project root.
 			private := append(slices.Clone(bwrapPrivate), o.project)
-			v.rules, err = fsRuleset(o.abi, o.jail, nil, true, 0, append(private, o.writable...)...)
+			v.rules, err = fsRuleset(o.abi, o.jail, o.inPlaceFiles, true, 0, append(private, o.writable...)...)
 		}
 		done <- err
 	})
@@ -525,6 +544,19 @@ func (o *overlayState) mountView(name string) error {
 		return fmt.Errorf("overlay: clone the jail: %w", err)
 	}
 	defer unix.Close(jail)
+	var inPlace []int
+	defer func() {
+		for _, fd := range inPlace {
+			unix.Close(fd)
+		}
+	}()
+	for i := range o.inPlace {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, StagedWritable(i), unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("overlay: clone the writable %s: %w", o.inPlace[i], err)
+		}
+		inPlace = append(inPlace, fd)
+	}
 	ignore := -1
 	if fd, err := unix.OpenTree(unix.AT_FDCWD, filepath.Join(o.siblings, ".gitignore"), unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err == nil {
 		ignore = fd
@@ -539,6 +571,14 @@ func (o *overlayState) mountView(name string) error {
 	}
 	if err := unix.Mount("overlay", o.project, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("overlay: mount the project view: %w", err)
+	}
+	// The project's writable directories, over the view at their places
+	// (the server made each before the session started: the view shows
+	// it from the project).
+	for i, fd := range inPlace {
+		if err := unix.MoveMount(fd, "", unix.AT_FDCWD, o.inPlace[i], unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("overlay: bind the writable %s over the view: %w", o.inPlace[i], err)
+		}
 	}
 	// The other sessions' jails: an empty tmpfs over their directory,
 	// the jail and git's ignore file bound into it, then read-only.

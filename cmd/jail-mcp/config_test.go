@@ -979,25 +979,3 @@ func TestDoctorWritable(t *testing.T) {
 	}
 }
 
-// TestWritableNotWithOverlay: --writable and --overlay on are refused
-// together, whichever way each is set, in one line and exit status 2.
-func TestWritableNotWithOverlay(t *testing.T) {
-	t.Parallel()
-	p := cfgProject(t)
-	for _, tt := range []struct {
-		args, env []string
-	}{
-		{[]string{"--writable", "node_modules", "--overlay", "on"}, nil},
-		{[]string{"--overlay", "on"}, []string{"JAIL_MCP_WRITABLE=node_modules"}},
-		{[]string{"--writable", "node_modules"}, []string{"JAIL_MCP_OVERLAY=on"}},
-	} {
-		res := runInProcess(t, append([]string{"--project", p}, tt.args...), cfgEnv(tt.env...))
-		if res.code != 2 || !strings.Contains(res.stderr, "written either in place or in the view") {
-			t.Errorf("%q %q: exit %d:\n%s", tt.args, tt.env, res.code, res.stderr)
-		}
-		cfgOneLine(t, res.stderr)
-	}
-	if testkit.FileExists(filepath.Join(p, "node_modules")) {
-		t.Error("a refused configuration made node_modules")
-	}
-}

@@ -227,3 +227,46 @@ func TestOverlayReset(t *testing.T) {
 		t.Fatalf("the layer holds %d entries after the reset", len(ents))
 	}
 }
+
+// TestOverlayWithWritable: with --writable beside --overlay on, what a
+// command writes in a writable directory lands in the host project, and
+// every other write in the view's layer; a new view (after a host change)
+// still binds the writable directory; a link planted in it leads nowhere
+// outside.
+func TestOverlayWithWritable(t *testing.T) {
+	project := testkit.NewProject(t)
+	writeFiles(t, project, map[string]string{"a.txt": "host\n"})
+	ts := startOverlay(t, project, "--writable", "node_modules")
+	cmd := `set -e; echo view > a.txt; mkdir -p node_modules/pkg && echo in-place > node_modules/pkg/index.js
+mv node_modules/pkg/index.js node_modules/pkg/main.js; cat a.txt node_modules/pkg/main.js`
+	if res, raw := ts.Exec(map[string]any{"command": cmd}); res.ExitCode != 0 || res.Stdout != "view\nin-place\n" {
+		t.Fatalf("writes: %+v %s", res, testkit.ResultText(raw))
+	}
+	if b, err := os.ReadFile(filepath.Join(project, "node_modules/pkg/main.js")); err != nil || string(b) != "in-place\n" {
+		t.Fatalf("the writable directory on the host holds %q, %v", b, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(project, "a.txt")); string(b) != "host\n" {
+		t.Fatalf("a view's write reached the host: %q", b)
+	}
+	// A host change: the next call is in a new view, which binds it too.
+	writeFiles(t, project, map[string]string{"b.txt": "b\n"})
+	time.Sleep(60 * time.Millisecond)
+	if res, raw := ts.Exec(map[string]any{"command": "cat b.txt && echo again >> node_modules/pkg/main.js && mv a.txt node_modules/ && rm node_modules/a.txt"}); res.ExitCode != 0 || res.Stdout != "b\n" {
+		t.Fatalf("a new view: %+v %s", res, testkit.ResultText(raw))
+	}
+	if b, _ := os.ReadFile(filepath.Join(project, "node_modules/pkg/main.js")); string(b) != "in-place\nagain\n" {
+		t.Fatalf("the writable directory holds %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(project, "a.txt")); string(b) != "host\n" {
+		t.Fatalf("a move out of the view took the host's file: %q", b)
+	}
+	victim := testkit.HostDir(t)
+	writeFiles(t, victim, map[string]string{"f": "victim\n"})
+	script := fmt.Sprintf(`ln -s %q node_modules/out; echo x > node_modules/out/f 2>/dev/null && echo ESCAPED; ln %q/f node_modules/hard 2>/dev/null && echo ESCAPED; true`, victim, victim)
+	if res, _ := ts.Exec(map[string]any{"command": script}); strings.Contains(res.Stdout, "ESCAPED") {
+		t.Fatalf("out of the writable directory: %+v", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(victim, "f")); string(b) != "victim\n" {
+		t.Fatalf("the victim holds %q", b)
+	}
+}

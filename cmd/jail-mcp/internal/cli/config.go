@@ -199,11 +199,6 @@ func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 	if c.Session == "" && rc.set["session"] != "" {
 		return c, fmt.Errorf("invalid %s \"\": %w", rc.by("session"), errSessionName)
 	}
-	if c.Overlay && len(c.Writable) > 0 {
-		// The view's mounts take no mount below the project, and the
-		// view writes it already, copy-on-write.
-		return c, fmt.Errorf("%s and %s on: the project is written either in place or in the view, not both", rc.by("writable"), rc.by("overlay"))
-	}
 	if err := checkListen(&c, rc); err != nil {
 		return c, err
 	}
