@@ -978,4 +978,3 @@ func TestDoctorWritable(t *testing.T) {
 		}
 	}
 }
-
