@@ -622,19 +622,29 @@ func (a *applier) drop(sel []int) error {
 	return first
 }
 
+// upperParent opens the upper directory holding rel without following a
+// link (the upper's own descriptor for a top entry), and returns it with
+// rel's name and what closes it.
+func (a *applier) upperParent(rel string) (dfd int, name string, done func(), err error) {
+	dir, name := path.Split(rel)
+	if dir == "" {
+		return a.ufd, name, func() {}, nil
+	}
+	d, fd, err := openPath(a.ufd, strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return -1, "", nil, err
+	}
+	return fd, name, func() { d.Close() }, nil
+}
+
 // unlinkUpper removes the upper entry rel when want says it is still the
 // one applied.
 func (a *applier) unlinkUpper(rel string, want func(*unix.Stat_t) bool, flags int) error {
-	dir, name := path.Split(rel)
-	dfd := a.ufd
-	if dir != "" {
-		d, fd, err := openPath(a.ufd, strings.TrimSuffix(dir, "/"))
-		if err != nil {
-			return ignoreGone(err)
-		}
-		defer d.Close()
-		dfd = fd
+	dfd, name, done, err := a.upperParent(rel)
+	if err != nil {
+		return ignoreGone(err)
 	}
+	defer done()
 	st, ok, err := lstat(dfd, name)
 	if err != nil || !ok || !want(&st) {
 		return err
@@ -645,16 +655,11 @@ func (a *applier) unlinkUpper(rel string, want func(*unix.Stat_t) bool, flags in
 // dropDir removes the upper directory rel: whole when it is opaque,
 // only when empty otherwise.
 func (a *applier) dropDir(rel string) error {
-	dir, name := path.Split(rel)
-	dfd := a.ufd
-	if dir != "" {
-		d, fd, err := openPath(a.ufd, strings.TrimSuffix(dir, "/"))
-		if err != nil {
-			return ignoreGone(err)
-		}
-		defer d.Close()
-		dfd = fd
+	dfd, name, done, err := a.upperParent(rel)
+	if err != nil {
+		return ignoreGone(err)
 	}
+	defer done()
 	d, fd, err := openDir(dfd, name)
 	if err != nil {
 		return ignoreGone(err)
