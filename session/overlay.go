@@ -75,6 +75,9 @@ func hostCaches(env map[string]string, home, project string) []hostCache {
 		if c.env != "" && (within(r, project) || within(project, r)) {
 			continue // shown over the project, or the project in it
 		}
+		if shadowed(r) {
+			continue // a directory the sandbox shows empty (/tmp)
+		}
 		out = append(out, c)
 	}
 	return out
@@ -189,4 +192,15 @@ func viewEnv(env map[string]string, caches []hostCache) map[string]string {
 		}
 	}
 	return env
+}
+
+// shadowed reports whether p lies in a host directory bubblewrap shows
+// empty (jail.ShadowDirs), where the sandbox cannot see a cache.
+func shadowed(p string) bool {
+	for _, d := range jail.ShadowDirs {
+		if r, err := filepath.EvalSymlinks(d); err == nil && within(p, r) || within(p, d) {
+			return true
+		}
+	}
+	return false
 }
