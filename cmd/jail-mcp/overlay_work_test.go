@@ -3,9 +3,9 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +28,9 @@ type workFixture struct {
 	command string
 	want    []string
 	needs   []string // host programs the command needs
+	// changes are what jail_diff must list afterwards, "change path"
+	// each, and ignored its summaries, "change dir".
+	changes, ignored []string
 }
 
 var workFixtures = []workFixture{
@@ -41,6 +44,9 @@ var workFixtures = []workFixture{
 		command: "npm ci --no-audit --no-fund && npm test",
 		want:    []string{"npm test ok"},
 		needs:   []string{"npm"},
+		changes: []string{"added node_modules", "added node_modules/.package-lock.json", "added node_modules/is-number",
+			"added node_modules/is-number/LICENSE", "added node_modules/is-number/README.md", "added node_modules/is-number/index.js",
+			"added node_modules/is-number/package.json"},
 	},
 	{
 		name: "configure-make",
@@ -57,6 +63,7 @@ var workFixtures = []workFixture{
 		command: "./configure && make && make test",
 		want:    []string{"configured", "make test ok"},
 		needs:   []string{"cc", "make", "ar"},
+		changes: []string{"added config.h", "added config.log", "added config.mk", "added greet.o", "added hello", "added libgreet.a"},
 	},
 	{
 		name: "pytest-filterwarnings-error",
@@ -65,9 +72,13 @@ var workFixtures = []workFixture{
 			"calc.py":      "def add(a, b):\n    return a + b\n",
 			"test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n",
 		},
-		command: "pytest-3 -q",
+		// No byte code: its file names name the Python and pytest versions.
+		command: "PYTHONDONTWRITEBYTECODE=1 pytest-3 -q",
 		want:    []string{"1 passed"},
 		needs:   []string{"pytest-3"},
+		// pytest's cache ignores itself (its own .gitignore).
+		changes: []string{"added .pytest_cache"},
+		ignored: []string{"added .pytest_cache/"},
 	},
 	{
 		name:  "git-stash-switch-commit",
@@ -77,6 +88,8 @@ var workFixtures = []workFixture{
 			"git log --format=%s && git status --short && echo clean",
 		want:  []string{"one\n", "Switched to a new branch 'feature'", "two\none\nclean"},
 		needs: []string{"git"},
+		// The commit stays in the view's .git; f.txt is the host's.
+		ignored: []string{"mixed .git/"},
 	},
 	{
 		name: "go-get-tidy-generate-gofmt",
@@ -89,8 +102,9 @@ var workFixtures = []workFixture{
 		// where the server's HOME has none to show (a normal user's test).
 		command: "export GOFLAGS=-modcacherw; go get github.com/google/uuid@v1.6.0 && go mod tidy && grep -q google/uuid go.mod && go generate ./... && " +
 			"gofmt -l main.go && gofmt -w main.go gen && test -z \"$(gofmt -l main.go gen generated.go)\" && go run .",
-		want:  []string{"main.go\n", "true true"},
-		needs: []string{"go", "gofmt"},
+		want:    []string{"main.go\n", "true true"},
+		needs:   []string{"go", "gofmt"},
+		changes: []string{"added generated.go", "modified go.mod", "added go.sum", "modified main.go"},
 	},
 }
 
@@ -125,8 +139,27 @@ func TestOverlayRealWork(t *testing.T) {
 				}
 			}
 			sameTree(t, project, before)
-			if _, err := os.Stat(filepath.Join(project, ".agent-home")); err != nil {
-				t.Fatal(err)
+			diff, raw := testkit.DiffOf(ts, map[string]any{})
+			var changes, ignored []string
+			for _, c := range diff.Changes {
+				changes = append(changes, c.Change+" "+c.Path)
+			}
+			for _, s := range diff.Ignored {
+				ignored = append(ignored, s.Change+" "+s.Dir)
+			}
+			if !slices.Equal(changes, fx.changes) || !slices.Equal(ignored, fx.ignored) {
+				t.Fatalf("jail_diff lists\n%q\n%q\nwant\n%q\n%q\n%s", changes, ignored, fx.changes, fx.ignored, testkit.ResultText(raw))
+			}
+			if fx.name == "go-get-tidy-generate-gofmt" {
+				// The formatting reaches the host by jail_apply.
+				res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"main.go"}})
+				if err != nil || res.IsError {
+					t.Fatalf("jail_apply: %v %s", err, testkit.ResultText(res))
+				}
+				out, err := exec.Command("gofmt", "-l", filepath.Join(project, "main.go")).Output()
+				if err != nil || len(out) != 0 {
+					t.Fatalf("the host's main.go is not formatted after jail_apply: %q %v", out, err)
+				}
 			}
 		})
 	}

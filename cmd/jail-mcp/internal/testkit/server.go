@@ -390,6 +390,12 @@ func call[V any](t testing.TB, c caller, stderr fmt.Stringer, tool string, args 
 	return out, res
 }
 
+// DiffOf is jail_diff with args, decoded.
+func DiffOf(ts *Server, args map[string]any) (tools.DiffResult, *mcp.CallToolResult) {
+	ts.T.Helper()
+	return call[tools.DiffResult](ts.T, ts, ts.Stderr, "jail_diff", args)
+}
+
 // Status is jail_status, decoded.
 func (ts *Server) Status() tools.StatusResult {
 	ts.T.Helper()
