@@ -117,21 +117,32 @@ func goTestFirst(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// Caches of the benchmark's own, where the sandbox sees them (a CI's
+	// GOMODCACHE or GOCACHE may lie in /tmp, which it shows empty), filled
+	// from the host's module cache first, then the proxy.
+	userCache, err := os.UserCacheDir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	caches := filepath.Join(userCache, "jail-mcp-bench-go")
+	modCache, buildCache := filepath.Join(caches, "mod"), filepath.Join(caches, "build")
+	goenv, err := exec.Command("go", "env", "GOMODCACHE", "GOPROXY").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	orig := strings.Fields(string(goenv))
+	hostEnv := append(os.Environ(), "GOMODCACHE="+modCache, "GOCACHE="+buildCache, "GOFLAGS=-modcacherw",
+		"GOPROXY=file://"+filepath.Join(orig[0], "cache", "download")+","+orig[1])
 	host := func(args ...string) {
 		cmd := exec.Command("go", args...)
-		cmd.Dir = project
+		cmd.Dir, cmd.Env = project, hostEnv
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("go %v: %v\n%s", args, err, out)
 		}
 	}
 	host("mod", "tidy")
 	host("test", "-count=1", "./...") // the host's caches warm
-	caches, err := exec.Command("go", "env", "GOMODCACHE", "GOCACHE").Output()
-	if err != nil {
-		b.Fatal(err)
-	}
-	lines := strings.Fields(string(caches))
-	env := testkit.ServerEnv("GOMODCACHE="+lines[0], "GOCACHE="+lines[1])
+	env := testkit.ServerEnv("GOMODCACHE="+modCache, "GOCACHE="+buildCache)
 	args := map[string]any{"command": "go test -count=1 ./...", "timeout_ms": 600000}
 	var tj, th time.Duration
 	b.StopTimer()
