@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -133,5 +134,83 @@ try() { if "$@" >/dev/null 2>&1; then echo "ESCAPED: $*"; fi; }
 	}
 	if _, err := os.Stat(filepath.Join(project, "new.txt")); err == nil {
 		t.Fatal("a file of the view reached the host project")
+	}
+}
+
+// TestOverlayApplyEscape plants in the view what jail_apply must refuse:
+// protected paths that exist nowhere yet (.git/hooks/pre-commit,
+// .mcp.json, .claude/settings.json, a nested .vscode), links to host
+// files and to another session's layer, a file swapped for a link after
+// jail_diff listed it, a name with a newline, and paths that leave the
+// project. Each apply is refused and writes nothing; "." is refused whole;
+// a plain file beside them is then applied alone.
+func TestOverlayApplyEscape(t *testing.T) {
+	project := testkit.NewProject(t)
+	home := testkit.HostDir(t)
+	victim := testkit.HostDir(t)
+	writeFiles(t, home, map[string]string{".gitconfig": "[user]\n\tname = host-user\n"})
+	writeFiles(t, victim, map[string]string{"file": "victim\n"})
+	writeFiles(t, project, map[string]string{"keep.txt": "keep\n"})
+	env := testkit.ServerEnv("HOME=" + home)
+	bw := testkit.Backends()[0]
+	other := bw.Start(t, project, env, "--overlay", "on", "--session", "other")
+	other.Exec(map[string]any{"command": "echo other-secret > other.txt"})
+	ts := bw.Start(t, project, env, "--overlay", "on", "--session", "attacker")
+	plant := fmt.Sprintf(`set -e
+mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+echo '{"mcpServers":{}}' > .mcp.json
+mkdir -p .claude sub/.vscode && echo '{"hooks":{}}' > .claude/settings.json && echo '{}' > sub/.vscode/tasks.json
+ln -s %q tovictim; ln -s %q tohome; ln -s ../.agent-home/other/.overlay/upper/other.txt toother
+printf x > "$(printf 'new\nline')"
+echo regular > swap.txt
+echo plain > plain.txt`, filepath.Join(victim, "file"), filepath.Join(home, ".gitconfig"))
+	if res, raw := ts.Exec(map[string]any{"command": plant}); res.ExitCode != 0 {
+		t.Fatalf("plant: %s", testkit.ResultText(raw))
+	}
+	diff, _ := testkit.DiffOf(ts, map[string]any{})
+	listed := map[string]bool{}
+	for _, c := range diff.Changes {
+		listed[c.Path] = true
+	}
+	if !listed["swap.txt"] || !listed["plain.txt"] || !listed["tovictim"] {
+		t.Fatalf("jail_diff does not list what was planted: %+v", diff.Changes)
+	}
+	// Swapped for a link after jail_diff listed it.
+	if res, raw := ts.Exec(map[string]any{"command": fmt.Sprintf("rm swap.txt && ln -s %q swap.txt", filepath.Join(victim, "file"))}); res.ExitCode != 0 {
+		t.Fatalf("swap: %s", testkit.ResultText(raw))
+	}
+	before := projectTree(t, project)
+	homeBefore, victimBefore := treeOf(home), treeOf(victim)
+	otherJail := filepath.Join(project, ".agent-home", "other")
+	otherBefore := treeOf(otherJail, filepath.Join(otherJail, ".overlay", "work"))
+	for _, paths := range [][]string{
+		{".git/hooks/pre-commit"}, {".git"}, {".mcp.json"}, {".claude/settings.json"}, {".claude"}, {"sub/.vscode/tasks.json"}, {"sub"},
+		{"tovictim"}, {"tohome"}, {"toother"}, {"swap.txt"}, {"new\nline"}, {strconv.Quote("new\nline")},
+		{".."}, {"../x"}, {"/etc/passwd"}, {"sub/../../x"}, {"."}, {"plain.txt", ".mcp.json"},
+		{".agent-home/other/.overlay/upper/other.txt"}, {".agent-home"},
+	} {
+		res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": paths})
+		if err != nil {
+			t.Fatalf("jail_apply %q: %v", paths, err)
+		}
+		if !res.IsError {
+			t.Errorf("jail_apply %q was not refused: %s", paths, testkit.ResultText(res))
+		}
+		sameTree(t, project, before)
+	}
+	diffs := append(treeDiff(homeBefore, treeOf(home)), treeDiff(victimBefore, treeOf(victim))...)
+	diffs = append(diffs, treeDiff(otherBefore, treeOf(otherJail, filepath.Join(otherJail, ".overlay", "work")))...)
+	if len(diffs) > 0 {
+		t.Fatalf("the host or the other session changed:\n%s", strings.Join(diffs, "\n"))
+	}
+	// The plain file alone: applied, and nothing else.
+	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"plain.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("jail_apply plain.txt: %v %s", err, testkit.ResultText(res))
+	}
+	after := projectTree(t, project)
+	added := treeDiff(before, after)
+	if len(added) != 1 || !strings.HasPrefix(added[0], filepath.Join(project, "plain.txt")+": added") {
+		t.Fatalf("jail_apply plain.txt changed:\n%s", strings.Join(added, "\n"))
 	}
 }

@@ -98,7 +98,7 @@ func gofmtPath(t *testing.T) string {
 	if p := filepath.Join(runtime.GOROOT(), "bin", "gofmt"); testkit.FileExists(p) {
 		return p
 	}
-	t.Skip("no gofmt on PATH nor in GOROOT")
+	t.Fatal("no gofmt on PATH nor in GOROOT")
 	return ""
 }
 
