@@ -514,7 +514,7 @@ func (a *agentClient) startCall(c Call, plain bool) (uint64, *agentCall, agentMs
 	id := a.nextID
 	a.calls[id] = call
 	a.mu.Unlock()
-	run := agentMsg{T: msgRun, ID: id, Argv: c.Argv, Env: c.Env, Dir: c.Dir, TTY: c.TTY}
+	run := agentMsg{T: msgRun, ID: id, Argv: c.Argv, Env: c.Env, Dir: c.Dir, TTY: c.TTY, ViewGen: c.ViewGen}
 	if sp != nil {
 		run.Spare = sp.id
 	}
@@ -725,4 +725,10 @@ func socketPair() (*net.UnixConn, *os.File, error) {
 		return nil, nil, err
 	}
 	return c.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "agent-control"), nil
+}
+
+// RenewView tells the agent that the project is at gen now (--overlay):
+// it readies a view of it ahead of the next call.
+func (a *agentClient) RenewView(gen uint64) {
+	a.send(agentMsg{T: msgView, ViewGen: gen})
 }

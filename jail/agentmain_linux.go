@@ -178,6 +178,11 @@ func (a *agent) serve() int {
 		case msgSignal:
 			a.signal(m.ID, unix.Signal(m.Signal))
 			closeFiles(files)
+		case msgView:
+			closeFiles(files)
+			if a.ov != nil {
+				go a.renewView(m.ViewGen)
+			}
 		case msgStop:
 			closeFiles(files)
 			a.stop()
@@ -225,12 +230,11 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		if m.Overlay != nil {
 			// Each call's thread mounts its view, then enters this layer
 			// (enterView): a thread of a Landlock domain cannot mount.
-			o, err := newOverlayState(m.Project, m.Jail, m.Overlay.Siblings, jail, m.Overlay.Caches, m.ABI, m.Overlay.MaxWatches, m.Writable, writable)
+			o, err := newOverlayState(m.Project, m.Jail, m.Overlay.Siblings, jail, m.Overlay.Caches, m.ABI, m.Writable, writable)
 			if err != nil {
 				return err
 			}
 			a.ov = o
-			o.onChange = a.renewView
 			break
 		}
 		fd, err := fsRuleset(m.ABI, jail, writable, true, 0, bwrapPrivate...)
@@ -462,7 +466,7 @@ func (a *agent) arm() *armedView {
 	var v *view
 	if a.ov != nil {
 		var err error
-		if v, stamps, err = a.enterView(extra); err != nil {
+		if v, stamps, err = a.enterView(extra, a.ov.known()); err != nil {
 			return nil
 		}
 	} else {
@@ -579,7 +583,7 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 		}
 		extra = callShown(*a.view, m.Env, tty)
 	}
-	if av != nil && (!av.fits(extra) || a.ov != nil && a.ov.changed(av.view)) {
+	if av != nil && (!av.fits(extra) || a.ov != nil && !a.ov.fits(av.view, m.ViewGen)) {
 		av.drop()
 		return agentMsg{}, true
 	}
@@ -592,7 +596,7 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 		var err error
 		switch {
 		case a.ov != nil:
-			_, _, err = a.enterView(extra)
+			_, _, err = a.enterView(extra, m.ViewGen)
 		case a.view != nil:
 			fd, _, err = a.views.ruleset(*a.view, extra)
 		default:

@@ -74,6 +74,8 @@ type agentMsg struct {
 	// Alt: a plain placed spare the call runs on instead when Spare is
 	// armed in a read view that no longer fits the call, or 0.
 	Alt uint64 `json:"alt,omitempty"`
+	// ViewGen (run, view): the number of the project's state (Call.ViewGen).
+	ViewGen uint64 `json:"view_gen,omitempty"`
 
 	// reports (agent to server).
 	// spare: the thread is armed (Spares); started, failed: the spare
@@ -111,6 +113,7 @@ const (
 	msgSignal  = "signal"  // server: send Signal to every process of the call
 	msgExited  = "exited"  // agent: it is over, and nothing of it is left
 	msgStop    = "stop"    // server: end every call and exit
+	msgView    = "view"    // server: the project is at ViewGen now (--overlay)
 	msgError   = "error"   // agent: it cannot serve (it exits)
 )
 

@@ -189,9 +189,6 @@ type Overlay struct {
 	// session's own: a fresh session starts warm, and never writes the
 	// host's cache nor shares one with another session.
 	Caches []CacheMount
-	// MaxWatches bounds the project directories the agent watches for
-	// host changes (0: 50,000); past it every call gets a view of its own.
-	MaxWatches int
 	// mapRoot: the sandbox's user is root, whose mapping in the agent's
 	// user namespace takes CAP_SETFCAP (bwrap.go).
 	mapRoot bool

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
-	"unsafe"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
@@ -25,15 +23,14 @@ import (
 // above, in a mount namespace of its own (a view) that each call's thread
 // enters. Overlayfs leaves changes of its lower layer undefined under a
 // mount that has looked them up (it caches their entries): a view serves
-// calls only while the host changed nothing in the project's directories,
-// which the agent watches (inotify: an entry made, removed, renamed or
-// changed in mode); the first call after a change, or the agent right
-// after it, makes a new view, while a job keeps the view it started in.
-// What a host edit writes into a file in place shows through any view (an
-// overlay reads its lower files' own pages). A project with more
-// directories than maxViewWatches is not watched: each call then gets a
-// view of its own, mounted ahead of it and untouched until it runs (a
-// mount that has looked nothing up caches nothing).
+// calls only while the host changed nothing of the project's directories.
+// The server watches them and numbers their states (Call.ViewGen, the
+// session package's viewWatch): a call runs in a view made at its number,
+// or the agent makes one; told of a change (msgView), the agent readies a
+// view ahead of the next call. A job keeps the view it started in. A call
+// numbered 0 (a watch that cannot see everything) gets a view of its own,
+// mounted ahead of it and untouched until it runs: a mount that has looked
+// nothing up caches nothing.
 //
 // Mounting takes CAP_SYS_ADMIN over the mount namespace, which the agent
 // has in a user namespace of its own (agentInNamespaces), nested in the
@@ -50,9 +47,8 @@ const agentNSArg = "ns"
 
 // agentOverlay is the project view's part of the agent's config.
 type agentOverlay struct {
-	Caches     []CacheMount `json:"caches,omitempty"` // targets under StagedJail
-	Siblings   string       `json:"siblings,omitempty"`
-	MaxWatches int          `json:"max_watches,omitempty"` // 0: maxViewWatches
+	Caches   []CacheMount `json:"caches,omitempty"` // targets under StagedJail
+	Siblings string       `json:"siblings,omitempty"`
 }
 
 // agentInNamespaces runs the agent in a new user and mount namespace,
@@ -97,16 +93,6 @@ func agentInNamespaces(fdArg string) int {
 	return 1
 }
 
-// maxViewWatches bounds the project directories an agent watches (each
-// watch takes some kernel memory of the user's); past it every call gets a
-// view of its own.
-const maxViewWatches = 50000
-
-// viewEvents are the changes of a project directory that a view may hold
-// stale: entries made, removed or renamed, and a mode or owner changed.
-const viewEvents = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
-	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ATTRIB | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW
-
 // overlayState is what an agent of the project view holds: where the jail
 // and the layer are, the view calls enter, the watch of the project, and
 // the work directories of views that ended.
@@ -126,24 +112,14 @@ type overlayState struct {
 	inPlace      []string
 	inPlaceFiles []*os.File
 
-	// inotify is the watch of the project's directories, -1 when it
-	// has too many (every call then gets a view of its own).
-	inotify int
-
-	// onChange is called once the watch saw a change (after a short
-	// quiet time): the agent readies a view and its spares ahead.
-	onChange func()
-
-	mu sync.Mutex
-	// blind: the watch missed directories made since it started (past
-	// maxViewWatches): every call then gets a view of its own.
-	blind   bool
+	mu      sync.Mutex
 	entered map[int]*view // by thread: the view it entered
-	cur     *view         // the view calls enter; nil: none yet
-	gen     uint64
-	stale   bool     // the watch saw a change since cur was made
-	dead    []string // work directories of views that ended
-	seq     uint64
+	cur     *view         // the shared view, made at gen; nil: none yet
+	// gen is the latest number of the project's state the server gave
+	// (0: its watch is blind, every call gets a view of its own).
+	gen  uint64
+	dead []string // work directories of views that ended
+	seq  uint64
 }
 
 // view is a mount namespace where the project is an overlay: calls enter
@@ -159,19 +135,19 @@ type view struct {
 	users int // threads that entered it or will; with released, its end
 	// released: no longer current; it ends when its last thread does.
 	released bool
-	// private: made for one call (the project unwatched), untouched until
-	// that call runs.
+	// private: made for one call (numbered 0), untouched until that call
+	// runs.
 	private bool
 }
 
 // newOverlayState readies the project view of project for a jail shown
 // at jailPath in siblings, given by its descriptor, mounts the caches in
 // the jail and starts watching the project.
-func newOverlayState(project, jailPath, siblings string, jail *os.File, caches []CacheMount, abi, maxWatches int, inPlace []string, inPlaceFiles []*os.File) (*overlayState, error) {
+func newOverlayState(project, jailPath, siblings string, jail *os.File, caches []CacheMount, abi int, inPlace []string, inPlaceFiles []*os.File) (*overlayState, error) {
 	if project == "" || siblings == "" || !within(jailPath, siblings) || jailPath == siblings {
 		return nil, errors.New("agent: the project view needs the project and the jail inside it")
 	}
-	o := &overlayState{project: project, jailPath: jailPath, siblings: siblings, abi: abi, inotify: -1, entered: map[int]*view{}, inPlace: inPlace}
+	o := &overlayState{project: project, jailPath: jailPath, siblings: siblings, abi: abi, entered: map[int]*view{}, inPlace: inPlace}
 	for _, p := range inPlace {
 		if !within(p, project) || p == project || within(p, siblings) {
 			return nil, fmt.Errorf("agent: the writable %s is not in the project", p)
@@ -200,143 +176,57 @@ func newOverlayState(project, jailPath, siblings string, jail *os.File, caches [
 			o.writable = append(o.writable, c.Target)
 		}
 	}
-	if maxWatches <= 0 {
-		maxWatches = maxViewWatches
-	}
-	o.watch(maxWatches)
 	return o, nil
 }
 
-// watch watches every directory of the project but the jails', or none
-// when they are more than maxViewWatches; a goroutine then marks the
-// current view stale at the first change, and watches the directories
-// made since.
-func (o *overlayState) watch(maxWatches int) {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return
-	}
-	dirs := map[int32]string{}
-	add := func(dir string) bool {
-		return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
-				return nil
-			}
-			if p == o.siblings || slices.Contains(o.inPlace, p) {
-				// The jails, and what commands write in place: bound
-				// over every view, not seen through it.
-				return filepath.SkipDir
-			}
-			if len(dirs) >= maxWatches {
-				return errors.New("too many directories")
-			}
-			if wd, err := unix.InotifyAddWatch(fd, p, viewEvents); err == nil {
-				dirs[int32(wd)] = p
-			}
-			return nil
-		}) == nil
-	}
-	if !add(o.project) {
-		unix.Close(fd)
-		return
-	}
-	o.inotify = fd
-	go func() {
-		buf := make([]byte, 64<<10)
-		for {
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
-				return
-			}
-			// Stale before the events leave the queue, which a call's
-			// look (changed) reads as a change too.
-			o.mu.Lock()
-			first := !o.stale
-			o.stale = true
-			o.mu.Unlock()
-			if first && o.onChange != nil {
-				time.AfterFunc(viewQuiet, o.onChange)
-			}
-			n, err := unix.Read(fd, buf)
-			if err != nil && err != unix.EAGAIN && err != unix.EINTR {
-				return
-			}
-			for off := 0; off+unix.SizeofInotifyEvent <= n; {
-				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-				name := ""
-				if ev.Len > 0 {
-					name = unix.ByteSliceToString(buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)])
-				}
-				off += unix.SizeofInotifyEvent + int(ev.Len)
-				if ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
-					if parent, ok := dirs[ev.Wd]; ok && !add(filepath.Join(parent, name)) {
-						o.mu.Lock()
-						o.blind = true
-						o.mu.Unlock()
-					}
-				}
-				if ev.Mask&unix.IN_Q_OVERFLOW != 0 {
-					// Directories made meanwhile went unwatched.
-					o.mu.Lock()
-					o.blind = true
-					o.mu.Unlock()
-				}
-				if ev.Mask&unix.IN_IGNORED != 0 {
-					delete(dirs, ev.Wd)
-				}
-			}
-		}
-	}()
-}
-
-// viewQuiet is how long after a change of the project the agent readies
-// a new view: an editor's save or a checkout is many changes at once.
-const viewQuiet = 20 * time.Millisecond
-
-// changed reports whether the project may have changed since view v was
-// made: the watch saw a change, or holds one not read yet. Unwatched, v
-// is a view of its own that nothing looked into yet.
-func (o *overlayState) changed(v *view) bool {
-	if v.private {
-		return false
-	}
+// known is the latest number of the project's state the agent was told
+// of (0: none yet, or a call of its own view).
+func (o *overlayState) known() uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.inotify < 0 || o.blind || o.stale || o.cur != v {
-		return true
-	}
-	n, err := unix.IoctlGetInt(o.inotify, unix.TIOCINQ)
-	return err != nil || n > 0
+	return o.gen
 }
 
-// current returns the view a call enters, made now when there is none or
-// the project changed since, with one more user: the caller's thread,
-// which calls leave when it ends. Unwatched, each call gets a new one.
-func (o *overlayState) current() (*view, error) {
+// fits reports whether a call numbered gen may run in view v, which an
+// armed spare entered: a shared view made at gen, or for a call numbered
+// 0 a view of its own nothing looked into yet.
+func (o *overlayState) fits(v *view, gen uint64) bool {
+	if gen == 0 {
+		return v.private
+	}
+	return !v.private && v.gen == gen
+}
+
+// current returns the view a call numbered gen enters, made now when the
+// shared one was made at another number, with one more user: the
+// caller's thread, which leaves it when it ends. A call numbered 0 gets
+// a view of its own.
+func (o *overlayState) current(gen uint64) (*view, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	shared := o.inotify >= 0 && !o.blind
-	if shared && o.cur != nil && !o.stale {
-		if n, err := unix.IoctlGetInt(o.inotify, unix.TIOCINQ); err == nil && n == 0 {
-			o.cur.users++
-			return o.cur, nil
-		}
+	if gen > o.gen || gen == 0 {
+		o.gen = gen
 	}
-	// Stale from here on: what the watch sees next is after this view.
-	o.stale = false
-	v, err := o.makeView()
+	if gen != 0 && o.cur != nil && o.cur.gen == gen {
+		o.cur.users++
+		return o.cur, nil
+	}
+	v, err := o.makeView(gen)
 	if err != nil {
 		return nil, err
 	}
-	if old := o.cur; old != nil {
-		old.released = true
-		o.endIfUnused(old)
-	}
-	o.cur = v
-	if !shared {
-		// A view per call: nobody else enters it.
-		o.cur = nil
+	if gen == 0 {
+		// A view of its own: nobody else enters it.
 		v.released, v.private = true, true
+	} else if gen >= o.gen {
+		if old := o.cur; old != nil {
+			old.released = true
+			o.endIfUnused(old)
+		}
+		o.cur = v
+	} else {
+		// An older number than the shared view's: this call only.
+		v.released = true
 	}
 	v.users++
 	return v, nil
@@ -374,10 +264,9 @@ type viewRules struct {
 
 // makeView makes a view on a thread of its own, which ends once the view
 // is made (the namespace lives on by its descriptor). Callers hold mu.
-func (o *overlayState) makeView() (*view, error) {
-	o.gen++
+func (o *overlayState) makeView(gen uint64) (*view, error) {
 	o.seq++
-	v := &view{gen: o.gen, ns: -1, rules: -1, views: map[string]viewRules{}, work: fmt.Sprintf("work/%d-%d", os.Getpid(), o.seq)}
+	v := &view{gen: gen, ns: -1, rules: -1, views: map[string]viewRules{}, work: fmt.Sprintf("work/%d-%d", os.Getpid(), o.seq)}
 	done := make(chan error, 1)
 	FreshThread(func() {
 		err := o.mountView(v.work)
@@ -408,8 +297,8 @@ func (o *overlayState) makeView() (*view, error) {
 // call that shows extra, and the filter that denies new namespaces. It
 // returns the view, which the thread leaves when it ends (threadEnd), and
 // the directories the read view listed.
-func (a *agent) enterView(extra []string) (*view, []dirStamp, error) {
-	v, err := a.ov.current()
+func (a *agent) enterView(extra []string, gen uint64) (*view, []dirStamp, error) {
+	v, err := a.ov.current(gen)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -638,15 +527,25 @@ func removeWork(dir string) error {
 	return os.RemoveAll(dir)
 }
 
-// renewView readies a view after a change of the project, and spares in
-// it: the armed spares of the old one end (the server places no spare of
-// this agent; a placed agent's calls enter the new view on their own).
-func (a *agent) renewView() {
-	v, err := a.ov.current()
-	if err != nil {
-		return
+// renewView readies a view of the project at gen (a change the server
+// saw), and spares in it: the armed spares of the old one end (the server
+// places no spare of this agent; a placed agent's calls enter the new
+// view on their own).
+func (a *agent) renewView(gen uint64) {
+	if gen != 0 && gen <= a.ov.known() {
+		return // a call made it already
 	}
-	a.ov.leave(v)
+	if gen != 0 {
+		v, err := a.ov.current(gen)
+		if err != nil {
+			return
+		}
+		a.ov.leave(v)
+	} else {
+		a.ov.mu.Lock()
+		a.ov.gen = 0
+		a.ov.mu.Unlock()
+	}
 	a.mu.Lock()
 	if a.placed {
 		a.mu.Unlock()

@@ -16,7 +16,7 @@ import (
 
 // viewSpec is the spec of a session agent with the project view of a
 // new project holding files.
-func viewSpec(t *testing.T, files map[string]string, maxWatches int) jail.Spec {
+func viewSpec(t *testing.T, files map[string]string) jail.Spec {
 	t.Helper()
 	project, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -56,15 +56,16 @@ func viewSpec(t *testing.T, files map[string]string, maxWatches int) jail.Spec {
 		Dir: project, Jail: jailDir, JailFile: jf, Project: project, Siblings: siblings, Visible: []string{project},
 		Hide: []string{filepath.Join(jailDir, ".overlay")}, CallPath: "/usr/bin:/bin",
 		Env:     []string{"PATH=/usr/bin:/bin", "HOME=" + jailDir},
-		Overlay: &jail.Overlay{Layer: lf, MaxWatches: maxWatches},
+		Overlay: &jail.Overlay{Layer: lf},
 	}
 }
 
 // TestOverlayViews: calls of one agent see what the host changed in the
 // project before each (edits in place and by rename, files made and
-// removed, deep and at the top), whether the agent watches the project
-// (a view shared until a change) or not (a view per call), and a write of
-// the view stays in the layer.
+// removed, deep and at the top), numbered as the server's watch numbers
+// the project's states (a view shared until the number changes, the agent
+// told of some changes ahead of the call and not of others) or not (0: a
+// view per call), and a write of the view stays in the layer.
 func TestOverlayViews(t *testing.T) {
 	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
 	if err != nil {
@@ -74,11 +75,15 @@ func TestOverlayViews(t *testing.T) {
 		t.Fatalf("the project view does not work here: %v", err)
 	}
 	for _, mode := range []struct {
-		name       string
-		maxWatches int
-	}{{"watched", 0}, {"unwatched", 1}} {
+		name     string
+		numbered bool
+	}{{"numbered", true}, {"unnumbered", false}} {
 		t.Run(mode.name, func(t *testing.T) {
-			spec := viewSpec(t, map[string]string{"a.txt": "0\n", "d/e/f.txt": "0\n"}, mode.maxWatches)
+			spec := viewSpec(t, map[string]string{"a.txt": "0\n", "d/e/f.txt": "0\n"})
+			gen := uint64(0)
+			if mode.numbered {
+				gen = 1
+			}
 			project := spec.Project
 			look := `cat a.txt d/e/f.txt; LC_ALL=C find . -path ./.agent-home -prune -o -print | LC_ALL=C sort`
 			spec.Argv = []string{"/bin/sh", "-c", look}
@@ -100,7 +105,15 @@ func TestOverlayViews(t *testing.T) {
 					os.RemoveAll(filepath.Join(project, fmt.Sprintf("d/new-%d", i-1)))
 					os.WriteFile(filepath.Join(project, fmt.Sprintf("top-%d", i)), nil, 0o644)
 				}
-				got := runIn(t, r, spec, look)
+				if mode.numbered && i%4 >= 2 {
+					// A change of entries: a new number, the agent told
+					// of it ahead of the call every other time.
+					gen++
+					if i%8 < 4 {
+						r.(interface{ RenewView(uint64) }).RenewView(gen)
+					}
+				}
+				got := runIn(t, r, spec, look, gen)
 				host, err := exec.Command("sh", "-c", "cd "+project+" && "+look).Output()
 				if err != nil {
 					t.Fatal(err)
@@ -112,7 +125,7 @@ func TestOverlayViews(t *testing.T) {
 					time.Sleep(30 * time.Millisecond) // a new view readied meanwhile
 				}
 			}
-			if got := runIn(t, r, spec, "echo view > a.txt && cat a.txt"); got != "view\n" {
+			if got := runIn(t, r, spec, "echo view > a.txt && cat a.txt", gen); got != "view\n" {
 				t.Fatalf("a write in the view: %q", got)
 			}
 			if b, _ := os.ReadFile(filepath.Join(project, "a.txt")); strings.Contains(string(b), "view") {
@@ -126,7 +139,7 @@ func TestOverlayViews(t *testing.T) {
 }
 
 // runIn runs script through r in spec's project and returns its output.
-func runIn(t *testing.T, r jail.Runner, spec jail.Spec, script string) string {
+func runIn(t *testing.T, r jail.Runner, spec jail.Spec, script string, gen uint64) string {
 	t.Helper()
 	out, err := os.CreateTemp(t.TempDir(), "out")
 	if err != nil {
@@ -135,7 +148,7 @@ func runIn(t *testing.T, r jail.Runner, spec jail.Spec, script string) string {
 	defer out.Close()
 	devnull, _ := os.Open(os.DevNull)
 	defer devnull.Close()
-	p, err := r.Run(jail.Call{Argv: []string{"/bin/sh", "-c", script}, Env: spec.Env, Dir: spec.Project, Stdin: devnull, Stdout: out, Stderr: out})
+	p, err := r.Run(jail.Call{Argv: []string{"/bin/sh", "-c", script}, Env: spec.Env, Dir: spec.Project, Stdin: devnull, Stdout: out, Stderr: out, ViewGen: gen})
 	if err != nil {
 		t.Fatal(err)
 	}

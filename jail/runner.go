@@ -14,6 +14,11 @@ type Call struct {
 	Dir  string   // working directory, an absolute path
 	// The command's standard streams; the runner closes nothing of them.
 	Stdin, Stdout, Stderr *os.File
+	// ViewGen, under --overlay, is the number of the project's state the
+	// call must see (the server's watch of it): a session agent runs it
+	// in a view made at that number, or makes one; 0 is a view of the
+	// call's own, made ahead and untouched until it runs.
+	ViewGen uint64
 	// TTY: the streams are one terminal, which becomes the command's
 	// controlling terminal where the runner forks the command itself (a
 	// session agent); elsewhere it has the terminal as its streams only.

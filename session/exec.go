@@ -195,7 +195,7 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 		credEnv = append(credEnv, e.Env...)
 	}
 	cfg := s.m.cfg
-	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: callEnv(s.m.hostEnv(), s.Path, credEnv, req.Env)}
+	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: callEnv(s.m.hostEnv(), s.Path, credEnv, req.Env), ViewGen: s.m.viewGen()}
 
 	var runner jail.Runner
 	var slot *agentSlot

@@ -88,8 +88,10 @@ type Manager struct {
 	// hostEnv is what every call's environment takes of the host's
 	// (hostEnv of cfg.Environ and cfg.PassEnv), made once.
 	hostEnv func() map[string]string
-	// caches are the host caches the project view shows in each jail.
+	// caches are the host caches the project view shows in each jail,
+	// and views the watch of the project that numbers its states.
 	caches []hostCache
+	views  *viewWatch
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -153,6 +155,13 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
 	if cfg.Overlay {
 		m.caches = hostCaches(envMap(cfg.Environ), cfg.Home, cfg.Project)
+		// The jails, and what commands write in place: never seen
+		// through a view.
+		skip := []string{cfg.Root}
+		for _, w := range cfg.Writable {
+			skip = append(skip, filepath.Join(cfg.Project, w))
+		}
+		m.views = newViewWatch(cfg.Project, skip, maxViewWatches, m.renewViews)
 	}
 	m.hostEnv = sync.OnceValue(func() map[string]string { return viewEnv(hostEnv(cfg.Environ, cfg.PassEnv), m.caches) })
 	if cfg.MaxDisk > 0 || cfg.MaxFiles > 0 {
@@ -220,6 +229,9 @@ func (m *Manager) Close() error {
 	}
 	m.closeLaunchers()
 	m.cg.close()
+	if m.views != nil {
+		m.views.close()
+	}
 	if m.uw != nil {
 		m.uw.close()
 	}

@@ -204,3 +204,30 @@ func shadowed(p string) bool {
 	}
 	return false
 }
+
+// viewRenewer is a runner whose views of the project a change makes
+// stale (a session agent under --overlay).
+type viewRenewer interface{ RenewView(gen uint64) }
+
+// renewViews tells every session agent that the project is at gen now:
+// each readies a view of it ahead of the next call.
+func (m *Manager) renewViews(gen uint64) {
+	for _, s := range m.all() {
+		s.agentMu.Lock()
+		for _, a := range s.agents {
+			if r, ok := a.runner.(viewRenewer); ok {
+				r.RenewView(gen)
+			}
+		}
+		s.agentMu.Unlock()
+	}
+}
+
+// viewGen is the number of the project's state a call must see (0: a
+// view of its own), or 0 without the view.
+func (m *Manager) viewGen() uint64 {
+	if m.views == nil {
+		return 0
+	}
+	return m.views.current()
+}
