@@ -38,6 +38,7 @@ const viewEvents = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.I
 // viewWatch watches a project's directories but those skipped.
 type viewWatch struct {
 	fd       int
+	stop     int // an eventfd: close asks serve to end, which closes fd
 	skip     []string
 	max      int
 	onChange func(gen uint64) // after viewQuiet, with the number then
@@ -52,9 +53,14 @@ type viewWatch struct {
 // directories commands write in place), at most max; a watch that cannot
 // start or exceeds max is blind.
 func newViewWatch(project string, skip []string, max int, onChange func(uint64)) *viewWatch {
-	w := &viewWatch{fd: -1, skip: skip, max: max, onChange: onChange, gen: 1}
+	w := &viewWatch{fd: -1, stop: -1, skip: skip, max: max, onChange: onChange, gen: 1}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
+		w.blind = true
+		return w
+	}
+	if w.stop, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		unix.Close(fd)
 		w.blind = true
 		return w
 	}
@@ -90,14 +96,27 @@ func (w *viewWatch) add(dirs map[int32]string, dir string) bool {
 // serve reads the watch's events until it is closed: a new number for
 // each batch, the directories made since watched.
 func (w *viewWatch) serve(dirs map[int32]string) {
+	// The descriptors are closed here, never while this reads them (a
+	// number closed under a read could name another file by then).
+	defer func() {
+		w.mu.Lock()
+		w.blind = true
+		unix.Close(w.fd)
+		unix.Close(w.stop)
+		w.fd, w.stop = -1, -1
+		w.mu.Unlock()
+	}()
 	buf := make([]byte, 64<<10)
 	for {
-		pfd := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+		pfd := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}, {Fd: int32(w.stop), Events: unix.POLLIN}}
 		if _, err := unix.Poll(pfd, -1); err != nil && err != unix.EINTR {
 			return
 		}
-		if pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
+		if pfd[1].Revents != 0 || pfd[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
 			return
+		}
+		if pfd[0].Revents == 0 {
+			continue
 		}
 		// A new number before the events leave the queue, which a call's
 		// look (current) reads as a change too.
@@ -125,11 +144,12 @@ func (w *viewWatch) serve(dirs map[int32]string) {
 		added := false
 		for off := 0; off+unix.SizeofInotifyEvent <= n; {
 			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			name := ""
-			if ev.Len > 0 {
-				name = unix.ByteSliceToString(buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)])
+			end := off + unix.SizeofInotifyEvent + int(ev.Len)
+			if ev.Len > uint32(len(buf)) || end > n {
+				break // not an event the kernel wrote whole
 			}
-			off += unix.SizeofInotifyEvent + int(ev.Len)
+			name := unix.ByteSliceToString(buf[off+unix.SizeofInotifyEvent : end])
+			off = end
 			lost := ev.Mask&unix.IN_Q_OVERFLOW != 0
 			if ev.Mask&unix.IN_ISDIR != 0 && ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
 				if parent, ok := dirs[ev.Wd]; ok {
@@ -163,7 +183,7 @@ func (w *viewWatch) serve(dirs map[int32]string) {
 func (w *viewWatch) current() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.blind {
+	if w.blind || w.fd < 0 {
 		return 0
 	}
 	if n, err := unix.IoctlGetInt(w.fd, unix.TIOCINQ); err != nil || n > 0 {
@@ -172,9 +192,11 @@ func (w *viewWatch) current() uint64 {
 	return w.gen
 }
 
-// close ends the watch.
+// close ends the watch: serve closes its descriptors.
 func (w *viewWatch) close() {
-	if w.fd >= 0 {
-		unix.Close(w.fd)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stop >= 0 {
+		unix.Write(w.stop, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 	}
 }
