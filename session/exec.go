@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
@@ -639,7 +637,7 @@ type callOutput struct {
 func (s *Session) newCallOutput() *callOutput {
 	cfg := s.m.cfg
 	o := &callOutput{}
-	id := time.Now().UTC().Format("20060102-150405") + "-" + uuid.NewString()[:8]
+	id := outputID()
 	spill := func(name string) func() (io.WriteCloser, error) {
 		return func() (io.WriteCloser, error) {
 			o.once.Do(func() { o.dir, o.err = s.newOutputDir(id) })
@@ -651,12 +649,8 @@ func (s *Session) newCallOutput() *callOutput {
 	}
 	o.stdout = newCapture(cfg.MaxOutput, spill("stdout"))
 	o.stderr = newCapture(cfg.MaxOutput, spill("stderr"))
-	if cfg.MaxDisk > 0 {
-		// The kept output counts against the jail's disk bound and must
-		// stay under the per-file bound the server itself is held to.
-		o.stdout.keepMax = min(MaxKept, cfg.MaxDisk/4)
-		o.stderr.keepMax = o.stdout.keepMax
-	}
+	o.stdout.keepMax = s.m.keptMax()
+	o.stderr.keepMax = o.stdout.keepMax
 	return o
 }
 

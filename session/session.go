@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Session is one jail and the commands running in it.
@@ -398,6 +400,21 @@ func readDir(root *os.Root, dir string) ([]string, error) {
 
 // outputDir is where a call's whole output is kept when it is cut.
 const outputDir = ".jail-mcp/output"
+
+// outputID names a new output directory: when, and a random part.
+func outputID() string {
+	return time.Now().UTC().Format("20060102-150405") + "-" + uuid.NewString()[:8]
+}
+
+// keptMax is the most bytes of one stream (or patch) kept in the jail:
+// what is kept counts against the jail's disk bound and must stay under
+// the per-file bound the server itself is held to.
+func (m *Manager) keptMax() int64 {
+	if m.cfg.MaxDisk > 0 {
+		return min(MaxKept, m.cfg.MaxDisk/4)
+	}
+	return MaxKept
+}
 
 // keepOutputs is how many calls' output directories a jail keeps.
 const keepOutputs = 20

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/jail-mcp/jail-mcp/session/layer"
 )
 
@@ -208,16 +206,11 @@ type keptPatch struct {
 // keepPatch writes patch to diff.patch in a new output directory of the
 // jail, through the jail's root, up to the bound of a kept stream.
 func (s *Session) keepPatch(patch []byte) (keptPatch, error) {
-	id := time.Now().UTC().Format("20060102-150405") + "-" + uuid.NewString()[:8]
-	dir, err := s.newOutputDir(id)
+	dir, err := s.newOutputDir(outputID())
 	if err != nil {
 		return keptPatch{}, err
 	}
-	keep := int64(MaxKept)
-	if s.m.cfg.MaxDisk > 0 {
-		keep = min(keep, s.m.cfg.MaxDisk/4)
-	}
-	data := patch[:min(int64(len(patch)), keep)]
+	data := patch[:min(int64(len(patch)), s.m.keptMax())]
 	f, err := s.createOutput(dir, patchFile)
 	if err != nil {
 		return keptPatch{}, err
