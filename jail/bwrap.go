@@ -68,8 +68,15 @@ func (b *bwrap) command(spec Spec, shadow []string, extra ...*os.File) (*exec.Cm
 		filter.Close()
 		return nil, nil, fmt.Errorf("create info pipe: %w", err)
 	}
-	cmd := exec.Command(b.path, BwrapArgs(spec, shadow, b.sized)...)
-	cmd.ExtraFiles = append(append(bwrapFiles(spec), filter, infoW), extra...)
+	nulls, err := nullFiles(spec.masks)
+	if err != nil {
+		filter.Close()
+		infoR.Close()
+		infoW.Close()
+		return nil, nil, err
+	}
+	cmd := exec.Command(b.path, BwrapArgs(spec, shadow, b.sized, spec.masks...)...)
+	cmd.ExtraFiles = append(append(append(bwrapFiles(spec), nulls...), filter, infoW), extra...)
 	// bwrap itself gets an empty environment: the command's environment
 	// reaches it through --setenv, so nothing in it (LD_PRELOAD, say) can
 	// act on bwrap before the sandbox is in place.
@@ -101,7 +108,8 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	}
 	// After the descriptors BwrapArgs numbers, its filter and info pipe:
 	// the agent's control socket and the server's binary.
-	n := 3 + len(bwrapFiles(spec)) + 2
+	spec.masks = masksOf(spec, nil)
+	n := 3 + len(bwrapFiles(spec)) + fileMasks(spec.masks) + 2
 	spec.Argv = []string{"/proc/self/fd/" + strconv.Itoa(n+1), agentArg, strconv.Itoa(n)}
 	files := append([]*os.File{spec.JailFile}, writable...)
 	if spec.Overlay != nil {
@@ -182,6 +190,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 // every unix socket).
 func (b *bwrap) startDirect(spec Spec, c Call) (Process, error) {
 	spec.Visible = b.visible(spec)
+	spec.masks = masksOf(spec, b.shadow)
 	cmd, infoR, err := b.command(spec, b.shadow)
 	if err != nil {
 		return Process{}, err
@@ -273,6 +282,71 @@ func bwrapFiles(spec Spec) []*os.File {
 		files = append(files, spec.Overlay.Layer)
 	}
 	return files
+}
+
+// masksOf are the masks of what spec hides (Spec.Unread) as the host has
+// it now, in a sandbox that shadows shadow: each path that exists there
+// (not below a shadowed directory, unless bound back), not a link, not
+// in the jail, and not below a masked directory; with an overlay, none in
+// the project (each view masks its own). A pattern gives what matches it.
+func masksOf(spec Spec, shadow []string) []Mask {
+	var paths []string
+	for _, h := range spec.Unread {
+		if !filepath.IsAbs(h) {
+			continue
+		}
+		if dir, pat := filepath.Split(h); strings.ContainsAny(pat, "*?[\\") {
+			m, _ := filepath.Glob(filepath.Join(dir, pat))
+			paths = append(paths, m...)
+			continue
+		}
+		paths = append(paths, filepath.Clean(h))
+	}
+	slices.Sort(paths) // a directory before what is below it
+	var out []Mask
+	for _, p := range slices.Compact(paths) {
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil, fi.Mode()&os.ModeSymlink != 0, !fi.IsDir() && !fi.Mode().IsRegular():
+			continue
+		case within(p, spec.Jail) || within(spec.Jail, p):
+			continue
+		case spec.Overlay != nil && spec.Project != "" && (within(p, spec.Project) || within(spec.Project, p)):
+			continue
+		case shadowed(p, shadow) && !shadowed(p, spec.Visible):
+			continue
+		case slices.ContainsFunc(out, func(m Mask) bool { return m.Dir && within(p, m.Path) }):
+			continue
+		}
+		out = append(out, Mask{Path: p, Dir: fi.IsDir()})
+	}
+	return out
+}
+
+// fileMasks counts the masks of files: each takes a descriptor.
+func fileMasks(masks []Mask) int {
+	n := 0
+	for _, m := range masks {
+		if !m.Dir {
+			n++
+		}
+	}
+	return n
+}
+
+// nullFiles opens /dev/null once for each file mask: bubblewrap copies
+// what it reads there (nothing) into the file it binds over the path.
+func nullFiles(masks []Mask) ([]*os.File, error) {
+	var out []*os.File
+	for range fileMasks(masks) {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			closeFiles(out)
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // shadowHost resolves ShadowDirs on this host: each directory by its real

@@ -48,6 +48,13 @@ func shadowed(p string, shadow []string) bool {
 	return false
 }
 
+// Mask is a host path bubblewrap hides by a mount over it (Spec.Unread):
+// a directory shown empty, a file unreadable.
+type Mask struct {
+	Path string
+	Dir  bool
+}
+
 // within reports whether p is dir or lies below it; both are clean.
 func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/") || dir == "/"
@@ -70,7 +77,7 @@ func within(p, dir string) bool {
 // hundred KiB a user, RLIMIT_MSGQUEUE) and /dev/shm, a tmpfs of
 // Spec.MaxMemory bytes; the tmpfs that hide the jail's Hide are read-only
 // too (their owner could chmod them writable).
-func BwrapArgs(spec Spec, shadow []string, sized bool) []string {
+func BwrapArgs(spec Spec, shadow []string, sized bool, masks ...Mask) []string {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
 	}
@@ -203,6 +210,24 @@ func BwrapArgs(spec Spec, shadow []string, sized bool) []string {
 	if spec.Overlay != nil {
 		bind(spec.Overlay.Layer, true, "", StagedLayer)
 	}
+	// What no command reads (Spec.Unread) as it is now: a directory
+	// empty but for what stays shown in it, a file unreadable (mode 0000,
+	// read-only; its data a descriptor at EOF, after the bound ones).
+	var maskedDirs []string
+	for _, m := range masks {
+		if !m.Dir {
+			args = append(args, "--perms", "0000", "--ro-bind-data", strconv.Itoa(fd), m.Path)
+			fd++
+			continue
+		}
+		args = append(args, "--perms", "0755", "--tmpfs", m.Path)
+		for _, v := range vis {
+			if v != m.Path && within(v, m.Path) {
+				args = append(args, "--ro-bind-try", v, v)
+			}
+		}
+		maskedDirs = append(maskedDirs, m.Path)
+	}
 	for _, h := range spec.Hide {
 		args = append(args, "--perms", "0500", "--tmpfs", staged(h))
 	}
@@ -214,6 +239,9 @@ func BwrapArgs(spec Spec, shadow []string, sized bool) []string {
 	}
 	for _, h := range spec.Hide {
 		args = append(args, "--remount-ro", staged(h))
+	}
+	for _, d := range maskedDirs {
+		args = append(args, "--remount-ro", d)
 	}
 	args = append(args, "--remount-ro", "/dev")
 	// No unix sockets (see seccomp.go); the filter is the descriptor after

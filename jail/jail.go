@@ -152,9 +152,15 @@ type Spec struct {
 	// writes the jail refused a command there (Exit.RefusedWrite).
 	Project string
 	// Unread are host files and directories a command reads nothing of,
-	// wherever they are (the HTTP server's token file). Session agents
-	// hide them (their read view); a backend without agents does not.
+	// wherever they are: the HTTP server's token file and the --deny-read
+	// list, canonical; the last element may be a pattern (filepath.Match).
+	// What exists when a sandbox starts is masked by mounts (bubblewrap:
+	// a directory empty, a file unreadable); session agents' read views
+	// refuse reads of all of it, made since too; sandbox-exec denies it
+	// by rules. Visible paths below them stay readable.
 	Unread []string
+	// masks: how bubblewrap hides Unread, worked out when it starts.
+	masks []Mask
 
 	// CallPath is the PATH of the session's calls by default: a session
 	// agent readies its read view for it before the first call (a PATH

@@ -64,7 +64,7 @@ func (v readView) refers(path string) bool {
 // what is shown in them, on backend kind ("landlock" or "bwrap"), and the
 // paths the session hides.
 func viewHidden(kind, siblings string, hide ...string) []string {
-	hidden := append(slices.Clone(ShadowDirs), hide...)
+	hidden := slices.Clone(ShadowDirs)
 	if kind == "landlock" {
 		// bwrap's /dev is the sandbox's own.
 		hidden = append(hidden, "/dev")
@@ -72,7 +72,40 @@ func viewHidden(kind, siblings string, hide ...string) []string {
 	if siblings != "" {
 		hidden = append(hidden, siblings)
 	}
-	return canonical(hidden)
+	hidden = canonical(hidden)
+	// What the session hides may not exist yet: it is hidden once made.
+	for _, h := range hide {
+		if c := CanonicalPath(h); filepath.IsAbs(h) && !slices.Contains(hidden, c) {
+			hidden = append(hidden, c)
+		}
+	}
+	return hidden
+}
+
+// under reports whether p is h or lies below it, where the last element
+// of h may be a pattern (filepath.Match).
+func under(p, h string) bool {
+	dir, pat := filepath.Split(h)
+	if !strings.ContainsAny(pat, "*?[\\") {
+		return within(p, h)
+	}
+	rest, ok := strings.CutPrefix(p, dir)
+	if !ok || !strings.HasSuffix(dir, "/") {
+		return false
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	m, _ := filepath.Match(pat, first)
+	return m
+}
+
+// hides reports whether the view names p itself hidden.
+func (v readView) hides(p string) bool {
+	for _, h := range v.hidden {
+		if h == p || under(p, h) && filepath.Dir(h) == filepath.Dir(p) {
+			return true
+		}
+	}
+	return false
 }
 
 // siblingsShown is what a call sees of the jails' directory beside its
@@ -154,7 +187,7 @@ func callShown(v readView, env []string, tty *os.File) []string {
 func (v readView) sealed(p string) bool {
 	shadow := canonical(ShadowDirs)
 	for _, h := range v.hidden {
-		if within(p, h) && !slices.Contains(shadow, h) {
+		if under(p, h) && !slices.Contains(shadow, h) {
 			return true
 		}
 	}
@@ -165,7 +198,7 @@ func (v readView) sealed(p string) bool {
 func (v readView) hiddenPath(p string) bool {
 	depth, hidden := -1, false
 	for _, h := range v.hidden {
-		if within(p, h) && len(h) > depth {
+		if under(p, h) && len(h) > depth {
 			depth, hidden = len(h), true
 		}
 	}
@@ -299,7 +332,7 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 		for _, name := range names {
 			p := filepath.Join(dir, name)
 			s := show
-			if slices.Contains(v.hidden, p) {
+			if v.hides(p) {
 				s = false
 			}
 			if slices.Contains(shown, p) {

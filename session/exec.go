@@ -365,7 +365,8 @@ func (s *Session) admit() error {
 // session agents), its credentials bound for it; done releases it.
 func (s *Session) ownRunner(call jail.Call, p callPlan, exps []auth.Exposure) (r jail.Runner, done func(), err error) {
 	cfg := s.m.cfg
-	spec := jail.Spec{Argv: call.Argv, Dir: call.Dir, Env: call.Env, Jail: s.Path, Network: p.network, Visible: []string{cfg.Project, cfg.Home}, Siblings: filepath.Dir(s.Path), Project: cfg.Project, Unread: cfg.Unread, MaxMemory: cfg.MaxMemory}
+	spec := jail.Spec{Argv: call.Argv, Dir: call.Dir, Env: call.Env, Jail: s.Path, Network: p.network, Visible: []string{cfg.Project, cfg.Home}, Siblings: filepath.Dir(s.Path), Project: cfg.Project, MaxMemory: cfg.MaxMemory}
+	spec.Unread, spec.Visible = s.unread(exps, spec.Visible)
 	opened, err := s.sandboxFiles(&spec, exps)
 	if err == nil {
 		if r, err = cfg.Backend.Runner(spec, nil); err != nil {

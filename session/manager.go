@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
 )
@@ -46,7 +47,10 @@ type Config struct {
 	Home  string   // the operator's home, where credentials live
 	// Unread are host paths no command reads (the HTTP token file),
 	// where the backend runs session agents.
-	Unread     []string
+	Unread []string
+	// Deny is the --deny-read list: host paths no command reads, and the
+	// paths below them that stay readable.
+	Deny       auth.Deny
 	Environ    []string // the server's environment, KEY=VALUE
 	PassEnv    []string // names or PREFIX_* passed beyond the base set
 	Timeout    time.Duration

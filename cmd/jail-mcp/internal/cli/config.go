@@ -34,9 +34,14 @@ type Config struct {
 	Network  bool
 	// Allow, when set, is the allowlist network is held to (--network
 	// allow:LIST): every connection goes through the server's proxy.
-	Allow       *egress.Policy
-	Auth        []string
-	Writable    []string // directories of the project commands write in place (--writable)
+	Allow    *egress.Policy
+	Auth     []string
+	Writable []string // directories of the project commands write in place (--writable)
+	// DenyRead are the --deny-read entries besides "default", absolute
+	// and clean (a relative one joined to the project; "~/" stays, for
+	// the server user's home); DenyDefault: "default" is among them.
+	DenyRead    []string
+	DenyDefault bool
 	Session     string
 	Listen      string
 	Token       string
@@ -115,6 +120,7 @@ var options = []option{
 	{"network", "JAIL_MCP_NETWORK", "on", "`MODE`: on, off, or allow:HOST,*.DOMAIN,HOST:PORT (only those, through the server's proxy)", parseNetwork},
 	{"auth", "JAIL_MCP_AUTH", "all", "`LIST` of CLIs whose credentials are visible read-only: all, none, or names", parseAuth},
 	{"writable", "JAIL_MCP_WRITABLE", "", "`PATHS` of the project (comma list, like node_modules,build) that commands write in place: the host project changes there", parseWritable},
+	{"deny-read", "JAIL_MCP_DENY_READ", "default", "`LIST` of host paths no command reads (absolute, ~/ for the server user's home, or of the project; the last element may be a pattern); default stands for the built-in list of secret files (see docs/configuration.md); '' denies nothing", parseDenyRead},
 	{"session", "JAIL_MCP_SESSION", "", "session `NAME` (default: a new UUID); a fixed name keeps the jail across restarts", parseSession},
 	{"listen", "JAIL_MCP_LISTEN", "", "serve streamable HTTP at /mcp on `ADDR` (host:port), one jail per MCP session", func(c *Config, v string) error { c.Listen = v; return nil }},
 	{"token", "JAIL_MCP_TOKEN", "", "refused: a `TOKEN` on the command line is readable by every local process; set $JAIL_MCP_TOKEN or --token-file instead", func(c *Config, v string) error { c.Token = v; return nil }},
@@ -387,6 +393,23 @@ func parseMaxConnsPerAddr(c *Config, v string) error {
 		return nil
 	}
 	return countOf(func(c *Config) *int { return &c.MaxConnsPerAddr }, math.MaxInt32)(c, v)
+}
+
+// parseDenyRead checks --deny-read's entries; OpenJail resolves them
+// against the server user's home and the host as it is.
+func parseDenyRead(c *Config, v string) error {
+	// "~" is resolved later: here it only has to parse.
+	entries, def, err := auth.ParseDeny(v, "/~", c.Project)
+	if err != nil {
+		return &wholeError{err}
+	}
+	for i, e := range entries {
+		if rest, ok := strings.CutPrefix(e, "/~"); ok && (rest == "" || rest[0] == '/') {
+			entries[i] = "~" + rest
+		}
+	}
+	c.DenyRead, c.DenyDefault = entries, def
+	return nil
 }
 
 func parseOverlay(c *Config, v string) error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/session/egress"
@@ -56,6 +57,11 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 			scfg.Unread = append(scfg.Unread, abs)
 		}
 	}
+	deny, err := denyList(cfg, home, getenv)
+	if err != nil {
+		return nil, st, err
+	}
+	scfg.Deny = deny
 	b, err := jail.Open(ctx, cfg.Backend, jail.Options{Getenv: getenv, SkipTrialRun: oneCall})
 	var unavailable *jail.UnavailableError
 	switch {
@@ -91,6 +97,35 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		return nil, st, err
 	}
 	return m, st, nil
+}
+
+// denyList resolves --deny-read for the server user's home and the host
+// as it is now.
+func denyList(cfg Config, home string, getenv func(string) string) (auth.Deny, error) {
+	entries := make([]string, 0, len(cfg.DenyRead))
+	for _, e := range cfg.DenyRead {
+		if rest, ok := strings.CutPrefix(e, "~"); ok {
+			if !filepath.IsAbs(home) {
+				return auth.Deny{}, fmt.Errorf("invalid --deny-read %s: the server user has no home directory ($HOME)", e)
+			}
+			e = filepath.Join(home, rest)
+		}
+		entries = append(entries, e)
+	}
+	d, err := session.ResolveDeny(entries, cfg.DenyDefault, home, cfg.Project, cfg.Root, os.Geteuid() == 0, getenv)
+	if err != nil {
+		return d, fmt.Errorf("invalid --deny-read: %w", err)
+	}
+	if cfg.Overlay {
+		// Each view shows the project whole (its own overlay): what it
+		// should hide there, it would not.
+		for _, p := range d.Paths {
+			if strings.HasPrefix(p, cfg.Project+"/") {
+				return d, fmt.Errorf("invalid --deny-read: %s lies in the project, which --overlay on shows whole: name it in .gitignore and keep it out of the project, or run without --overlay", p)
+			}
+		}
+	}
+	return d, nil
 }
 
 // exposedNames lists the CLIs whose credentials are present on this host

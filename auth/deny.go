@@ -1,0 +1,198 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// DenyDefault is the name that stands, in a --deny-read list, for the
+// built-in list of the host's secret files.
+const DenyDefault = "default"
+
+// denyHome is the built-in list under the server user's home: what holds
+// keys, tokens, passwords and what was typed. The last element of a path
+// may be a pattern (filepath.Match).
+var denyHome = []string{
+	// SSH: private keys and whatever else is there; known_hosts and
+	// config stay readable (denyHomeShown).
+	".ssh",
+	".gnupg",
+	// Cloud and cluster credentials.
+	".aws", ".azure", ".config/gcloud", ".kube", ".docker/config.json",
+	// Tokens of git, package registries and tools.
+	".git-credentials", ".netrc", ".npmrc", ".pypirc", ".cargo/credentials*",
+	".config/gh/hosts.yml", ".vault-token", ".terraform.d/credentials*",
+	// Password managers and keyrings.
+	".password-store", ".local/share/keyrings", ".config/op",
+	// Browser profiles: cookies, saved passwords, sessions.
+	".mozilla", ".config/google-chrome", ".config/chromium", ".config/BraveSoftware",
+	"snap/firefox/common/.mozilla", "snap/chromium/common/chromium",
+	// Shell and REPL histories: what the operator typed, secrets included.
+	".bash_history", ".zsh_history", ".zhistory", ".histfile", ".sh_history",
+	".local/share/fish/fish_history", ".python_history", ".node_repl_history",
+	".psql_history", ".mysql_history", ".sqlite_history", ".irb_history",
+	".pry_history", ".rediscli_history", ".Rhistory", ".lesshst", ".viminfo",
+	".julia/logs/repl_history.jl",
+}
+
+// denyHomeShown are the paths under a denied one that stay readable.
+var denyHomeShown = []string{".ssh/known_hosts", ".ssh/config"}
+
+// denyRoot is what the built-in list adds when the server runs as root,
+// which can read them.
+var denyRoot = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+	"/etc/ssh/ssh_host_*_key",
+}
+
+// Deny is a resolved --deny-read list.
+type Deny struct {
+	// Default: the built-in list is in it.
+	Default bool
+	// Paths read as absent or refused in the jail: absolute and clean;
+	// the last element may be a pattern (filepath.Match).
+	Paths []string
+	// Shown are paths below Paths that stay readable (~/.ssh/known_hosts).
+	Shown []string
+}
+
+// DefaultDeny is the built-in list for a server whose user's home is
+// home (root: the server runs as root): the home's secret files, the host
+// paths of every credential the registry knows (the jail's HOME shows the
+// enabled CLIs' where they belong), and as root the host's password and
+// host-key files.
+func DefaultDeny(home string, root bool, getenv func(string) string) Deny {
+	d := Deny{Default: true}
+	if filepath.IsAbs(home) {
+		for _, rel := range denyHome {
+			d.Paths = append(d.Paths, filepath.Join(home, rel))
+		}
+		for _, rel := range denyHomeShown {
+			d.Shown = append(d.Shown, filepath.Join(home, rel))
+		}
+	}
+	d.Paths = append(d.Paths, CredentialPaths(home, getenv)...)
+	if root {
+		d.Paths = append(d.Paths, denyRoot...)
+	}
+	d.Paths = dedupe(d.Paths)
+	return d
+}
+
+// CredentialPaths are the host paths of every credential of the
+// registry, present or not: a directory with secrets gives each secret,
+// any other path itself.
+func CredentialPaths(home string, getenv func(string) string) []string {
+	var out []string
+	for _, c := range Registry {
+		out = append(out, c.hostPaths(home, getenv)...)
+	}
+	return out
+}
+
+// hostPaths are c's credential paths on the host, as CredentialPaths.
+func (c CLI) hostPaths(home string, getenv func(string) string) []string {
+	var out []string
+	for _, p := range c.Paths {
+		if !filepath.IsAbs(home) && p.Env == "" {
+			continue
+		}
+		h := hostPath(p, home, getenv)
+		if !filepath.IsAbs(h) {
+			continue
+		}
+		if len(p.Secrets) == 0 {
+			out = append(out, h)
+			continue
+		}
+		for _, s := range p.Secrets {
+			out = append(out, filepath.Join(h, s))
+		}
+	}
+	return out
+}
+
+// EnabledPaths are the host paths of the credentials of the named CLIs,
+// present or not, whole (a directory with secrets too): what a backend
+// that links a CLI's credentials into the jail must let it read.
+func EnabledPaths(names []string, home string, getenv func(string) string) []string {
+	var out []string
+	for _, n := range names {
+		c, ok := Lookup(n)
+		if !ok {
+			continue
+		}
+		for _, p := range c.Paths {
+			if !filepath.IsAbs(home) && p.Env == "" {
+				continue
+			}
+			if h := hostPath(p, home, getenv); filepath.IsAbs(h) {
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}
+
+// ParseDeny reads a --deny-read list: comma-separated entries, each
+// "default", an absolute path, a path under the server user's home
+// ("~/..."), or a path of the project (relative). Only the last element
+// may be a pattern. The empty list denies nothing. Paths are cleaned,
+// not resolved (ResolveDeny does).
+func ParseDeny(v, home, project string) (entries []string, def bool, err error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, false, nil
+	}
+	for _, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		var abs string
+		switch {
+		case e == "":
+			return nil, false, errors.New("an empty entry: name a path, or default")
+		case e == DenyDefault:
+			def = true
+			continue
+		case e == "~" || strings.HasPrefix(e, "~/"):
+			if !filepath.IsAbs(home) {
+				return nil, false, fmt.Errorf("%q: the server user has no home directory ($HOME)", e)
+			}
+			abs = filepath.Join(home, strings.TrimPrefix(e, "~"))
+		case strings.HasPrefix(e, "~"):
+			return nil, false, fmt.Errorf("%q: only the server user's own home (~/) is known", e)
+		case filepath.IsAbs(e):
+			abs = filepath.Clean(e)
+		default:
+			c := filepath.Clean(e)
+			if c == "." || c == ".." || strings.HasPrefix(c, "../") {
+				return nil, false, fmt.Errorf("%q: a relative path names a path of the project, inside it", e)
+			}
+			abs = filepath.Join(project, c)
+		}
+		dir, base := filepath.Split(abs)
+		if strings.ContainsAny(dir, "*?[\\") {
+			return nil, false, fmt.Errorf("%q: only the last element of a path may be a pattern", e)
+		}
+		if _, err := filepath.Match(base, ""); err != nil {
+			return nil, false, fmt.Errorf("%q: bad pattern: %w", e, err)
+		}
+		if strings.ContainsAny(abs, "\x00\n") {
+			return nil, false, fmt.Errorf("%q: a control character", e)
+		}
+		entries = append(entries, abs)
+	}
+	return dedupe(entries), def, nil
+}
+
+func dedupe(in []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range in {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}

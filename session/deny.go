@@ -1,0 +1,80 @@
+package session
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/jail-mcp/jail-mcp/auth"
+	"github.com/jail-mcp/jail-mcp/jail"
+)
+
+// unread is what a sandbox showing exps hides (Spec.Unread) and shows
+// (visible, with what stays readable below a hidden path): the paths no
+// command reads (the HTTP token file), and the --deny-read list. A
+// backend that binds the enabled CLIs' credentials into the jail hides
+// their host paths too; one that links them there lets the calls that
+// enable them read their host paths, which the links lead to.
+func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown []string) {
+	cfg := s.m.cfg
+	unread = slices.Clone(cfg.Unread)
+	shown = append(slices.Clone(visible), cfg.Deny.Shown...)
+	var enabled []string
+	if cfg.Backend.Credentials() == jail.LinkCredentials {
+		var names []string
+		for _, e := range exps {
+			names = append(names, e.Name)
+		}
+		enabled = auth.EnabledPaths(names, cfg.Home, s.m.getenv)
+		for i, p := range enabled {
+			enabled[i] = jail.CanonicalPath(p)
+		}
+		shown = append(shown, enabled...)
+	}
+	for _, p := range cfg.Deny.Paths {
+		if !slices.ContainsFunc(enabled, func(e string) bool { return within(p, e) }) {
+			unread = append(unread, p)
+		}
+	}
+	return unread, shown
+}
+
+// ResolveDeny makes the deny list of entries (and the built-in list when
+// def) canonical, and refuses a path the jail cannot do without: one that
+// is, holds or lies in the jails' directory (root), or holds the project.
+// A path that does not exist yet is kept as named below its deepest
+// existing directory, resolved, so that it is hidden once made. asRoot:
+// the server runs as root.
+func ResolveDeny(entries []string, def bool, home, project, root string, asRoot bool, getenv func(string) string) (auth.Deny, error) {
+	var d auth.Deny
+	if def {
+		d = auth.DefaultDeny(home, asRoot, getenv)
+	}
+	for _, e := range entries {
+		c := jail.CanonicalPath(e)
+		if within(project, c) {
+			return auth.Deny{}, fmt.Errorf("%s: holds the project, which commands read", e)
+		}
+		if within(c, root) || within(root, c) {
+			return auth.Deny{}, fmt.Errorf("%s: the jails' directory %s is it, holds it or lies in it", e, root)
+		}
+	}
+	var paths []string
+	for _, p := range append(d.Paths, entries...) {
+		c := jail.CanonicalPath(p)
+		if within(project, c) || within(c, root) || within(root, c) {
+			// A built-in path the project's place makes moot (a project
+			// in ~/.config): the project and the jails stay readable.
+			continue
+		}
+		paths = append(paths, c)
+	}
+	slices.Sort(paths)
+	d.Paths = slices.Compact(paths)
+	var shown []string
+	for _, s := range d.Shown {
+		shown = append(shown, jail.CanonicalPath(s))
+	}
+	slices.Sort(shown)
+	d.Shown = slices.Compact(shown)
+	return d, nil
+}
