@@ -50,12 +50,12 @@ var denyRoot = []string{
 // Deny is a resolved --deny-read list.
 type Deny struct {
 	// Default: the built-in list is in it.
-	Default bool
+	Default bool `json:"default"`
 	// Paths read as absent or refused in the jail: absolute and clean;
 	// the last element may be a pattern (filepath.Match).
-	Paths []string
+	Paths []string `json:"paths"`
 	// Shown are paths below Paths that stay readable (~/.ssh/known_hosts).
-	Shown []string
+	Shown []string `json:"shown"`
 }
 
 // DefaultDeny is the built-in list for a server whose user's home is

@@ -242,9 +242,23 @@ func (b *bwrap) Guarantees() Guarantees {
 	}
 	how := map[int]string{
 		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing, nothing of /tmp, /var/tmp and /run read but what a command needs there (known gap: a FIFO in the project or the home opened for reading); the server is outside the sandbox",
+		6: "the environment is an allowlist; the --deny-read list is masked by mounts (and refused by a Landlock read view where session agents run)",
+		9: "each session's jail is its own (the others' directory is an empty tmpfs but for it) and so are its processes (a pid namespace per sandbox)",
 		7: "processes (threads count as processes) and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms, which counts every thread and, as memory, resident sets, open memfds" + shm + "; it does not see shared memory a process keeps only through a partly unmapped mapping, nor the memfds of a process that is not dumpable (freed when the call ends); disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
 	return guarantees(notKept, how)
+}
+
+// unreadHow: bubblewrap masks what exists when a sandbox starts; a
+// session agent's read view refuses the rest.
+func (b *bwrap) unreadHow() (string, []string) {
+	if !b.Agents() {
+		return "masked by bubblewrap's mounts as each command starts: a denied directory shows empty, a denied file reads EACCES (mode 0000); other sessions' jails are not in view, nor are other processes (a pid namespace of its own)", []string{
+			"a denied path made while a command runs is readable to that command (the next command's sandbox masks it)",
+			"a denied path reached through a symlink made after the sandbox started, to where it lies, is hidden only by its mask",
+		}
+	}
+	return "masked by bubblewrap's mounts when the session's sandbox starts (a denied directory shows empty, a denied file reads EACCES), and refused (EACCES) by each call's Landlock read view, paths made later included; other sessions' jails are not in view, nor are other processes (a pid namespace of its own)", []string{}
 }
 
 // bwrapSizes says whether the bubblewrap at path can bound a tmpfs

@@ -24,6 +24,17 @@ var promises = map[int]string{
 	6: "secrets stay out unless asked for",
 	7: "bounded",
 	8: "fail closed",
+	9: "sessions are apart",
+}
+
+// DescribeUnread says how backend b hides what no command reads (the
+// --deny-read list, Spec.Unread) and other sessions' jails, and what it
+// cannot hide.
+func DescribeUnread(b Backend) (how string, gaps []string) {
+	if d, ok := b.(interface{ unreadHow() (string, []string) }); ok {
+		return d.unreadHow()
+	}
+	return "not hidden: commands do not run confined", []string{"every file the server's user can read"}
 }
 
 // guarantees builds a Guarantees from the notes of the promises not kept

@@ -225,15 +225,26 @@ func envValue(env []string, key string) string {
 
 func (l *landlockJail) Guarantees() Guarantees {
 	notKept := map[int]string{
+		9: "in part: another session's files and job outputs are unreadable (Landlock read view) but their names and listings are not hidden (Landlock cannot deny a listing below a directory it lets you list), and with no pid namespace the command lines of every process of the host, other sessions' commands included, are readable (/proc/PID/cmdline); what needs ptrace rights (environ, memory, descriptors) is refused. Use bwrap to keep sessions apart",
 		1: "Landlock does not cover changes of metadata: chmod, chown and utime of files the server's user owns outside the jail still work" + map[bool]string{true: " (as root, chmod and chown are denied by seccomp everywhere, in the jail too; utime is not)", false: ""}[l.root],
 	}
 	how := map[int]string{
 		2: "no unix sockets can be created and no unix datagram socket pairs (seccomp); netlink for routing only; SysV IPC, POSIX message queues and key rings denied (seccomp); host FIFOs denied by Landlock; signals, ptrace and abstract sockets scoped by Landlock; the server is in no domain and not dumpable; no capabilities, no new namespaces, no new privileges; no controlling terminal; internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...); limits, priorities, scheduling and affinity of the caller only (seccomp); no leases or directory notifications; of the file systems' ioctls only those that read (no inode flags, encryption policies, fs-verity or btrfs subvolumes); no SO_REUSEPORT; under an allowlist no bind, no listen, no TCP Fast Open. reads of other sessions' jails, /tmp, /var/tmp, /run and /dev (but the devices a shell needs) refused. Known gaps: flock and read locks on host files a command can read; a FIFO in the project or the home opened for reading; the host's /proc and /sys read as your user reads them (other processes' command lines; what needs ptrace rights is refused). docs/security.md lists the host's surface class by class",
+		6: "the environment is an allowlist; reads of the --deny-read list refused (EACCES) by each call's Landlock read view, paths made later included (their names stay listable)",
 		3: "no pid namespace: the session agent kills every process of a call's Landlock domain when it ends, setsid and double-forked ones included, and a guard process kills every process of the session's domain when the server dies",
 		5: "every capability and the bounding set dropped; as root, chmod and chown are denied everywhere (root owns the host's files), so tools that set modes in the jail fail: run the server as a normal user, or use bwrap",
 		7: "processes (threads count as processes) and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms, which counts every thread and, as memory, resident sets and open memfds (/dev/shm is the host's, read-only; no System V IPC); it does not see shared memory a process keeps only through a partly unmapped mapping, nor the memfds of a process that is not dumpable (freed when the call ends); disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
 	}
 	return guarantees(notKept, how)
+}
+
+// unreadHow: only each call's read view, which cannot hide names, and
+// no pid namespace.
+func (l *landlockJail) unreadHow() (string, []string) {
+	return "refused (EACCES) by each call's Landlock read view, paths made later included; other sessions' jails: their files unreadable", []string{
+		"names stay listable: a denied directory's entries, and other sessions' jails and what they hold (Landlock cannot deny a listing below a directory it lets you list)",
+		"other processes of the host, other sessions' commands included, show their command lines (/proc/PID/cmdline: no pid namespace); their environments, memory and descriptors are refused",
+	}
 }
 
 // landlockABI reads the kernel's Landlock ABI version.

@@ -155,6 +155,11 @@ func (s *sandboxExec) Guarantees() Guarantees {
 	return guarantees(notKept, how)
 }
 
+// unreadHow: the profile's rules, by path, made later included.
+func (s *sandboxExec) unreadHow() (string, []string) {
+	return "denied by the profile's file-read* rules (reads fail with EPERM), paths made later included; other sessions' jails denied but the session's own; process information only within the sandbox", []string{}
+}
+
 // Egress: not on macOS yet.
 func (s *sandboxExec) Egress() error {
 	return fmt.Errorf("%w: sandbox-exec does not yet", ErrNoEgress)

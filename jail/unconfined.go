@@ -51,7 +51,7 @@ func startUnconfined(spec Spec, c Call) (Process, error) {
 
 func (Unconfined) Guarantees() Guarantees {
 	none := "no confinement: --fallback warn is in effect"
-	return guarantees(map[int]string{1: none, 2: none, 3: none, 5: none, 7: "only timeout and output are bounded", 8: "the operator chose --fallback warn"}, nil)
+	return guarantees(map[int]string{1: none, 2: none, 3: none, 5: none, 6: "only the environment is an allowlist: every file the server's user reads is readable", 7: "only timeout and output are bounded", 8: "the operator chose --fallback warn", 9: "another session's jail and processes are readable"}, nil)
 }
 
 var _ = syscall.SIGKILL

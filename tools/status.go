@@ -20,7 +20,7 @@ func statusTool() mcp.Tool {
 	return newTool("jail_status",
 		("Describe this session's jail: where it is, which backend confines it " +
 			"(or why none can, and the command that fixes it), network, whether the project view is " +
-			"on (overlay), exposed credentials, disk " +
+			"on (overlay), exposed credentials, the host paths no command reads (deny_read), disk " +
 			"usage, running commands, limits and the security promises kept here."),
 		emptyInputSchema, statusOutputSchema,
 		annotations("Jail status", true, false, true, false))
@@ -64,6 +64,7 @@ type StatusResult struct {
 	Allow      []string            `json:"network_allow"`
 	Gaps       []string            `json:"network_gaps"`
 	Writable   []string            `json:"writable"`
+	DenyRead   DenyRead            `json:"deny_read"`
 	Auth       []AuthEntry         `json:"auth"`
 	Usage      session.Usage       `json:"usage"`
 	Running    int                 `json:"running"`
@@ -72,6 +73,15 @@ type StatusResult struct {
 	Agents     []session.AgentInfo `json:"agents"`
 	Jobs       []session.JobInfo   `json:"jobs"`
 	Version    string              `json:"version"`
+}
+
+// DenyRead is the --deny-read list in effect and how the backend holds it.
+type DenyRead struct {
+	Default bool     `json:"default"` // the built-in list is in it
+	Paths   []string `json:"paths"`   // no command reads them (the last element may be a pattern)
+	Shown   []string `json:"shown"`   // below them, what stays readable
+	How     string   `json:"how"`
+	Gaps    []string `json:"gaps"`
 }
 
 // limitNames are the bounds of Limits, by field name.
@@ -110,6 +120,8 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		Version: h.Version,
 	}
 	out.Writable = append([]string{}, cfg.Writable...)
+	out.DenyRead = DenyRead{Default: cfg.Deny.Default, Paths: append([]string{}, cfg.Deny.Paths...), Shown: append([]string{}, cfg.Deny.Shown...)}
+	out.DenyRead.How, out.DenyRead.Gaps = jail.DescribeUnread(cfg.Backend)
 	if cfg.Allow != nil {
 		for _, r := range cfg.Allow.Rules {
 			out.Allow = append(out.Allow, r.String())
@@ -175,6 +187,17 @@ func renderStatus(s StatusResult) string {
 	}
 	if len(s.Writable) > 0 {
 		fmt.Fprintf(&b, "written in place, on the host (--writable): %s\n", strings.Join(s.Writable, ", "))
+	}
+	switch d := s.DenyRead; {
+	case len(d.Paths) == 0:
+		b.WriteString("deny list empty (--deny-read ''): commands read every file the server's user reads\n")
+	case d.Default:
+		fmt.Fprintf(&b, "unreadable: %d host paths (the built-in list of secret files, and those --deny-read names): %s\n", len(d.Paths), d.How)
+	default:
+		fmt.Fprintf(&b, "unreadable: %d host paths, the operator's only (--deny-read without default): %s\n", len(d.Paths), d.How)
+	}
+	for _, g := range s.DenyRead.Gaps {
+		fmt.Fprintf(&b, "read gap: %s\n", g)
 	}
 	if len(s.Auth) > 0 {
 		var names []string

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 )
 
@@ -36,7 +38,12 @@ type DoctorReport struct {
 	// place, on the host (--writable); empty when the project is
 	// read-only to them.
 	Writable []string `json:"writable"`
-	Version  string   `json:"version"`
+	// DenyRead is the --deny-read list as the server would resolve it,
+	// how the selected backend hides it, and what it cannot.
+	DenyRead     *auth.Deny `json:"deny_read,omitempty"`
+	DenyReadHow  string     `json:"deny_read_how,omitempty"`
+	DenyReadGaps []string   `json:"deny_read_gaps,omitempty"`
+	Version      string     `json:"version"`
 }
 
 // doctor tells which backends exist here, which one would be used, why the
@@ -72,8 +79,18 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 	if r.Writable == nil {
 		r.Writable = []string{}
 	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	deny, err := denyList(cfg, home, getenv)
+	if err != nil {
+		return UsageError("%v", err)
+	}
+	r.DenyRead = &deny
 	b, err := jail.Open(ctx, *backend, opts)
 	if err == nil {
+		r.DenyReadHow, r.DenyReadGaps = jail.DescribeUnread(b)
 		r.Selected, r.Confined = b.Name(), b.Confined()
 		g := b.Guarantees()
 		r.Guarantees = &g
@@ -105,6 +122,28 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// printDenyRead says what no command reads, and how and how far the
+// backend holds it.
+func printDenyRead(w io.Writer, r DoctorReport) {
+	d := r.DenyRead
+	switch {
+	case d == nil:
+		return
+	case len(d.Paths) == 0:
+		fmt.Fprintln(w, "WARNING: --deny-read is empty: commands read every file the server's user reads (SSH keys, cloud credentials, tokens)")
+	case d.Default:
+		fmt.Fprintf(w, "--deny-read: %d host paths no command reads (the built-in list of secret files, and those named): %s\n", len(d.Paths), r.DenyReadHow)
+	default:
+		fmt.Fprintf(w, "WARNING: --deny-read without default: only the %d paths named are unreadable, not the built-in list of secret files: %s\n", len(d.Paths), r.DenyReadHow)
+	}
+	for _, g := range r.DenyReadGaps {
+		fmt.Fprintf(w, "  gap: %s\n", g)
+	}
+	if len(r.DenyReadGaps) > 0 && r.Selected == "landlock" {
+		fmt.Fprintln(w, "  so: put no secret in a command line (the server takes none: --token is refused), and use bwrap where sessions belong to different people")
+	}
 }
 
 func printDoctor(w io.Writer, r DoctorReport, asked string) {
@@ -157,6 +196,7 @@ func printDoctor(w io.Writer, r DoctorReport, asked string) {
 		} else {
 			fmt.Fprintln(w, "writes in place in the project: none (no --writable)")
 		}
+		printDenyRead(w, r)
 		fmt.Fprintf(w, "--network allow:...: %s\n", r.Allowlist)
 		for _, g := range r.AllowlistGaps {
 			fmt.Fprintf(w, "  gap: %s\n", g)
