@@ -17,6 +17,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/metrics"
+	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
@@ -83,11 +84,10 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		return err
 	}
 	defer m.Close()
-	if cfg.TokenFile != "" && !st.Agents {
-		// Only a session agent's read view hides the file: a backend
-		// without agents lets a command read it as any file of this
-		// user (docs/security.md).
-		log.Warn("jailed commands can read the token file on this backend (it runs no session agents): remove it now that the server has read it, or pass the token in JAIL_MCP_TOKEN", "token_file", cfg.TokenFile, "backend", st.Name)
+	if b := m.Config().Backend; cfg.TokenFile != "" && !b.Confined() && !jail.IsRefusing(b) {
+		// Every confining backend hides the file (Spec.Unread); commands
+		// run unconfined read it as any file of this user.
+		log.Warn("unconfined commands can read the token file: remove it now that the server has read it, or pass the token in JAIL_MCP_TOKEN", "token_file", cfg.TokenFile, "backend", st.Name)
 	}
 	h := &tools.Handler{
 		Manager: m, Version: cli.Version(),
