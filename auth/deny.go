@@ -115,22 +115,14 @@ func (c CLI) hostPaths(home string, getenv func(string) string) []string {
 }
 
 // EnabledPaths are the host paths of the credentials of the named CLIs,
-// present or not, whole (a directory with secrets too): what a backend
-// that links a CLI's credentials into the jail must let it read.
+// present or not, as CredentialPaths gives them: what a backend that
+// links a CLI's credentials into the jail must let it read (a directory
+// with secrets is a private copy but for them).
 func EnabledPaths(names []string, home string, getenv func(string) string) []string {
 	var out []string
 	for _, n := range names {
-		c, ok := Lookup(n)
-		if !ok {
-			continue
-		}
-		for _, p := range c.Paths {
-			if !filepath.IsAbs(home) && p.Env == "" {
-				continue
-			}
-			if h := hostPath(p, home, getenv); filepath.IsAbs(h) {
-				out = append(out, h)
-			}
+		if c, ok := Lookup(n); ok {
+			out = append(out, c.hostPaths(home, getenv)...)
 		}
 	}
 	return out
