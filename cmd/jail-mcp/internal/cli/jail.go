@@ -121,7 +121,7 @@ func denyList(cfg Config, home string, getenv func(string) string) (auth.Deny, e
 		// should hide there, it would not.
 		for _, p := range d.Paths {
 			if strings.HasPrefix(p, cfg.Project+"/") {
-				return d, fmt.Errorf("invalid --deny-read: %s lies in the project, which --overlay on shows whole: name it in .gitignore and keep it out of the project, or run without --overlay", p)
+				return d, fmt.Errorf("invalid --deny-read: %s lies in the project, which --overlay on shows whole (each view is the project's own overlay): move it out of the project, or run without --overlay", p)
 			}
 		}
 	}
