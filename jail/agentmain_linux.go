@@ -234,6 +234,12 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 			if err != nil {
 				return err
 			}
+			// What no command reads in the project: each view masks it.
+			for _, h := range m.Hidden {
+				if within(h, m.Project) && h != m.Project {
+					o.unread = append(o.unread, h)
+				}
+			}
 			a.ov = o
 			break
 		}

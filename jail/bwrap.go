@@ -108,7 +108,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	}
 	// After the descriptors BwrapArgs numbers, its filter and info pipe:
 	// the agent's control socket and the server's binary.
-	spec.masks = masksOf(spec, nil)
+	spec.masks = sandboxMasks(spec, nil)
 	n := 3 + len(bwrapFiles(spec)) + fileMasks(spec.masks) + 2
 	spec.Argv = []string{"/proc/self/fd/" + strconv.Itoa(n+1), agentArg, strconv.Itoa(n)}
 	files := append([]*os.File{spec.JailFile}, writable...)
@@ -190,7 +190,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 // every unix socket).
 func (b *bwrap) startDirect(spec Spec, c Call) (Process, error) {
 	spec.Visible = b.visible(spec)
-	spec.masks = masksOf(spec, b.shadow)
+	spec.masks = sandboxMasks(spec, b.shadow)
 	cmd, infoR, err := b.command(spec, b.shadow)
 	if err != nil {
 		return Process{}, err
@@ -298,14 +298,29 @@ func bwrapFiles(spec Spec) []*os.File {
 	return files
 }
 
-// masksOf are the masks of what spec hides (Spec.Unread) as the host has
-// it now, in a sandbox that shadows shadow: each path that exists there
-// (not below a shadowed directory, unless bound back), not a link, not
-// in the jail, and not below a masked directory; with an overlay, none in
-// the project (each view masks its own). A pattern gives what matches it.
-func masksOf(spec Spec, shadow []string) []Mask {
+// sandboxMasks are the masks of what spec hides (Spec.Unread) as the
+// host has it now, in a sandbox that shadows shadow: each path that
+// exists there (not below a shadowed directory, unless bound back), not
+// in the jail; with an overlay, none in the project (each view masks its
+// own, overlay_linux.go).
+func sandboxMasks(spec Spec, shadow []string) []Mask {
+	return masksOf(spec.Unread, func(p string) bool {
+		switch {
+		case within(p, spec.Jail) || within(spec.Jail, p):
+			return false
+		case spec.Overlay != nil && spec.Project != "" && (within(p, spec.Project) || within(spec.Project, p)):
+			return false
+		}
+		return !shadowed(p, shadow) || shadowed(p, spec.Visible)
+	})
+}
+
+// masksOf are the masks of unread (Spec.Unread) that exist now and keep
+// takes: not links, regular files and directories only, none below a
+// masked directory; a pattern gives what matches it.
+func masksOf(unread []string, keep func(string) bool) []Mask {
 	var paths []string
-	for _, h := range spec.Unread {
+	for _, h := range unread {
 		if !filepath.IsAbs(h) {
 			continue
 		}
@@ -323,11 +338,7 @@ func masksOf(spec Spec, shadow []string) []Mask {
 		switch {
 		case err != nil, fi.Mode()&os.ModeSymlink != 0, !fi.IsDir() && !fi.Mode().IsRegular():
 			continue
-		case within(p, spec.Jail) || within(spec.Jail, p):
-			continue
-		case spec.Overlay != nil && spec.Project != "" && (within(p, spec.Project) || within(spec.Project, p)):
-			continue
-		case shadowed(p, shadow) && !shadowed(p, spec.Visible):
+		case !keep(p):
 			continue
 		case slices.ContainsFunc(out, func(m Mask) bool { return m.Dir && within(p, m.Path) }):
 			continue

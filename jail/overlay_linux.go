@@ -111,6 +111,9 @@ type overlayState struct {
 	// the agent's layer.
 	inPlace      []string
 	inPlaceFiles []*os.File
+	// unread is what no command reads in the project (Spec.Unread):
+	// masked in each view as the view shows it when made.
+	unread []string
 
 	mu      sync.Mutex
 	entered map[int]*view // by thread: the view it entered
@@ -469,6 +472,9 @@ func (o *overlayState) mountView(name string) error {
 			return fmt.Errorf("overlay: bind the writable %s over the view: %w", o.inPlace[i], err)
 		}
 	}
+	if err := maskUnread(o.unread, o.siblings); err != nil {
+		return err
+	}
 	// The other sessions' jails: an empty tmpfs over their directory,
 	// the jail and git's ignore file bound into it, then read-only.
 	if err := unix.Mount("tmpfs", o.siblings, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64"); err != nil {
@@ -498,6 +504,76 @@ func (o *overlayState) mountView(name string) error {
 		return fmt.Errorf("overlay: hide the staged jail: %w", err)
 	}
 	return nil
+}
+
+// maskUnread masks unread in the view's project as it is now: a
+// directory by an empty read-only tmpfs, a file by an empty read-only one
+// of mode 0000, never below the jails' directory (siblings).
+func maskUnread(unread []string, siblings string) error {
+	masks := masksOf(unread, func(p string) bool { return !within(p, siblings) && !within(siblings, p) })
+	empty := -1 // a detached tmpfs holding the empty file
+	defer func() {
+		if empty >= 0 {
+			unix.Close(empty)
+		}
+	}()
+	for _, m := range masks {
+		if m.Dir {
+			if err := unix.Mount("tmpfs", m.Path, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=4k,nr_inodes=2"); err != nil {
+				return fmt.Errorf("overlay: mask %s: %w", m.Path, err)
+			}
+			continue
+		}
+		if empty < 0 {
+			fd, err := emptyFileMount()
+			if err != nil {
+				return err
+			}
+			empty = fd
+		}
+		fd, err := unix.OpenTree(empty, "unread", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("overlay: mask %s: %w", m.Path, err)
+		}
+		err = unix.MoveMount(fd, "", unix.AT_FDCWD, m.Path, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(fd)
+		if err == nil {
+			err = unix.Mount("", m.Path, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+		}
+		if err != nil {
+			return fmt.Errorf("overlay: mask %s: %w", m.Path, err)
+		}
+	}
+	return nil
+}
+
+// emptyFileMount mounts a small tmpfs nowhere (a detached mount) holding
+// one empty file of mode 0000, "unread", and returns the mount.
+func emptyFileMount() (int, error) {
+	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("overlay: a tmpfs for masks: %w", err)
+	}
+	defer unix.Close(fs)
+	for _, kv := range [][2]string{{"mode", "0500"}, {"size", "4k"}, {"nr_inodes", "2"}} {
+		if err := unix.FsconfigSetString(fs, kv[0], kv[1]); err != nil {
+			return -1, fmt.Errorf("overlay: a tmpfs for masks: %s: %w", kv[0], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("overlay: a tmpfs for masks: %w", err)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("overlay: a tmpfs for masks: %w", err)
+	}
+	f, err := unix.Openat(mnt, "unread", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(mnt)
+		return -1, fmt.Errorf("overlay: the empty file of masks: %w", err)
+	}
+	unix.Close(f)
+	return mnt, nil
 }
 
 // reap removes the work directories of ended views that the kernel let

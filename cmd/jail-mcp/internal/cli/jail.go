@@ -116,15 +116,6 @@ func denyList(cfg Config, home string, getenv func(string) string) (auth.Deny, e
 	if err != nil {
 		return d, fmt.Errorf("invalid --deny-read: %w", err)
 	}
-	if cfg.Overlay {
-		// Each view shows the project whole (its own overlay): what it
-		// should hide there, it would not.
-		for _, p := range d.Paths {
-			if strings.HasPrefix(p, cfg.Project+"/") {
-				return d, fmt.Errorf("invalid --deny-read: %s lies in the project, which --overlay on shows whole (each view is the project's own overlay): move it out of the project, or run without --overlay", p)
-			}
-		}
-	}
 	return d, nil
 }
 
