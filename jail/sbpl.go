@@ -15,19 +15,33 @@ const SandboxExecPath = "/usr/bin/sandbox-exec"
 // name, that run spec on macOS. It is pure so that the policy and the exact
 // command line can be golden-tested on any OS.
 //
-// The profile is given inline (-p). The jail's real path reaches its file
-// rules as the parameter JAIL (-D JAIL=...), a value the sandbox compares
-// and never parses, and each writable directory of the project as
-// WRITABLE_<i>; the unix-socket rules, whose address filters take a
-// regex, hold the jail's as a regex-quoted, SBPL-escaped string literal.
-// No path, whatever its quotes, spaces or newlines, can change the profile.
+// The profile is given inline (-p). Each path of spec that a file rule
+// names reaches the profile as a parameter (-D NAME=path), a value the
+// sandbox compares and never parses: the jail's real path as JAIL, each
+// writable directory of the project as WRITABLE_<i>. The unix-socket
+// rules, whose address filters take a regex, hold the jail's as a
+// regex-quoted, SBPL-escaped string literal. No path, whatever its
+// quotes, spaces or newlines, can change the profile.
 func SandboxExecArgs(spec Spec) []string {
-	args := []string{"-p", SandboxProfile(spec), "-D", "JAIL=" + realPath(spec.Jail)}
-	for i, w := range spec.Writable {
-		args = append(args, "-D", writableParam(i)+"="+realPath(w.Path))
+	profile, params := sandboxProfile(spec)
+	args := []string{"-p", profile}
+	for _, p := range params {
+		args = append(args, "-D", p.name+"="+p.value)
 	}
 	args = append(args, "--")
 	return append(args, spec.Argv...)
+}
+
+// sbplParam is a parameter of the profile: a path it names.
+type sbplParam struct{ name, value string }
+
+// sbplParams are a profile's parameters, in the order they are named.
+type sbplParams []sbplParam
+
+// add names value as the parameter name and returns the SBPL that reads it.
+func (ps *sbplParams) add(name, value string) string {
+	*ps = append(*ps, sbplParam{name, value})
+	return "(param " + sbplString(name) + ")"
 }
 
 // writableParam names the profile parameter of the i-th writable directory.
@@ -105,6 +119,13 @@ var sbplDNSServices = []string{
 // allowed, writes only in the jail (parameter JAIL), the writable
 // directories of the project (WRITABLE_<i>) and a few devices.
 func SandboxProfile(spec Spec) string {
+	profile, _ := sandboxProfile(spec)
+	return profile
+}
+
+// sandboxProfile is the profile of spec and the parameters it reads, in
+// the order they are passed.
+func sandboxProfile(spec Spec) (string, sbplParams) {
 	var b strings.Builder
 	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	list := func(kind string, items []string) string {
@@ -114,7 +135,12 @@ func SandboxProfile(spec Spec) string {
 		}
 		return strings.Join(parts, " ")
 	}
-	jail := `(subpath (param "JAIL"))`
+	var ps sbplParams
+	jail := "(subpath " + ps.add("JAIL", realPath(spec.Jail)) + ")"
+	writable := make([]string, len(spec.Writable))
+	for i, w := range spec.Writable {
+		writable[i] = "(subpath " + ps.add(writableParam(i), realPath(w.Path)) + ")"
+	}
 	sockets := "(path-regex " + sbplString("^"+regexp.QuoteMeta(realPath(spec.Jail))+"/") + ")"
 
 	line("(version 1)")
@@ -131,10 +157,10 @@ func SandboxProfile(spec Spec) string {
 	line("; extended attributes): the jail, where TMPDIR is, and the devices")
 	line("; a shell needs; not /private/tmp, not /private/var/folders")
 	line("(allow file-write* %s)", jail)
-	if len(spec.Writable) > 0 {
+	if len(writable) > 0 {
 		line("; the project's directories commands write in place (--writable)")
-		for i := range spec.Writable {
-			line("(allow file-write* (subpath (param %s)))", sbplString(writableParam(i)))
+		for _, w := range writable {
+			line("(allow file-write* %s)", w)
 		}
 	}
 	line("(allow file-write* %s (regex %s) (subpath %s))", list("literal", sbplDevices), sbplString(`^/dev/ttys[0-9]+$`), sbplString("/dev/fd"))
@@ -157,5 +183,5 @@ func SandboxProfile(spec Spec) string {
 	} else {
 		line("; network off: no IP at all")
 	}
-	return b.String()
+	return b.String(), ps
 }
