@@ -124,10 +124,11 @@ var sbplDNSServices = []string{
 // JAIL), the writable directories of the project (WRITABLE_<i>) and a few
 // devices.
 //
-// What no command reads (Spec.Unread) is denied by rules after the writes
-// (sbplReads), whose paths are parameters too: UNREAD_<i> (the i-th of
-// Spec.Unread, when not a pattern), SHOWN_<i> (the i-th of Spec.Visible,
-// kept readable below them) and DIR_<n> for the directories on the way.
+// What no command reads (Spec.Unread) and other sessions' jails
+// (Spec.Siblings) are denied by rules after the writes (sbplReads), whose
+// paths are parameters too: UNREAD_<i> (the i-th of Spec.Unread, when not
+// a pattern), SHOWN_<i> (the i-th of Spec.Visible, kept readable below
+// them), SIBLINGS, and DIR_<n> for the directories on the way.
 func SandboxProfile(spec Spec) string {
 	profile, _ := sandboxProfile(spec)
 	return profile
@@ -218,13 +219,23 @@ func sandboxProfile(spec Spec) (string, sbplParams) {
 //   - in a directory written in place, the directories above a denied
 //     path are not written (renamed, removed): the rules match paths, not
 //     files, and a rename would take what they hold out of them;
+//   - other sessions' jails (Spec.Siblings): nothing below their
+//     directory is read or run; the directory is looked up and stat'ed,
+//     not listed; its .gitignore is read;
 //   - last the jail, read, written and run whatever above holds it.
 //
 // The profile allows no file-link (hard links) nor file-clone anywhere,
 // so no command gives a denied file's data a path of its own.
 func sbplReads(spec Spec, ps *sbplParams) []string {
 	unread := unreadEntries(spec.Unread)
-	if len(unread) == 0 {
+	jail := realPath(spec.Jail)
+	siblings := ""
+	if spec.Siblings != "" {
+		if s := realPath(spec.Siblings); jail != s && within(jail, s) {
+			siblings = s
+		}
+	}
+	if len(unread) == 0 && siblings == "" {
 		return nil
 	}
 	var out []string
@@ -287,9 +298,11 @@ func sbplReads(spec Spec, ps *sbplParams) []string {
 	slices.SortStableFunc(steps, func(a, b step) int {
 		return cmp.Or(cmp.Compare(a.depth, b.depth), cmp.Compare(a.order, b.order))
 	})
-	rule("; what no command reads (the deny list, the server's token): not")
-	rule("; read, written nor run; what is shown below it read and run again,")
-	rule("; the deepest rule last, and the directories on its way stat'ed")
+	if len(unread) > 0 {
+		rule("; what no command reads (the deny list, the server's token): not")
+		rule("; read, written nor run; what is shown below it read and run again,")
+		rule("; the deepest rule last, and the directories on its way stat'ed")
+	}
 	for _, s := range steps {
 		if v := s.shown; v != nil {
 			rule("(allow file-read* process-exec (subpath %s))", ps.add(fmt.Sprintf("SHOWN_%d", v.index), v.path))
@@ -319,6 +332,16 @@ func sbplReads(spec Spec, ps *sbplParams) []string {
 		rule("; in a directory written in place, what holds a denied path stays:")
 		rule("; a rename would take it out of the rules above")
 		rule("(deny file-write* %s)", literals(fixed))
+	}
+	if siblings != "" {
+		rule("; other sessions' jails: their directory is looked up, not listed")
+		rule("(deny file-read* process-exec (subpath %s))", ps.add("SIBLINGS", siblings))
+		between := ""
+		if d := dirsBetween(siblings, path.Dir(jail)); len(d) > 0 {
+			between = " " + literals(d)
+		}
+		rule(`(allow file-read-metadata (literal (param "SIBLINGS"))%s)`, between)
+		rule(`(allow file-read* (literal (string-append (param "SIBLINGS") %s)))`, sbplString("/.gitignore"))
 	}
 	rule("; the jail, whatever above holds it")
 	rule(`(allow file-read* file-write* process-exec (subpath (param "JAIL")))`)

@@ -66,6 +66,21 @@ func TestSandboxExecArgs(t *testing.T) {
 			s.Writable = []jail.WritableDir{{Path: "/Users/u/project/node_modules"}}
 			s.Unread = []string{"/Users/u/project/node_modules/pkg/lib/.token", "/Users/u/project/node_modules/.cache/keys/*.pem", "/Users/u/project/node_modules/.npmrc"}
 		}},
+		// Other sessions' jails: their directory is looked up, not listed.
+		{"sbpl_siblings", func(s *jail.Spec) { s.Siblings = "/Users/u/project/.agent-home" }},
+		// A jail deeper in it: the directories on its way are looked up.
+		{"sbpl_siblings_deeper", func(s *jail.Spec) {
+			s.Siblings = "/Users/u/project/.agent-home"
+			s.Jail = "/Users/u/project/.agent-home/a/b/s"
+		}},
+		// A project in /tmp: every path as macOS resolves it.
+		{"sbpl_siblings_in_tmp", func(s *jail.Spec) {
+			s.Jail = "/tmp/p/.agent-home/s"
+			s.Dir = "/tmp/p"
+			s.Siblings = "/tmp/p/.agent-home"
+			s.Unread = []string{"/var/root/.ssh", "/tmp/p/.agent-home/token", "/etc/ssh/ssh_host_*_key"}
+			s.Visible = []string{"/tmp/p", "/var/root/.ssh/known_hosts"}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := base
