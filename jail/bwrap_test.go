@@ -104,12 +104,25 @@ func TestBwrapArgs(t *testing.T) {
 			s.Visible = []string{"/tmp/p"}
 			s.Writable = []jail.WritableDir{{Path: "/tmp/p/node_modules"}}
 		}},
+		// What no command reads (masks below): a directory empty but for
+		// what stays shown in it, a file unreadable whose data is a
+		// descriptor after the bound ones (the jail's, a credential's),
+		// before the filter and the info pipe.
+		{"masks", func(s *jail.Spec) {
+			s.JailFile = devNull(t)
+			s.Mounts = []jail.Mount{{Source: "/home/u/.gitconfig", Target: s.Jail + "/.gitconfig", File: devNull(t)}}
+			s.Visible = []string{"/home/u/project", "/home/u", "/home/u/.ssh/known_hosts"}
+		}},
+	}
+	// The masks of a case, as masksOf would find them on a host.
+	masks := map[string][]jail.Mask{
+		"masks": {{Path: "/home/u/.ssh", Dir: true}, {Path: "/home/u/.netrc"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := goldenSpec()
 			tt.spec(&spec)
-			args := jail.BwrapArgs(spec, jail.ShadowDirs, tt.name != "unsized_bwrap")
+			args := jail.BwrapArgs(spec, jail.ShadowDirs, tt.name != "unsized_bwrap", masks[tt.name]...)
 
 			// Everything after the first "--" is the command, verbatim: an
 			// argument starting with "-" must never be read by bwrap.
@@ -119,6 +132,20 @@ func TestBwrapArgs(t *testing.T) {
 			}
 			if got := args[i+1:]; !slices.Equal(got, spec.Argv) {
 				t.Errorf("command after --: got %q, want %q", got, spec.Argv)
+			}
+			// Descriptors from 3 on, in argument order: what is bound by
+			// descriptor, the file masks' data, the filter, the info pipe.
+			fd := 3
+			for j := 0; j < i; j++ {
+				switch args[j] {
+				case "--setenv":
+					j += 2
+				case "--bind-fd", "--ro-bind-fd", "--ro-bind-data", "--seccomp", "--info-fd":
+					if args[j+1] != strconv.Itoa(fd) {
+						t.Errorf("%s %s: want descriptor %d", args[j], args[j+1], fd)
+					}
+					fd++
+				}
 			}
 
 			var b strings.Builder

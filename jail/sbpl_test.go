@@ -37,6 +37,50 @@ func TestSandboxExecArgs(t *testing.T) {
 		{"sbpl_writable", func(s *jail.Spec) {
 			s.Writable = []jail.WritableDir{{Path: "/Users/u/project/node_modules"}, {Path: "/Users/u/project/we\"ird\n)(allow default)"}, {Path: "/tmp/p/build"}}
 		}},
+		// The deny list: directories, files, patterns; what stays shown
+		// below a denied directory, and the project, which is not below one.
+		{"sbpl_deny_read", func(s *jail.Spec) {
+			s.Unread = []string{
+				"/Users/u/.ssh", "/Users/u/.netrc", "/Users/u/.config/gh/hosts.yml",
+				"/etc/shadow", "/etc/ssh/ssh_host_*_key", "/Users/u/.cargo/credentials*",
+			}
+			s.Visible = []string{"/Users/u/project", "/Users/u/.ssh/known_hosts", "/Users/u/.ssh/config"}
+		}},
+		// Deeper rules last: a denied path below a shown one stays denied,
+		// and so does a shown path's neighbour matched by a class.
+		{"sbpl_deny_read_nested", func(s *jail.Spec) {
+			s.Unread = []string{"/Users/u/.config/gh/hosts.yml", "/Users/u/.config", "/Users/u/.aws/[^c]*"}
+			s.Visible = []string{"/Users/u/.config/gh", "/Users/u/.aws/config/x", "/Users/u/.aws/keys/x"}
+		}},
+		// Paths are parameters; a pattern's directory is in a quoted regex.
+		{"sbpl_deny_read_quotes", func(s *jail.Spec) {
+			s.Unread = []string{
+				"/Users/u/we\"ird\n)(allow default)/secret",
+				"/Users/u/we\"ird\n)(allow file-read*)/tok?n*[\\\\\"]",
+			}
+			s.Visible = []string{"/Users/u/we\"ird\n)(allow default)/secret/shown \"(x)\""}
+		}},
+		// In a directory written in place, the directories above a denied
+		// path are not renamed: what they hold would leave its rule.
+		{"sbpl_deny_read_writable", func(s *jail.Spec) {
+			s.Writable = []jail.WritableDir{{Path: "/Users/u/project/node_modules"}}
+			s.Unread = []string{"/Users/u/project/node_modules/pkg/lib/.token", "/Users/u/project/node_modules/.cache/keys/*.pem", "/Users/u/project/node_modules/.npmrc"}
+		}},
+		// Other sessions' jails: their directory is looked up, not listed.
+		{"sbpl_siblings", func(s *jail.Spec) { s.Siblings = "/Users/u/project/.agent-home" }},
+		// A jail deeper in it: the directories on its way are looked up.
+		{"sbpl_siblings_deeper", func(s *jail.Spec) {
+			s.Siblings = "/Users/u/project/.agent-home"
+			s.Jail = "/Users/u/project/.agent-home/a/b/s"
+		}},
+		// A project in /tmp: every path as macOS resolves it.
+		{"sbpl_siblings_in_tmp", func(s *jail.Spec) {
+			s.Jail = "/tmp/p/.agent-home/s"
+			s.Dir = "/tmp/p"
+			s.Siblings = "/tmp/p/.agent-home"
+			s.Unread = []string{"/var/root/.ssh", "/tmp/p/.agent-home/token", "/etc/ssh/ssh_host_*_key"}
+			s.Visible = []string{"/tmp/p", "/var/root/.ssh/known_hosts"}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := base
