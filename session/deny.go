@@ -42,9 +42,11 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 // def) canonical, and refuses a path the jail cannot do without: one that
 // is, holds or lies in the jails' directory (root), or holds the project.
 // A path that does not exist yet is kept as named below its deepest
-// existing directory, resolved, so that it is hidden once made. asRoot:
-// the server runs as root.
-func ResolveDeny(entries []string, def bool, home, project, root string, asRoot bool, getenv func(string) string) (auth.Deny, error) {
+// existing directory, resolved, so that it is hidden once made. A path
+// that is, holds or lies in a directory commands write in place
+// (writable) is refused too: they could rename it there, from under what
+// hides it. asRoot: the server runs as root.
+func ResolveDeny(entries []string, def bool, home, project, root string, writable []string, asRoot bool, getenv func(string) string) (auth.Deny, error) {
 	var d auth.Deny
 	if def {
 		d = auth.DefaultDeny(home, asRoot, getenv)
@@ -65,6 +67,11 @@ func ResolveDeny(entries []string, def bool, home, project, root string, asRoot 
 			// A built-in path the project's place makes moot (a project
 			// in ~/.config): the project and the jails stay readable.
 			continue
+		}
+		for _, w := range writable {
+			if within(c, w) || within(w, c) {
+				return auth.Deny{}, fmt.Errorf("%s: the --writable directory %s is it, holds it or lies in it, and commands rename what is there: name another directory writable", c, w)
+			}
 		}
 		paths = append(paths, c)
 	}

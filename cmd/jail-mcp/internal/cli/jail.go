@@ -112,7 +112,7 @@ func denyList(cfg Config, home string, getenv func(string) string) (auth.Deny, e
 		}
 		entries = append(entries, e)
 	}
-	d, err := session.ResolveDeny(entries, cfg.DenyDefault, home, cfg.Project, cfg.Root, os.Geteuid() == 0, getenv)
+	d, err := session.ResolveDeny(entries, cfg.DenyDefault, home, cfg.Project, cfg.Root, cfg.Writable, os.Geteuid() == 0, getenv)
 	if err != nil {
 		return d, fmt.Errorf("invalid --deny-read: %w", err)
 	}
