@@ -56,8 +56,10 @@ type Mask struct {
 }
 
 // within reports whether p is dir or lies below it; both are clean.
+// It allocates nothing: a call's read view asks it of every hidden and
+// shown path, for each directory of the call's PATH.
 func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, dir+"/") || dir == "/"
+	return dir == "/" || strings.HasPrefix(p, dir) && (len(p) == len(dir) || p[len(dir)] == '/')
 }
 
 // BwrapArgs returns the bubblewrap arguments that run spec with shadow

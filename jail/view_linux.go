@@ -86,6 +86,11 @@ func viewHidden(kind, siblings string, hide ...string) []string {
 // of h may be a pattern (filepath.Match).
 func under(p, h string) bool {
 	dir, pat := filepath.Split(h)
+	if !strings.HasPrefix(p, dir) {
+		// Neither h nor in h's directory: the usual answer, given
+		// before the pattern is looked at.
+		return false
+	}
 	if !strings.ContainsAny(pat, "*?[\\") {
 		return within(p, h)
 	}

@@ -1,8 +1,10 @@
 package jail
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -37,8 +39,7 @@ func BenchmarkViewRuleset(b *testing.B) {
 			unix.Close(fd)
 		}
 	})
-	b.Run("hit", func(b *testing.B) {
-		v := benchView(b)
+	hit := func(b *testing.B, v readView) {
 		var c viewCache
 		for b.Loop() {
 			fd, _, err := c.ruleset(v, callShown(v, []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"}, nil))
@@ -47,7 +48,57 @@ func BenchmarkViewRuleset(b *testing.B) {
 			}
 			unix.Close(fd)
 		}
+	}
+	b.Run("hit", func(b *testing.B) { hit(b, benchView(b)) })
+	b.Run("hit-deny", func(b *testing.B) {
+		// The same with the server user's home shown and 60 paths in it
+		// hidden, one a pattern, as the default --deny-read list does:
+		// what each call pays for the list when nothing changed.
+		v := benchView(b)
+		home, err := filepath.EvalSymlinks(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		v.shown = append(v.shown, home)
+		for i := range 60 {
+			os.WriteFile(filepath.Join(home, fmt.Sprintf(".secret%02d", i)), nil, 0o600)
+			v.hidden = append(v.hidden, filepath.Join(home, fmt.Sprintf(".secret%02d", i)))
+		}
+		v.hidden = append(v.hidden, filepath.Join(home, ".cargo", "credentials*"))
+		hit(b, v)
 	})
+}
+
+// TestUnder: a hidden path covers itself and what lies below it, a
+// pattern in its last element the names it matches and what lies below
+// them, never a name it only begins.
+func TestUnder(t *testing.T) {
+	for _, tc := range []struct {
+		p, h string
+		want bool
+	}{
+		{"/h/.ssh", "/h/.ssh", true},
+		{"/h/.ssh/id_ed25519", "/h/.ssh", true},
+		{"/h/.sshx", "/h/.ssh", false},
+		{"/h", "/h/.ssh", false},
+		{"/usr/bin", "/h/.ssh", false},
+		{"/usr/bin", "/", true},
+		{"/", "/", true},
+		{"/h/.cargo/credentials.toml", "/h/.cargo/credentials*", true},
+		{"/h/.cargo/credentials/x", "/h/.cargo/credentials*", true},
+		{"/h/.cargo/config.toml", "/h/.cargo/credentials*", false},
+		{"/h/.cargo", "/h/.cargo/credentials*", false},
+		{"/h/.cargox/credentials", "/h/.cargo/credentials*", false},
+	} {
+		if got := under(tc.p, tc.h); got != tc.want {
+			t.Errorf("under(%q, %q) = %t, want %t", tc.p, tc.h, got, tc.want)
+		}
+		if !strings.ContainsAny(tc.h, "*") {
+			if got := within(tc.p, tc.h); got != tc.want {
+				t.Errorf("within(%q, %q) = %t, want %t", tc.p, tc.h, got, tc.want)
+			}
+		}
+	}
 }
 
 // TestCallShownPath: a call's PATH shows the directories a shadowed host
