@@ -50,13 +50,7 @@ func BenchmarkDenyRead(b *testing.B) {
 			}
 			deny, firstDeny := start()
 			none, firstNone := start("--deny-read", "")
-			var td, tn time.Duration
-			for b.Loop() {
-				td += call(deny)
-				b.StopTimer()
-				tn += call(none)
-				b.StartTimer()
-			}
+			td, tn := alternate(b, func() time.Duration { return call(deny) }, func() time.Duration { return call(none) })
 			b.ReportMetric(float64(tn.Microseconds())/float64(b.N)/1000, "none-ms")
 			b.ReportMetric(float64(td)/float64(tn), "x-none")
 			b.ReportMetric(float64(firstDeny.Microseconds())/1000, "first-ms")

@@ -31,7 +31,6 @@ func BenchmarkOverlay(b *testing.B) {
 		args := map[string]any{"argv": []string{"/bin/true"}}
 		plain.Exec(args)
 		view.Exec(args)
-		var tv, tp time.Duration
 		call := func(ts *testkit.Server) time.Duration {
 			t0 := time.Now()
 			res, err := ts.Call(context.Background(), "jailed_exec", args)
@@ -41,12 +40,7 @@ func BenchmarkOverlay(b *testing.B) {
 			}
 			return d
 		}
-		for b.Loop() {
-			tv += call(view)
-			b.StopTimer()
-			tp += call(plain)
-			b.StartTimer()
-		}
+		tv, tp := alternate(b, func() time.Duration { return call(view) }, func() time.Duration { return call(plain) })
 		b.ReportMetric(float64(tp.Microseconds())/float64(b.N)/1000, "plain-ms")
 		b.ReportMetric(float64(tv)/float64(tp), "x-plain")
 	})
@@ -163,4 +157,17 @@ func goTestFirst(b *testing.B) {
 	}
 	b.ReportMetric(float64(th.Milliseconds())/float64(b.N), "host-ms")
 	b.ReportMetric(float64(tj)/float64(th), "x-host")
+}
+
+// alternate runs a and base in turn for as long as b loops, base untimed
+// by b, and returns what each took in all: a figure and its baseline
+// measured in the same run.
+func alternate(b *testing.B, a, base func() time.Duration) (ta, tbase time.Duration) {
+	for b.Loop() {
+		ta += a()
+		b.StopTimer()
+		tbase += base()
+		b.StartTimer()
+	}
+	return ta, tbase
 }
