@@ -259,7 +259,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 	default:
 		return fmt.Errorf("agent: unknown kind %q", m.Kind)
 	}
-	a.view = &readView{hidden: m.Hidden, shown: append(m.Shown, m.Writable...), jail: m.Jail, writable: m.Writable}
+	a.view = &readView{hidden: m.Hidden, shown: append(m.Shown, m.Writable...), jail: m.Jail, writable: m.Writable, registry: m.Jails}
 	if a.ov != nil {
 		a.view.opaque = m.Project
 	}

@@ -46,6 +46,8 @@ type agentMsg struct {
 	MaxShared int64 `json:"max_shared,omitempty"`
 	// CallPath: the PATH of the session's calls by default (Spec.CallPath).
 	CallPath string `json:"call_path,omitempty"`
+	// Jails is Spec.Jails: the registry of this user's projects' jails.
+	Jails string `json:"jails,omitempty"`
 	// Spares: how many threads the agent keeps ready for calls (armed:
 	// in the read view of a call of CallPath, with its write watch
 	// loaded); 0: none, each call gets a new thread.

@@ -161,7 +161,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 		}
 	}
 	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Writable: spec.WritablePaths(), Network: spec.Network, ABI: b.abi, MaxShared: spec.MaxMemory,
-		Project: spec.Project, CallPath: spec.CallPath, Hidden: viewHidden("bwrap", spec.Siblings, spec.Unread...), Shown: viewShown("bwrap", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
+		Project: spec.Project, CallPath: spec.CallPath, Jails: spec.Jails, Hidden: viewHidden("bwrap", spec.Siblings, spec.Unread...), Shown: viewShown("bwrap", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
 	var serve func(net.Listener)
 	if spec.Egress != nil {
 		cfg.Egress, serve = true, spec.Egress.Serve

@@ -159,6 +159,13 @@ type Spec struct {
 	// refuse reads of all of it, made since too; sandbox-exec denies it
 	// by rules. Visible paths below them stay readable.
 	Unread []string
+	// Jails, when set, is where this user's servers name their projects'
+	// jails (a directory of symlinks to each project's .agent-home): a
+	// session agent's read view hides each it names there, as it names
+	// them when the view is made, but one that holds a shown path (the
+	// session's own project's). The server puts those it names at the
+	// start in Unread too.
+	Jails string
 	// masks: how bubblewrap hides Unread, worked out when it starts.
 	masks []Mask
 

@@ -43,6 +43,34 @@ type readView struct {
 	// below it that the view hides is masked by mounts over it, and its
 	// entries are the overlay's own, which no cached rule names.
 	opaque string
+	// registry names this user's projects' jails (Spec.Jails): each is
+	// hidden but one that holds a shown path, as named when a ruleset is
+	// made; a change there makes the next one anew.
+	registry string
+}
+
+// registeredJails are the projects' jails the registry names now that
+// the view hides, resolved: every one but those holding a shown path
+// (the session's own project's, whose other jails Siblings hides).
+func (v readView) registeredJails() []string {
+	if v.registry == "" {
+		return nil
+	}
+	entries, _ := os.ReadDir(v.registry)
+	var out []string
+	for _, e := range entries {
+		to, err := os.Readlink(filepath.Join(v.registry, e.Name()))
+		if err != nil || !filepath.IsAbs(to) {
+			continue
+		}
+		r := CanonicalPath(to)
+		if slices.Contains(v.hidden, r) || slices.Contains(out, r) ||
+			slices.ContainsFunc(v.shown, func(s string) bool { return within(s, r) }) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // refers reports whether renames and links across directories are
@@ -250,6 +278,7 @@ func stampOf(path string) (dirStamp, bool) {
 // agent's layer allows them (a layer denies them wherever it does not
 // grant them, handled or not). It returns the directories it listed.
 func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
+	v.hidden = append(slices.Clone(v.hidden), v.registeredJails()...)
 	attr := ll.RulesetAttr{
 		HandledAccessFS: ll.AccessFSReadFile | ll.AccessFSRefer,
 		Scoped:          ll.ScopeAbstractUnixSocket | ll.ScopeSignal,
@@ -363,6 +392,10 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 	}
 	show := !slices.Contains(v.hidden, "/")
 	err = walk("/", show)
+	if st, ok := stampOf(v.registry); ok && v.registry != "" {
+		// A project's server started or gone: the next call's view anew.
+		stamps = append(stamps, st)
+	}
 	// Each shown path again, by itself: a mount's root the walk does not
 	// reach by its path (the IPC namespace's message queues, opened
 	// through the kernel's own mount of it) takes its rule from there.

@@ -151,6 +151,7 @@ func (s *Session) agentDone(slot *agentSlot) {
 func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (r jail.Runner, cc *callCgroup, perCall bool, err error) {
 	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project, s.m.cfg.Home}, Siblings: filepath.Dir(s.Path), Project: s.m.cfg.Project, MaxMemory: s.m.cfg.MaxMemory}
 	spec.Unread, spec.Visible = s.unread(exps, spec.Visible)
+	spec.Jails = s.m.registry
 	spec.CallPath = envOf(callEnv(s.m.hostEnv(), s.Path, nil, nil), "PATH")
 	if eg != nil {
 		spec.Egress = &jail.Egress{Serve: eg.serve}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/jail-mcp/jail-mcp/auth"
@@ -30,6 +31,10 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 		}
 		shown = append(shown, enabled...)
 	}
+	// Other projects' jails (their servers named them), wherever they are.
+	if s.m.registry != "" {
+		unread = append(unread, otherJails(s.m.registry, s.m.ownJails())...)
+	}
 	for _, p := range cfg.Deny.Paths {
 		if !slices.ContainsFunc(enabled, func(e string) bool { return within(p, e) }) {
 			unread = append(unread, p)
@@ -37,6 +42,10 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 	}
 	return unread, shown
 }
+
+// ownJails is the directory of the project's jails (the base is it or
+// lies in it).
+func (m *Manager) ownJails() string { return filepath.Join(m.cfg.Project, ".agent-home") }
 
 // ResolveDeny makes the deny list of entries (and the built-in list when
 // def) canonical, and refuses a path the jail cannot do without: one that

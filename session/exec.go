@@ -367,6 +367,7 @@ func (s *Session) ownRunner(call jail.Call, p callPlan, exps []auth.Exposure) (r
 	cfg := s.m.cfg
 	spec := jail.Spec{Argv: call.Argv, Dir: call.Dir, Env: call.Env, Jail: s.Path, Network: p.network, Visible: []string{cfg.Project, cfg.Home}, Siblings: filepath.Dir(s.Path), Project: cfg.Project, MaxMemory: cfg.MaxMemory}
 	spec.Unread, spec.Visible = s.unread(exps, spec.Visible)
+	spec.Jails = s.m.registry
 	opened, err := s.sandboxFiles(&spec, exps)
 	if err == nil {
 		if r, err = cfg.Backend.Runner(spec, nil); err != nil {

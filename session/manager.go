@@ -89,6 +89,9 @@ type Manager struct {
 	log    *slog.Logger
 	base   *os.Root
 	getenv func(string) string // over cfg.Environ
+	// registry is where this user's servers name their projects' jails
+	// (registry.go), "" when it cannot be written.
+	registry string
 	// hostEnv is what every call's environment takes of the host's
 	// (hostEnv of cfg.Environ and cfg.PassEnv), made once.
 	hostEnv func() map[string]string
@@ -157,6 +160,13 @@ func New(cfg Config) (*Manager, error) {
 	}
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
+	if dir := registryDir(cfg.Home, getenv); dir != "" {
+		if err := register(dir, m.ownJails()); err != nil {
+			log.Warn("name the project's jails where this user's other servers hide them from their commands", "dir", dir, "err", err)
+		} else {
+			m.registry = dir
+		}
+	}
 	if cfg.Overlay {
 		m.caches = hostCaches(envMap(cfg.Environ), cfg.Home, cfg.Project)
 		// The jails, and what commands write in place: never seen
