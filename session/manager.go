@@ -160,7 +160,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
-	if dir := registryDir(cfg.Home, getenv); dir != "" {
+	if dir := registryDir(getenv); dir != "" {
 		if err := register(dir, m.ownJails()); err != nil {
 			log.Warn("name the project's jails where this user's other servers hide them from their commands", "dir", dir, "err", err)
 		} else {

@@ -3,9 +3,13 @@ package session
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 
 	"github.com/google/uuid"
 )
@@ -13,27 +17,49 @@ import (
 // The servers of one user name their projects' jails in a directory of
 // that user's (registryDir), one symlink each: every session hides the
 // jails of every other project it finds there (jail.Spec.Jails), not
-// only its own project's others. A command cannot write there.
+// only its own project's others. A command cannot write there (the
+// runtime directory and /tmp are hidden from it, and read-only).
 
-// registryDir is where the servers of the user whose home is home and
-// whose XDG_STATE_HOME getenv gives name their projects' jails.
-func registryDir(home string, getenv func(string) string) string {
-	state := getenv("XDG_STATE_HOME")
-	if !filepath.IsAbs(state) {
-		if !filepath.IsAbs(home) {
-			return ""
-		}
-		state = filepath.Join(home, ".local", "state")
+// registryDir is where the servers of this user name their projects'
+// jails: in XDG_RUNTIME_DIR, else in a directory of the user's own in
+// TMPDIR (or /tmp), as getenv gives them. Servers that see different
+// ones do not hide each other's jails.
+func registryDir(getenv func(string) string) string {
+	if rt := getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
+		return filepath.Join(rt, "jail-mcp", "jails")
 	}
-	return filepath.Join(state, "jail-mcp", "jails")
+	tmp := getenv("TMPDIR")
+	if !filepath.IsAbs(tmp) {
+		tmp = "/tmp"
+	}
+	return filepath.Join(tmp, fmt.Sprintf("jail-mcp-%d", os.Geteuid()), "jails")
+}
+
+// ownDir makes dir, or checks it: a directory (not a link) of this user
+// that no one else may write.
+func ownDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is not a directory of this user's that only it writes", dir)
+	}
+	return nil
 }
 
 // register names jails, the directory of a project's jails, in the
 // registry dir: a symlink named by its hash, made aside and renamed into
 // place. Entries whose directory is gone are removed.
 func register(dir, jails string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := ownDir(d); err != nil {
+			return err
+		}
 	}
 	sum := sha256.Sum256([]byte(jails))
 	name := filepath.Join(dir, hex.EncodeToString(sum[:8]))
