@@ -149,6 +149,7 @@ true
 		})
 	}
 	fx.vector(t, "deny-read", fx.denyRead)
+	fx.vector(t, "deny-made-later", fx.denyMadeLater)
 	fx.vector(t, "http-token", fx.httpToken)
 	fx.vector(t, "http-session-ids", fx.httpSessionIDs)
 	fx.vector(t, "http-token-file", fx.httpTokenFile)
@@ -626,4 +627,66 @@ done`
 			}
 		}
 	})
+}
+
+// laterDenied are paths of the default list that the host makes between
+// two calls (denyMadeLater), one a call: files, and files in directories
+// that did not exist when the session started.
+var laterDenied = []string{
+	".vault-token", ".netrc", ".pypirc", ".git-credentials", ".docker/config.json",
+	".azure/accessTokens.json", ".config/gcloud/credentials.db", ".password-store/web.gpg",
+	".local/share/keyrings/login.keyring", ".terraform.d/credentials.tfrc.json",
+	".bash_history", ".claude/.credentials.json",
+}
+
+// denyMadeLater: what the host makes between two calls is read as the
+// deny list says, by the next call: a file in the project's root and in
+// the home's, yes; one in a denied directory that was there when the
+// session started (~/.aws) or made since (~/.kube), or a denied file made
+// since, never. More calls than the agent readies threads ahead, each
+// after a change. The same with an empty --deny-read reads them all (the
+// control).
+func (fx *escapeFixture) denyMadeLater(t *testing.T) {
+	if len(laterDenied) < 2*jail.AgentSpares {
+		t.Fatalf("laterDenied has %d paths, want one for each of %d calls", len(laterDenied), 2*jail.AgentSpares)
+	}
+	for _, deny := range []string{"default", ""} {
+		home, project := testkit.HostDir(t), testkit.NewProject(t)
+		canary := "jmc-later-" + uuid.NewString()
+		writeFiles(t, home, map[string]string{".aws/credentials": canary + "\n"})
+		env := slices.DeleteFunc(fx.env(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
+		ts := fx.start(t, project, append(env, "HOME="+home), "--session", "later", "--auth", "none", "--deny-read", deny)
+		// read reports what a call read of the host's denied paths.
+		read := func(i int, stdout string, paths ...string) {
+			t.Helper()
+			for _, p := range paths {
+				got := strings.Contains(stdout, "read "+p+"\n")
+				switch {
+				case got && deny != "":
+					fx.escape(t, "call %d reads %s, which --deny-read hides", i, p)
+				case !got && deny == "":
+					t.Errorf("call %d with --deny-read '' does not read %s: the check proves less than it should", i, p)
+				}
+			}
+		}
+		res, _ := ts.Exec(map[string]any{"env": map[string]any{"F": filepath.Join(home, ".aws/credentials")}, "command": `cat "$F" >/dev/null 2>&1 && echo "read $F"; true`})
+		read(0, res.Stdout, filepath.Join(home, ".aws/credentials"))
+		for i := range 2 * jail.AgentSpares {
+			later := fmt.Sprintf("later-%d", i)
+			writeFiles(t, project, map[string]string{later + ".txt": "project " + later + "\n"})
+			writeFiles(t, home, map[string]string{
+				later + ".txt":   "home " + later + "\n",
+				".aws/" + later:  canary + "\n",
+				".kube/" + later: canary + "\n",
+				laterDenied[i]:   canary + "\n",
+			})
+			denied := []string{filepath.Join(home, ".aws", later), filepath.Join(home, ".kube", later), filepath.Join(home, laterDenied[i])}
+			res, raw := ts.Exec(map[string]any{"argv": append([]string{"/bin/sh", "-c", `cat "$P" "$H"; for f; do grep -q -F -e "$C" "$f" 2>/dev/null && echo "read $f"; done; true`, "sh"}, denied...),
+				"env": map[string]any{"P": filepath.Join(project, later+".txt"), "H": filepath.Join(home, later+".txt"), "C": canary}})
+			if want := "project " + later + "\nhome " + later + "\n"; !strings.HasPrefix(res.Stdout, want) {
+				t.Errorf("call %d does not read what the host made before it in the project and the home: %q %q %s", i, res.Stdout, res.Stderr, testkit.ResultText(raw))
+			}
+			read(i+1, res.Stdout, denied...)
+		}
+	}
 }
