@@ -500,6 +500,12 @@ func (fx *escapeFixture) denyRead(t *testing.T) {
 		args := map[string]any{"command": canaryGrep, "env": h.halves(), "timeout_ms": 570000}
 		var out string
 		switch how {
+		case "control":
+			// The shell that greps holds the canary whole in its own
+			// environment: the grep must find it there.
+			args["command"] = `c="$C1$C2"; CANARY="$c" exec /bin/sh -c "$GREP"`
+			args["env"].(map[string]any)["GREP"] = canaryGrep
+			fallthrough
 		case "call":
 			res, raw, err := callExec(ctx, ts, args)
 			if err != nil {
@@ -526,17 +532,24 @@ func (fx *escapeFixture) denyRead(t *testing.T) {
 	// host file, and session b's jail stays hidden all the same; in
 	// session b, it finds b's files and outputs.
 	t.Run("control", func(t *testing.T) {
-		found := grep(t, ctl, "call")
+		found := grep(t, ctl, "control")
 		t.Logf("with --deny-read '' the grep finds %d files", len(found))
 		for _, p := range h.hidden {
 			if !slices.Contains(found, p) {
 				t.Errorf("with --deny-read '' the grep does not find %s: it proves less than it should", p)
 			}
 		}
+		environ := 0
 		for _, p := range found {
-			if !slices.Contains(h.hidden, p) {
+			switch {
+			case strings.HasPrefix(p, "/proc/") && strings.HasSuffix(p, "/environ"):
+				environ++
+			case !slices.Contains(h.hidden, p):
 				fx.escape(t, "with --deny-read '' the canary is read in %s", p)
 			}
+		}
+		if environ != 1 {
+			t.Errorf("the grep finds the canary in %d environments of processes, want 1 (its own shell's): it proves less than it should", environ)
 		}
 		found = grep(t, h.b, "call")
 		for _, p := range h.other {
