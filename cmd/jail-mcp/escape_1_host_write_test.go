@@ -556,11 +556,12 @@ done
 // which are here and not there so that those vectors hold on a backend
 // that does not cover metadata (knownGaps). viaLink runs with $HOME/to-file
 // and $HOME/to-dir symlinks to the victim, viaRoot per /proc/self/root
-// form as $p, onCredential per credential file as $f, onCredentialDir per
-// credential directory as $d; descriptor 7, open read-only on the victim
-// file, is for the vector's Python part, which closes it. They run before
-// the vector's own attempts: as a normal user on a backend that lets
-// chmod through, those leave the targets unreachable.
+// form as $p, onCredential per credential file the jail shows as $f,
+// onCredentialDir per credential directory as $d; descriptor 7, open
+// read-only on the victim file, is for the vector's Python part, which
+// closes it. They run before the vector's own attempts: as a normal user
+// on a backend that lets chmod through, those leave the targets
+// unreachable.
 func metadataThrough(viaLink, viaRoot, onCredential, onCredentialDir string) string {
 	s := "exec 7<\"$VFILE\"\n"
 	if viaLink != "" {
@@ -570,7 +571,10 @@ func metadataThrough(viaLink, viaRoot, onCredential, onCredentialDir string) str
 		s += `for p in /proc/self/root /proc/thread-self/root "/proc/$$/root"; do` + viaRoot + "done\n"
 	}
 	if onCredential != "" {
-		s += "for f in " + credentialFiles + "; do" + onCredential + "done\n"
+		// Only those the jail shows: bubblewrap hides the host originals
+		// of the credentials it binds (--deny-read's default list), and
+		// touch -c of what is not there succeeds on nothing.
+		s += "for f in " + credentialFiles + "; do\n\t[ -e \"$f\" ] || [ -L \"$f\" ] || continue" + onCredential + "done\n"
 	}
 	if onCredentialDir != "" {
 		s += "for d in " + credentialDirs + "; do" + onCredentialDir + "done\n"
