@@ -655,8 +655,8 @@ var laterDenied = []string{
 // denyMadeLater: what the host makes between two calls is read as the
 // deny list says, by the next call: a file in the project's root and in
 // the home's, yes; one in a denied directory that was there when the
-// session started (~/.aws) or made since (~/.kube), or a denied file made
-// since, never. More calls than the agent readies threads ahead, each
+// session started (~/.aws) or made since (~/.kube, and ~/.mozilla as a
+// link into a dotfiles directory), or a denied file made since, never. More calls than the agent readies threads ahead, each
 // after a change. The same with an empty --deny-read reads them all (the
 // control).
 func (fx *escapeFixture) denyMadeLater(t *testing.T) {
@@ -684,16 +684,25 @@ func (fx *escapeFixture) denyMadeLater(t *testing.T) {
 		}
 		res, _ := ts.Exec(map[string]any{"env": map[string]any{"F": filepath.Join(home, ".aws/credentials")}, "command": `cat "$F" >/dev/null 2>&1 && echo "read $F"; true`})
 		read(0, res.Stdout, filepath.Join(home, ".aws/credentials"))
+		// A denied directory made as a link into a dotfiles directory, as
+		// dotfile managers do: what it leads to is hidden, as it is for a
+		// link there when the server starts.
+		writeFiles(t, home, map[string]string{".dotfiles/mozilla/profiles.ini": "[General]\n"})
+		if err := os.Symlink(".dotfiles/mozilla", filepath.Join(home, ".mozilla")); err != nil {
+			t.Fatal(err)
+		}
 		for i := range 2 * jail.AgentSpares {
 			later := fmt.Sprintf("later-%d", i)
 			writeFiles(t, project, map[string]string{later + ".txt": "project " + later + "\n"})
 			writeFiles(t, home, map[string]string{
-				later + ".txt":   "home " + later + "\n",
-				".aws/" + later:  canary + "\n",
-				".kube/" + later: canary + "\n",
-				laterDenied[i]:   canary + "\n",
+				later + ".txt":               "home " + later + "\n",
+				".aws/" + later:              canary + "\n",
+				".kube/" + later:             canary + "\n",
+				laterDenied[i]:               canary + "\n",
+				".dotfiles/mozilla/" + later: canary + "\n",
 			})
-			denied := []string{filepath.Join(home, ".aws", later), filepath.Join(home, ".kube", later), filepath.Join(home, laterDenied[i])}
+			denied := []string{filepath.Join(home, ".aws", later), filepath.Join(home, ".kube", later), filepath.Join(home, laterDenied[i]),
+				filepath.Join(home, ".mozilla", later), filepath.Join(home, ".dotfiles/mozilla", later)}
 			res, raw := ts.Exec(map[string]any{"argv": append([]string{"/bin/sh", "-c", `cat "$P" "$H"; for f; do grep -q -F -e "$C" "$f" 2>/dev/null && echo "read $f"; done; true`, "sh"}, denied...),
 				"env": map[string]any{"P": filepath.Join(project, later+".txt"), "H": filepath.Join(home, later+".txt"), "C": canary}})
 			if want := "project " + later + "\nhome " + later + "\n"; !strings.HasPrefix(res.Stdout, want) {
