@@ -150,6 +150,7 @@ true
 	}
 	fx.vector(t, "deny-read", fx.denyRead)
 	fx.vector(t, "deny-made-later", fx.denyMadeLater)
+	fx.vector(t, "other-project", fx.otherProject)
 	fx.vector(t, "http-token", fx.httpToken)
 	fx.vector(t, "http-session-ids", fx.httpSessionIDs)
 	fx.vector(t, "http-token-file", fx.httpTokenFile)
@@ -710,5 +711,52 @@ func (fx *escapeFixture) denyMadeLater(t *testing.T) {
 			}
 			read(i+1, res.Stdout, denied...)
 		}
+	}
+}
+
+// otherProject: a session of another project's server on the host reads
+// as session b's jail does, nothing: not its files, its job's output, nor
+// its CLI's state copy, a copy of a default-denied file (~/.claude.json).
+// That project lies in plain view of every backend, as a user's
+// ~/src/<project> does, not under /tmp, which both hide whole.
+func (fx *escapeFixture) otherProject(t *testing.T) {
+	home, other := testkit.HostDir(t), testkit.HostDir(t)
+	canary := "jmc-canary-" + uuid.NewString()
+	writeFiles(t, home, map[string]string{".claude.json": fmt.Sprintf("{\"token\":%q}\n", canary)})
+	env := slices.DeleteFunc(fx.env(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
+	env = append(env, "HOME="+home, "CLAUDE_CONFIG_DIR=")
+	x := fx.start(t, other, env, "--session", "x", "--auth", "claude")
+	vars := map[string]any{"CANARY": canary}
+	if res, raw := x.Exec(map[string]any{"env": vars, "command": `printf '%s\n' "$CANARY" > "$HOME/notes.txt"`}); res.ExitCode != 0 {
+		t.Fatalf("session x's call: %+v %s", res, testkit.ResultText(raw))
+	}
+	id := x.StartJob(map[string]any{"env": vars, "command": `printf 'job %s\n' "$CANARY"; echo job-ready; exec cat`})
+	if got, _ := x.ReadUntil(id, "job-ready", time.Minute); !strings.Contains(got, "job-ready") {
+		t.Fatalf("session x's job: %q", got)
+	}
+	jail := filepath.Join(other, ".agent-home", "x")
+	var planted []string
+	filepath.WalkDir(jail, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), canary) {
+				planted = append(planted, p)
+			}
+		}
+		return nil
+	})
+	// Its files, its job's output, its CLI's state copy: else the attack
+	// proves less than it should.
+	if len(planted) < 3 {
+		t.Fatalf("session x's jail holds the canary in %v, want its file, its job's output and the state copy of .claude.json", planted)
+	}
+	a := fx.start(t, testkit.NewProject(t), env, "--session", "a", "--auth", "none")
+	res, raw := a.Exec(map[string]any{"env": map[string]any{"C1": canary[:7], "C2": canary[7:], "OTHER": other, "H": home},
+		"command": `c="$C1$C2"; grep -r -a -l -F -D skip -e "$c" "$OTHER" "$H" /proc/[0-9]*/environ 2>/dev/null; echo "grep-exit=$?"`})
+	found, done := grepFound(res.Stdout)
+	if !done {
+		t.Fatalf("grep did not run to its end: %+v %s", res, testkit.ResultText(raw))
+	}
+	for _, p := range found {
+		fx.escape(t, "the canary is read in %s, in a jail of another project's server", p)
 	}
 }
