@@ -254,6 +254,31 @@ func (v readView) coversHidden(p string) bool {
 	return false
 }
 
+// linkedHidden are the places hidden paths lead to now through a link
+// made since they were resolved (a dotfile manager's ~/.aws made as a
+// link to ~/dotfiles/aws): hidden too, as they are for a link there when
+// the server starts (CanonicalPath). A pattern gives what matches it. A
+// place that is or holds a shown path (the home, the project, the jail)
+// stays shown: a deny list that names them is refused at the start.
+func (v readView) linkedHidden() []string {
+	var out []string
+	for _, h := range v.hidden {
+		matches := []string{h}
+		if _, pat := filepath.Split(h); strings.ContainsAny(pat, "*?[\\") {
+			matches, _ = filepath.Glob(h)
+		}
+		for _, m := range matches {
+			r := CanonicalPath(m)
+			if r == m || slices.Contains(v.hidden, r) || slices.Contains(out, r) ||
+				slices.ContainsFunc(v.shown, func(s string) bool { return within(s, r) }) {
+				continue
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // dirStamp is what tells that a listed directory changed: an entry added,
 // removed or renamed changes its times, a directory put in its place its
 // inode.
@@ -278,7 +303,7 @@ func stampOf(path string) (dirStamp, bool) {
 // agent's layer allows them (a layer denies them wherever it does not
 // grant them, handled or not). It returns the directories it listed.
 func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
-	v.hidden = append(slices.Clone(v.hidden), v.registeredJails()...)
+	v.hidden = append(append(slices.Clone(v.hidden), v.registeredJails()...), v.linkedHidden()...)
 	attr := ll.RulesetAttr{
 		HandledAccessFS: ll.AccessFSReadFile | ll.AccessFSRefer,
 		Scoped:          ll.ScopeAbstractUnixSocket | ll.ScopeSignal,

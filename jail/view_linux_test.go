@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -126,5 +127,43 @@ func TestCallShownPath(t *testing.T) {
 	got := callShown(v, []string{path}, nil)
 	if len(got) != 1 || !within(tool, got[0]) {
 		t.Fatalf("shown for %s: %v, want only %s (or its parent)", path, got, tool)
+	}
+}
+
+// TestLinkedHidden: a hidden path that became a link since it was
+// resolved hides what it leads to, a pattern what its matches lead to;
+// never a place that holds what the view shows, nor a link that was
+// already resolved.
+func TestLinkedHidden(t *testing.T) {
+	home, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"dotfiles/aws", "dotfiles/cargo", ".cargo", "jails/s"} {
+		if err := os.MkdirAll(filepath.Join(home, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(home, "dotfiles/cargo/credentials"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		".aws":                    "dotfiles/aws",
+		".cargo/credentials.toml": "../dotfiles/cargo/credentials",
+		".netrc":                  home,
+		".kube":                   "jails",
+	} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := readView{
+		hidden: []string{filepath.Join(home, ".aws"), filepath.Join(home, ".cargo/credentials*"), filepath.Join(home, ".netrc"), filepath.Join(home, ".kube"), filepath.Join(home, ".gnupg")},
+		shown:  []string{home + "/jails/s"},
+	}
+	got := v.linkedHidden()
+	want := []string{filepath.Join(home, "dotfiles/aws"), filepath.Join(home, "dotfiles/cargo/credentials")}
+	if !slices.Equal(got, want) {
+		t.Errorf("linkedHidden = %v, want %v", got, want)
 	}
 }
