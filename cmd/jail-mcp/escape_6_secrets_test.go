@@ -725,6 +725,13 @@ func (fx *escapeFixture) otherProject(t *testing.T) {
 	writeFiles(t, home, map[string]string{".claude.json": fmt.Sprintf("{\"token\":%q}\n", canary)})
 	env := slices.DeleteFunc(fx.env(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
 	env = append(env, "HOME="+home, "CLAUDE_CONFIG_DIR=")
+	// A session of this project started before the other project's
+	// server (whose jails its sandbox did not know of when it started),
+	// and one after.
+	early := fx.start(t, testkit.NewProject(t), env, "--session", "early", "--auth", "none")
+	if res, raw := early.Exec(map[string]any{"command": "true"}); res.ExitCode != 0 {
+		t.Fatalf("session early's first call: %+v %s", res, testkit.ResultText(raw))
+	}
 	x := fx.start(t, other, env, "--session", "x", "--auth", "claude")
 	vars := map[string]any{"CANARY": canary}
 	if res, raw := x.Exec(map[string]any{"env": vars, "command": `printf '%s\n' "$CANARY" > "$HOME/notes.txt"`}); res.ExitCode != 0 {
@@ -750,13 +757,15 @@ func (fx *escapeFixture) otherProject(t *testing.T) {
 		t.Fatalf("session x's jail holds the canary in %v, want its file, its job's output and the state copy of .claude.json", planted)
 	}
 	a := fx.start(t, testkit.NewProject(t), env, "--session", "a", "--auth", "none")
-	res, raw := a.Exec(map[string]any{"env": map[string]any{"C1": canary[:7], "C2": canary[7:], "OTHER": other, "H": home},
-		"command": `c="$C1$C2"; grep -r -a -l -F -D skip -e "$c" "$OTHER" "$H" /proc/[0-9]*/environ 2>/dev/null; echo "grep-exit=$?"`})
-	found, done := grepFound(res.Stdout)
-	if !done {
-		t.Fatalf("grep did not run to its end: %+v %s", res, testkit.ResultText(raw))
-	}
-	for _, p := range found {
-		fx.escape(t, "the canary is read in %s, in a jail of another project's server", p)
+	for _, s := range []*testkit.Server{early, a} {
+		res, raw := s.Exec(map[string]any{"env": map[string]any{"C1": canary[:7], "C2": canary[7:], "OTHER": other, "H": home},
+			"command": `c="$C1$C2"; grep -r -a -l -F -D skip -e "$c" "$OTHER" "$H" /proc/[0-9]*/environ 2>/dev/null; echo "grep-exit=$?"`})
+		found, done := grepFound(res.Stdout)
+		if !done {
+			t.Fatalf("grep did not run to its end: %+v %s", res, testkit.ResultText(raw))
+		}
+		for _, p := range found {
+			fx.escape(t, "the canary is read in %s, in a jail of another project's server (session %s)", p, map[bool]string{true: "early", false: "a"}[s == early])
+		}
 	}
 }
