@@ -5,6 +5,7 @@ package session
 import (
 	"errors"
 	"os"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -42,4 +43,10 @@ func tryLockExclusive(dir *os.File) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// ownedByMe reports whether fi is of a file this process's user owns.
+func ownedByMe(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }
