@@ -163,8 +163,8 @@ type Spec struct {
 	// jails (a directory of symlinks to each project's .agent-home): a
 	// session agent's read view hides each it names there, as it names
 	// them when the view is made, but one that holds a shown path (the
-	// session's own project's). The server puts those it names at the
-	// start in Unread too.
+	// session's own project's). For a backend without agents the server
+	// puts those it names in Unread.
 	Jails string
 	// masks: how bubblewrap hides Unread, worked out when it starts.
 	masks []Mask

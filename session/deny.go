@@ -31,8 +31,12 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 		}
 		shown = append(shown, enabled...)
 	}
-	// Other projects' jails (their servers named them), wherever they are.
-	if s.m.registry != "" {
+	// Other projects' jails (their servers named them), wherever they
+	// are, for a backend without session agents: an agent's read view
+	// reads the registry itself, at every change (Spec.Jails), and a
+	// mount of bubblewrap's over a project that ends meanwhile would
+	// keep the sandbox from starting.
+	if s.m.registry != "" && !cfg.Backend.Agents() {
 		unread = append(unread, otherJails(s.m.registry, s.m.ownJails())...)
 	}
 	for _, p := range cfg.Deny.Paths {
