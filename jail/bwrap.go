@@ -324,7 +324,7 @@ func masksOf(unread []string, keep func(string) bool) []Mask {
 		if !filepath.IsAbs(h) {
 			continue
 		}
-		if dir, pat := filepath.Split(h); strings.ContainsAny(pat, "*?[\\") {
+		if dir, pat := filepath.Split(h); isPattern(pat) {
 			m, _ := filepath.Glob(filepath.Join(dir, pat))
 			paths = append(paths, m...)
 			continue

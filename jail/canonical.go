@@ -3,6 +3,7 @@ package jail
 import (
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // CanonicalPath resolves the symlinks of p's deepest existing directory
@@ -23,4 +24,26 @@ func CanonicalPath(p string) string {
 		}
 		rest = filepath.Join(filepath.Base(cur), rest)
 	}
+}
+
+// isPattern reports whether a path's last element is a pattern
+// (filepath.Match): Spec.Unread's may be.
+func isPattern(elem string) bool { return strings.ContainsAny(elem, "*?[\\") }
+
+// RegistryEntry is a project's jails named in the registry of this
+// user's servers (Spec.Jails): the symlink, and the directory it names.
+type RegistryEntry struct{ Link, Jails string }
+
+// ReadRegistry lists the registry dir's entries that name an absolute
+// path.
+func ReadRegistry(dir string) []RegistryEntry {
+	entries, _ := os.ReadDir(dir)
+	var out []RegistryEntry
+	for _, e := range entries {
+		link := filepath.Join(dir, e.Name())
+		if to, err := os.Readlink(link); err == nil && filepath.IsAbs(to) {
+			out = append(out, RegistryEntry{Link: link, Jails: to})
+		}
+	}
+	return out
 }

@@ -376,7 +376,7 @@ func unreadEntries(unread []string) []unreadEntry {
 			continue
 		}
 		dir, base := path.Split(path.Clean(u))
-		if strings.ContainsAny(base, `*?[\`) {
+		if isPattern(base) {
 			if re, ok := globRegex(base); ok {
 				out = append(out, unreadEntry{index: i, path: realPath(dir), pat: base, regex: re})
 				continue

@@ -56,14 +56,9 @@ func (v readView) registeredJails() []string {
 	if v.registry == "" {
 		return nil
 	}
-	entries, _ := os.ReadDir(v.registry)
 	var out []string
-	for _, e := range entries {
-		to, err := os.Readlink(filepath.Join(v.registry, e.Name()))
-		if err != nil || !filepath.IsAbs(to) {
-			continue
-		}
-		r := CanonicalPath(to)
+	for _, e := range ReadRegistry(v.registry) {
+		r := CanonicalPath(e.Jails)
 		if slices.Contains(v.hidden, r) || slices.Contains(out, r) ||
 			slices.ContainsFunc(v.shown, func(s string) bool { return within(s, r) }) {
 			continue
@@ -119,7 +114,7 @@ func under(p, h string) bool {
 		// before the pattern is looked at.
 		return false
 	}
-	if !strings.ContainsAny(pat, "*?[\\") {
+	if !isPattern(pat) {
 		return within(p, h)
 	}
 	rest, ok := strings.CutPrefix(p, dir)
@@ -264,7 +259,7 @@ func (v readView) linkedHidden() []string {
 	var out []string
 	for _, h := range v.hidden {
 		matches := []string{h}
-		if _, pat := filepath.Split(h); strings.ContainsAny(pat, "*?[\\") {
+		if _, pat := filepath.Split(h); isPattern(pat) {
 			matches, _ = filepath.Glob(h)
 		}
 		for _, m := range matches {

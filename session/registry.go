@@ -11,6 +11,8 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // The servers of one user name their projects' jails in a directory of
@@ -71,36 +73,21 @@ func register(dir, jails string) error {
 			return err
 		}
 	}
-	for _, e := range registered(dir) {
-		if fi, err := os.Stat(e.jails); err != nil || !fi.IsDir() {
-			os.Remove(e.link)
+	for _, e := range jail.ReadRegistry(dir) {
+		if fi, err := os.Stat(e.Jails); err != nil || !fi.IsDir() {
+			os.Remove(e.Link)
 		}
 	}
 	return nil
-}
-
-type registryEntry struct{ link, jails string }
-
-// registered lists the registry's entries.
-func registered(dir string) []registryEntry {
-	entries, _ := os.ReadDir(dir)
-	var out []registryEntry
-	for _, e := range entries {
-		link := filepath.Join(dir, e.Name())
-		if to, err := os.Readlink(link); err == nil && filepath.IsAbs(to) {
-			out = append(out, registryEntry{link: link, jails: to})
-		}
-	}
-	return out
 }
 
 // otherJails are the jails' directories of the other projects the
 // registry names, but one that holds mine (a server run in a jail).
 func otherJails(dir, mine string) []string {
 	var out []string
-	for _, e := range registered(dir) {
-		if e.jails != mine && !within(mine, e.jails) && !slices.Contains(out, e.jails) {
-			out = append(out, e.jails)
+	for _, e := range jail.ReadRegistry(dir) {
+		if e.Jails != mine && !within(mine, e.Jails) && !slices.Contains(out, e.Jails) {
+			out = append(out, e.Jails)
 		}
 	}
 	return out
