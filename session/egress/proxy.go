@@ -56,6 +56,9 @@ type Options struct {
 	Own func() []net.IP
 	// MaxConns bounds the connections Serve serves at once; 0: 512.
 	MaxConns int
+	// Masks, when set, are the session's masked credentials: CONNECTs to
+	// their hosts are terminated and their placeholders replaced (mitm.go).
+	Masks *Masks
 }
 
 // Proxy holds the connections of a jail's commands to a Policy: it serves

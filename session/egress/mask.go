@@ -1,0 +1,86 @@
+package egress
+
+import (
+	"crypto/x509"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Secret is one masked credential value (issue 31): the jail holds its
+// Placeholder, and only the proxy, on a TLS connection it terminates for
+// one of Hosts, puts the real value in its place.
+type Secret struct {
+	// Name says what it is, for logs, refusals and jail_status:
+	// "claude .claude/.credentials.json claudeAiOauth.accessToken",
+	// "env:GH_TOKEN".
+	Name string
+	// Placeholder stands in for the value in the jail: the same shape.
+	Placeholder string
+	// Hosts are the host names the value may be sent to: lower case,
+	// exact names.
+	Hosts []string
+	// TokenPaths are the URL paths on Hosts whose request bodies get the
+	// value too (token endpoints: "/v1/oauth/token"); elsewhere only
+	// the authentication headers do.
+	TokenPaths []string
+	// Value is the real value, read when needed (a host file's current
+	// token). An error: the request is not sent.
+	Value func() (string, error)
+	// NoRefresh marks a refresh token of a provider that rotates them:
+	// a request that carries it is answered by the proxy, never sent, so
+	// that the jail never invalidates the operator's own login.
+	NoRefresh bool
+}
+
+// Masks is one session's table of placeholders; safe for concurrent use.
+// A proxy given Masks (Options.Masks) terminates TLS for their hosts with
+// CA and checks upstream certificates against Roots.
+type Masks struct {
+	CA    *CA
+	Roots *x509.CertPool // nil: the system's
+
+	mu    sync.RWMutex
+	byPH  map[string]*Secret
+	hosts map[string]bool
+}
+
+// NewMasks is an empty table for ca, checking upstreams against roots
+// (nil: the system's).
+func NewMasks(ca *CA, roots *x509.CertPool) *Masks {
+	return &Masks{CA: ca, Roots: roots, byPH: map[string]*Secret{}, hosts: map[string]bool{}}
+}
+
+// Set adds s, or replaces the secret of the same placeholder.
+func (m *Masks) Set(s Secret) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.Hosts = slices.Clone(s.Hosts)
+	for i, h := range s.Hosts {
+		s.Hosts[i] = strings.ToLower(strings.TrimSuffix(h, "."))
+		m.hosts[s.Hosts[i]] = true
+	}
+	m.byPH[s.Placeholder] = &s
+}
+
+// Bound reports whether host is bound to a masked credential: the proxy
+// terminates TLS for it.
+func (m *Masks) Bound(host string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.hosts[strings.ToLower(strings.TrimSuffix(host, "."))]
+}
+
+// Secrets lists the table, sorted by Name then Placeholder.
+func (m *Masks) Secrets() []Secret {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]Secret, 0, len(m.byPH))
+	for _, s := range m.byPH {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b Secret) int {
+		return strings.Compare(a.Name+"\x00"+a.Placeholder, b.Name+"\x00"+b.Placeholder)
+	})
+	return out
+}
