@@ -38,9 +38,31 @@ type CLI struct {
 	Aliases []string
 	Paths   []Path
 	Env     []string // variables that carry its credentials or point at its service
+
+	// What --mask needs (issue 31): where the CLI's masked credentials may
+	// be sent, and which of its values are secrets.
+
+	// Hosts are the provider's API and sign-in hosts, exact lower-case
+	// names: the only ones the proxy puts a masked credential of this CLI
+	// back into a request for. A value whose file names its own host
+	// (Field.Host) is bound to that host instead.
+	Hosts []string
+	// TokenPaths are the OAuth token endpoints on Hosts, "host/path": a
+	// refresh token goes into a request body only there.
+	TokenPaths []string
+	// Rotates says the provider issues a new refresh token on each
+	// refresh and revokes the old one: a refresh from the jail would log
+	// the operator's own CLI out, so the proxy never sends one.
+	Rotates bool
+	// SecretEnv are the variables of Env that hold secrets; the others
+	// (base URLs, model and project names, file paths) are shown as they are.
+	SecretEnv []string
 }
 
-// Registry is sorted by Name.
+// Registry is sorted by Name. Hosts, TokenPaths and Rotates are read from
+// each CLI's own code: Claude Code's OAuth config, codex-rs's login crate,
+// gemini-cli's code_assist with google-auth-library, gh's ghinstance and
+// authflow, kimi-cli's auth package, opencode's provider plugins.
 var Registry = []CLI{
 	{
 		Name: "claude", Aliases: []string{"claude-code", "claudish"},
@@ -49,11 +71,22 @@ var Registry = []CLI{
 			{Rel: ".claude.json", State: true},
 		},
 		Env: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "ANTHROPIC_MODEL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"},
+		// platform.claude.com took the token endpoint over from
+		// console.anthropic.com (Claude Code 2.1.81 on); claude.ai is the
+		// web origin and mcp-proxy.anthropic.com the connectors' proxy.
+		Hosts:      []string{"api.anthropic.com", "claude.ai", "console.anthropic.com", "mcp-proxy.anthropic.com", "platform.claude.com"},
+		TokenPaths: []string{"console.anthropic.com/v1/oauth/token", "platform.claude.com/v1/oauth/token"},
+		Rotates:    true,
+		SecretEnv:  []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"},
 	},
 	{
-		Name:  "codex",
-		Paths: []Path{{Rel: ".codex", Env: "CODEX_HOME", Secrets: []string{"auth.json"}}},
-		Env:   []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"},
+		Name:       "codex",
+		Paths:      []Path{{Rel: ".codex", Env: "CODEX_HOME", Secrets: []string{"auth.json"}}},
+		Env:        []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"},
+		Hosts:      []string{"api.openai.com", "auth.openai.com", "chatgpt.com"},
+		TokenPaths: []string{"auth.openai.com/oauth/token"},
+		Rotates:    true,
+		SecretEnv:  []string{"OPENAI_API_KEY"},
 	},
 	{
 		Name: "gemini",
@@ -62,26 +95,55 @@ var Registry = []CLI{
 			{Rel: ".config/gcloud"},
 		},
 		Env: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI"},
+		// Code Assist for a Google login, the Gemini API and Vertex AI's
+		// global endpoint for a key, Google's token and userinfo endpoints.
+		// Google keeps the refresh token on refresh.
+		Hosts:      []string{"aiplatform.googleapis.com", "cloudcode-pa.googleapis.com", "generativelanguage.googleapis.com", "oauth2.googleapis.com", "www.googleapis.com"},
+		TokenPaths: []string{"oauth2.googleapis.com/token"},
+		SecretEnv:  []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"},
 	},
 	{
 		Name:  "gh",
 		Paths: []Path{{Rel: ".config/gh", Env: "GH_CONFIG_DIR"}},
 		Env:   []string{"GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "GH_HOST"},
+		// gh signs in as an OAuth app: its tokens do not expire and come
+		// without a refresh token. It sends a github.com token to any
+		// *.github.com name; uploads. takes release assets.
+		Hosts:      []string{"api.github.com", "gist.github.com", "github.com", "uploads.github.com"},
+		TokenPaths: []string{"github.com/login/oauth/access_token"},
+		SecretEnv:  []string{"GH_ENTERPRISE_TOKEN", "GH_TOKEN", "GITHUB_ENTERPRISE_TOKEN", "GITHUB_TOKEN"},
 	},
 	{
+		// Each line of a credential store names its own host (Field.Host).
 		Name:  "git",
 		Paths: []Path{{Rel: ".gitconfig"}, {Rel: ".config/git"}, {Rel: ".git-credentials"}},
 		Env:   []string{"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"},
 	},
 	{
 		Name: "kimi", Aliases: []string{"kimi-code"},
-		Paths: []Path{{Rel: ".kimi", Secrets: []string{"config.json", "config.toml", "credentials"}}},
-		Env:   []string{"KIMI_API_KEY", "MOONSHOT_API_KEY", "KIMI_BASE_URL"},
+		Paths:      []Path{{Rel: ".kimi", Secrets: []string{"config.json", "config.toml", "credentials"}}},
+		Env:        []string{"KIMI_API_KEY", "MOONSHOT_API_KEY", "KIMI_BASE_URL"},
+		Hosts:      []string{"api.kimi.com", "api.moonshot.ai", "api.moonshot.cn", "auth.kimi.com"},
+		TokenPaths: []string{"auth.kimi.com/api/oauth/token"},
+		Rotates:    true,
+		SecretEnv:  []string{"KIMI_API_KEY", "MOONSHOT_API_KEY"},
 	},
 	{
 		Name:  "opencode",
 		Paths: []Path{{Rel: ".config/opencode"}, {Rel: ".local/share/opencode", Secrets: []string{"auth.json", "mcp-auth.json"}}},
 		Env:   []string{"OPENCODE_CONFIG"},
+		// The providers opencode signs in to itself (Claude, ChatGPT,
+		// GitHub Copilot) and its own Zen; a key for any other provider
+		// stays a placeholder there.
+		Hosts: []string{
+			"api.anthropic.com", "api.github.com", "api.githubcopilot.com", "api.openai.com", "auth.openai.com",
+			"chatgpt.com", "console.anthropic.com", "github.com", "opencode.ai", "platform.claude.com",
+		},
+		TokenPaths: []string{
+			"auth.openai.com/oauth/token", "console.anthropic.com/v1/oauth/token",
+			"github.com/login/oauth/access_token", "platform.claude.com/v1/oauth/token",
+		},
+		Rotates: true,
 	},
 }
 

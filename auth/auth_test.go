@@ -171,3 +171,27 @@ func TestResolve(t *testing.T) {
 		t.Error("no home, yet something exposed")
 	}
 }
+
+// TestRegistryMask: what --mask reads from the registry holds together:
+// hosts are exact lower-case names, a token endpoint is on one of its
+// CLI's hosts, and a secret variable is one of its CLI's variables.
+func TestRegistryMask(t *testing.T) {
+	for _, c := range Registry {
+		for _, h := range c.Hosts {
+			if h != strings.ToLower(h) || h == "" || strings.ContainsAny(h, "/:*") {
+				t.Errorf("%s: host %q is not a lower-case host name", c.Name, h)
+			}
+		}
+		for _, tp := range c.TokenPaths {
+			host, path, ok := strings.Cut(tp, "/")
+			if !ok || path == "" || !slices.Contains(c.Hosts, host) {
+				t.Errorf("%s: token path %q is not host/path on one of its hosts", c.Name, tp)
+			}
+		}
+		for _, k := range c.SecretEnv {
+			if !slices.Contains(c.Env, k) {
+				t.Errorf("%s: secret variable %s is not in its Env", c.Name, k)
+			}
+		}
+	}
+}
