@@ -2,6 +2,8 @@ package auth
 
 import (
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"math/big"
 	"strings"
@@ -22,19 +24,19 @@ var knownPrefixes = []string{
 // Placeholder is a stand-in for secret of the same shape: the same known
 // prefix, the same length, and at each position a character of the same
 // class (a digit for a digit, a lower-case letter for one, an upper-case
-// letter for one; any other byte kept: dashes, dots, underscores, the
-// JWT's dots), drawn at random. Two calls give two placeholders.
+// letter for one; any other byte kept: dashes, dots, underscores), drawn
+// at random. Of a JWT it keeps the header and the claims, which clients
+// read (Codex takes the account, plan and expiry from its id_token), and
+// draws a signature of base64url characters. Two calls give two
+// placeholders.
 func Placeholder(secret string) (string, error) {
 	if len(secret) < 8 {
 		return "", errors.New("a secret shorter than 8 bytes has no placeholder that cannot be guessed")
 	}
-	head := ""
-	for _, p := range knownPrefixes {
-		if strings.HasPrefix(secret, p) {
-			head = p
-			break
-		}
+	if head, ok := jwtHead(secret); ok {
+		return signature(secret, head)
 	}
+	head := knownPrefix(secret)
 	out := []byte(head)
 	varied := 0
 	for i := len(head); i < len(secret); i++ {
@@ -67,4 +69,71 @@ func Placeholder(secret string) (string, error) {
 		return Placeholder(secret)
 	}
 	return p, nil
+}
+
+// jwtHead is a JWT's header and claims with the dot after them: three
+// base64url parts, the first two JSON objects. A JWT whose claims hold a
+// secret (Codex's agent identity carries a private key) is no JWT here:
+// its placeholder keeps nothing of it.
+func jwtHead(s string) (string, bool) {
+	parts := strings.Split(s, ".")
+	if len(parts) != 3 {
+		return "", false
+	}
+	for i, p := range parts {
+		if p == "" || strings.Trim(p, base64url) != "" {
+			return "", false
+		}
+		if i == 2 {
+			break
+		}
+		b, err := base64.RawURLEncoding.DecodeString(p)
+		var obj map[string]any
+		if err != nil || json.Unmarshal(b, &obj) != nil || obj == nil || holdsSecret(obj) {
+			return "", false
+		}
+	}
+	return parts[0] + "." + parts[1] + ".", true
+}
+
+const base64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// holdsSecret says whether a name anywhere in v is a secret's.
+func holdsSecret(v any) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if secretName(k) || holdsSecret(x) {
+				return true
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if holdsSecret(x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// signature is head, the JWT's header and claims, and a signature drawn
+// of base64url characters as long as secret's.
+func signature(secret, head string) (string, error) {
+	n := len(secret) - len(head)
+	if n < 8 {
+		return "", errors.New("a JWT with a signature shorter than 8 characters has no placeholder that cannot be guessed")
+	}
+	out := []byte(head)
+	for range n {
+		i, err := rand.Int(rand.Reader, big.NewInt(int64(len(base64url))))
+		if err != nil {
+			return "", err
+		}
+		out = append(out, base64url[i.Int64()])
+	}
+	if p := string(out); p != secret {
+		return p, nil
+	}
+	return signature(secret, head)
 }

@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -15,6 +17,7 @@ func TestPlaceholderShape(t *testing.T) {
 		"ya29.a0AfH6SMBx-abc.def_GHI",
 		"AIzaSyA-0123456789abcdefghijklmnopqrstu",
 		"plainsecretvalue123",
+		fakes["idjwt"],
 	} {
 		p, err := Placeholder(secret)
 		if err != nil {
@@ -31,6 +34,9 @@ func TestPlaceholderShape(t *testing.T) {
 				}
 				break
 			}
+		}
+		if _, jwt := jwtHead(secret); jwt {
+			continue // TestPlaceholderJWT
 		}
 		for i := range secret {
 			if class(secret[i]) != class(p[i]) {
@@ -56,4 +62,55 @@ func class(c byte) int {
 		return 3
 	}
 	return int(c) + 4
+}
+
+// TestPlaceholderJWT: a JWT's placeholder keeps its header and claims,
+// which clients decode, and only its signature differs; claims that hold
+// a secret are not kept.
+func TestPlaceholderJWT(t *testing.T) {
+	enc := base64.RawURLEncoding.EncodeToString
+	head := enc([]byte(`{"alg":"RS256","typ":"JWT"}`))
+	for _, secret := range []string{fakes["idjwt"], fakes["atjwt"], fakes["gidjwt"], fakes["kjwt"]} {
+		p, err := Placeholder(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := strings.LastIndexByte(secret, '.')
+		if len(p) != len(secret) || p[:i+1] != secret[:i+1] || p[i+1:] == secret[i+1:] {
+			t.Errorf("placeholder %q of %q", p, secret)
+		}
+		if strings.Trim(p[i+1:], base64url) != "" {
+			t.Errorf("signature %q is not base64url", p[i+1:])
+		}
+		parts := strings.Split(p, ".")
+		claims, err := base64.RawURLEncoding.DecodeString(parts[1])
+		if err != nil || !json.Valid(claims) {
+			t.Errorf("the placeholder's claims do not read: %v", err)
+		}
+	}
+
+	// Codex's agent identity: a private key among the claims.
+	secret := head + "." + enc([]byte(`{"agent_runtime_id":"r1","agent_private_key":"MC4CAQAwBQYDK2VwBCIEIJ"}`)) + "." + strings.Repeat("Sig0", 11)
+	p, err := Placeholder(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.IndexByte(secret, '.')
+	if strings.Contains(p, secret[i+1:strings.LastIndexByte(secret, '.')]) {
+		t.Errorf("the claims with a private key were kept: %q", p)
+	}
+
+	for _, notJWT := range []string{
+		"ya29.a0AfH6SMBx-abc.def_GHI",                   // three parts, not JSON
+		head + "." + enc([]byte(`[1,2]`)) + ".Sig0Sig0", // claims not an object
+		head + "." + enc([]byte(`{"a":1}`)) + ".",       // no signature
+		head + ".e30.Sig0Sig0.more",                     // four parts
+	} {
+		if _, ok := jwtHead(notJWT); ok {
+			t.Errorf("%q taken for a JWT", notJWT)
+		}
+	}
+	if _, err := Placeholder(head + ".e30.Sig0"); err == nil {
+		t.Error("a JWT with a 4-character signature got a placeholder")
+	}
 }
