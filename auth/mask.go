@@ -338,6 +338,7 @@ func envName(s string) bool {
 // client_secret). opencode's "access" and "refresh" hold one when the
 // value is one long word (a Copilot token has ; and = in it), and its
 // "key" when the value looks generated (it also names variables there).
+// A value with a known prefix, or a JWT, is a secret under any name.
 var secretSuffixes = []string{"apikey", "passwd", "password", "privatekey", "secret", "token"}
 
 // normalize folds a name's case and drops its separators, so that
@@ -405,10 +406,18 @@ func classify(name, v string) (string, bool) {
 	case secretName(name):
 	case (n == "access" || n == "refresh") && len(v) >= 16 && !strings.ContainsAny(v, " \t\r\n"):
 	case (n == "key" || knownPrefix(v) != "") && credentialLike(v):
+	case len(v) >= 16 && v[0] == 'e' && jwtLike(v):
 	default:
 		return "", false
 	}
 	return kindOf(n, v), true
+}
+
+// jwtLike is a JWT: a bearer token under any name (Codex's
+// agent_identity).
+func jwtLike(v string) bool {
+	_, ok := jwtKeep(v)
+	return ok
 }
 
 // kindOf tells access, refresh and id tokens from other secrets: by the

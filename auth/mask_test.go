@@ -52,6 +52,7 @@ var fakes = func() map[string]string {
 		"atjwt":  jwt(`{"aud":["https://api.openai.com/v1"],"client_id":"app_EMoamEEZ73f0CkXaXp7hrann","exp":1768089600,"https://api.openai.com/auth":{"chatgpt_account_id":"7f3c2a1e-5b4d-4c8e-9a6f-0d1e2f3a4b5c"},"scp":["openid","profile","email","offline_access"]}`, 342),
 		"gidjwt": jwt(`{"iss":"https://accounts.google.com","azp":"681255809395.apps.googleusercontent.com","email":"octocat@example.com","email_verified":true,"exp":1767225600}`, 342),
 		"kjwt":   jwt(`{"user_id":"d0f1","scope":"kimi-code","exp":1767225600}`, 43),
+		"agent":  jwt(`{"agent_runtime_id":"r-7","agent_private_key":"MC4CAQAwBQYDK2VwBCIEIPz","account_id":"a-1","email":"octocat@example.com","plan_type":"pro"}`, 86),
 	}
 }()
 
@@ -103,6 +104,12 @@ var maskTests = []struct {
 		name: "codex api key", file: "auth.json",
 		content: `{"OPENAI_API_KEY":"{{proj}}","tokens":null,"last_refresh":null}`,
 		want:    []wantField{{"OPENAI_API_KEY", "key", ""}},
+	},
+	{
+		name: "codex agent identity", file: "auth.json",
+		content: `{"auth_mode":"agentIdentity","OPENAI_API_KEY":null,"agent_identity":"{{agent}}"}`,
+		want:    []wantField{{"agent_identity", "key", ""}},
+		kept:    []string{`"auth_mode":"agentIdentity"`},
 	},
 	{
 		name: "gemini oauth", file: "oauth_creds.json",

@@ -27,14 +27,14 @@ var knownPrefixes = []string{
 // letter for one; any other byte kept: dashes, dots, underscores), drawn
 // at random. Of a JWT it keeps the header and the claims, which clients
 // read (Codex takes the account, plan and expiry from its id_token), and
-// draws a signature of base64url characters. Two calls give two
-// placeholders.
+// draws the signature of base64url characters; claims that hold a secret
+// are drawn too. Two calls give two placeholders.
 func Placeholder(secret string) (string, error) {
 	if len(secret) < 8 {
 		return "", errors.New("a secret shorter than 8 bytes has no placeholder that cannot be guessed")
 	}
-	if head, ok := jwtHead(secret); ok {
-		return signature(secret, head)
+	if keep, ok := jwtKeep(secret); ok {
+		return jwtPlaceholder(secret, keep)
 	}
 	head := knownPrefix(secret)
 	out := []byte(head)
@@ -71,32 +71,48 @@ func Placeholder(secret string) (string, error) {
 	return p, nil
 }
 
-// jwtHead is a JWT's header and claims with the dot after them: three
-// base64url parts, the first two JSON objects. A JWT whose claims hold a
-// secret (Codex's agent identity carries a private key) is no JWT here:
-// its placeholder keeps nothing of it.
-func jwtHead(s string) (string, bool) {
+// jwtKeep is how much of a JWT its placeholder keeps: the header and
+// the claims with the dots after them, or the header alone when the
+// claims hold a secret (Codex's agent identity carries a private key). A
+// JWT is three base64url parts, the first a JSON object.
+func jwtKeep(s string) (int, bool) {
 	parts := strings.Split(s, ".")
 	if len(parts) != 3 {
-		return "", false
+		return 0, false
 	}
-	for i, p := range parts {
+	for _, p := range parts {
 		if p == "" || strings.Trim(p, base64url) != "" {
-			return "", false
-		}
-		if i == 2 {
-			break
-		}
-		b, err := base64.RawURLEncoding.DecodeString(p)
-		var obj map[string]any
-		if err != nil || json.Unmarshal(b, &obj) != nil || obj == nil || holdsSecret(obj) {
-			return "", false
+			return 0, false
 		}
 	}
-	return parts[0] + "." + parts[1] + ".", true
+	if !jsonObject(parts[0], nil) {
+		return 0, false
+	}
+	var claims map[string]any
+	if !jsonObject(parts[1], &claims) || holdsSecret(claims) {
+		return len(parts[0]) + 1, true
+	}
+	return len(parts[0]) + len(parts[1]) + 2, true
 }
 
 const base64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// jsonObject says whether p is base64url for a JSON object, read into obj
+// if it is not nil.
+func jsonObject(p string, obj *map[string]any) bool {
+	b, err := base64.RawURLEncoding.DecodeString(p)
+	if err != nil {
+		return false
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil || m == nil {
+		return false
+	}
+	if obj != nil {
+		*obj = m
+	}
+	return true
+}
 
 // holdsSecret says whether a name anywhere in v is a secret's.
 func holdsSecret(v any) bool {
@@ -117,23 +133,28 @@ func holdsSecret(v any) bool {
 	return false
 }
 
-// signature is head, the JWT's header and claims, and a signature drawn
-// of base64url characters as long as secret's.
-func signature(secret, head string) (string, error) {
-	n := len(secret) - len(head)
-	if n < 8 {
-		return "", errors.New("a JWT with a signature shorter than 8 characters has no placeholder that cannot be guessed")
-	}
-	out := []byte(head)
-	for range n {
-		i, err := rand.Int(rand.Reader, big.NewInt(int64(len(base64url))))
+// jwtPlaceholder keeps the first keep bytes of a JWT and its dots, and
+// draws the rest of base64url characters.
+func jwtPlaceholder(secret string, keep int) (string, error) {
+	out := []byte(secret[:keep])
+	varied := 0
+	for i := keep; i < len(secret); i++ {
+		if secret[i] == '.' {
+			out = append(out, '.')
+			continue
+		}
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(base64url))))
 		if err != nil {
 			return "", err
 		}
-		out = append(out, base64url[i.Int64()])
+		out = append(out, base64url[n.Int64()])
+		varied++
+	}
+	if varied < 8 {
+		return "", errors.New("a JWT with fewer than 8 characters past what it shows has no placeholder that cannot be guessed")
 	}
 	if p := string(out); p != secret {
 		return p, nil
 	}
-	return signature(secret, head)
+	return jwtPlaceholder(secret, keep)
 }
