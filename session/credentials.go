@@ -82,7 +82,7 @@ func (s *Session) copyState(cli string, it auth.Item) error {
 			if !e.Type().IsRegular() || isSecret(it, e.Name()) || !settingsFile(filepath.Join(it.Host, e.Name())) {
 				continue
 			}
-			if err := s.copyFileAside(filepath.Join(it.Host, e.Name()), path.Join(dst, e.Name())); err != nil {
+			if err := s.copyStateFile(cli, filepath.Join(it.Host, e.Name()), path.Join(dst, e.Name())); err != nil {
 				return err
 			}
 		}
@@ -91,7 +91,20 @@ func (s *Session) copyState(cli string, it auth.Item) error {
 	if err := s.ensureDirs(path.Dir(dst)); err != nil {
 		return err
 	}
-	return s.copyFileAside(it.Host, dst)
+	return s.copyStateFile(cli, it.Host, dst)
+}
+
+// copyStateFile copies the host state file src of cli to dst aside, its
+// secrets masked when cli's credentials are.
+func (s *Session) copyStateFile(cli, src, dst string) error {
+	if !s.m.masked(cli) {
+		return s.copyFileAside(src, dst)
+	}
+	tmp := dst + ".new"
+	if err := s.writeMasked(cli, src, tmp); err != nil {
+		return err
+	}
+	return s.root.Rename(tmp, dst)
 }
 
 // maxSettingsFile bounds a file copied from a CLI's state directory:
@@ -286,8 +299,15 @@ func (s *Session) bindCredentials(spec *jail.Spec, exps []auth.Exposure, opened 
 			if err := s.mountPoint(it.Rel, it.Dir); err != nil {
 				return fmt.Errorf("prepare mount point %s: %w", target, err)
 			}
+			masked := s.m.masked(e.Name)
 			if !it.State {
-				if err := s.addHostMount(spec, it.Host, target, opened); err != nil {
+				var err error
+				if masked {
+					err = s.addMaskedMount(spec, e.Name, it.Host, it.Rel, target, opened)
+				} else {
+					err = s.addHostMount(spec, it.Host, target, opened)
+				}
+				if err != nil {
 					return err
 				}
 				continue
@@ -313,13 +333,40 @@ func (s *Session) bindCredentials(spec *jail.Spec, exps []auth.Exposure, opened 
 				if err := s.mountPoint(path.Join(src, sec.Name), sec.Dir); err != nil {
 					return fmt.Errorf("prepare mount point for %s: %w", sec.Host, err)
 				}
-				if err := s.addHostMount(spec, sec.Host, filepath.Join(target, sec.Name), opened); err != nil {
+				if masked {
+					err = s.addMaskedMount(spec, e.Name, sec.Host, path.Join(it.Rel, sec.Name), filepath.Join(target, sec.Name), opened)
+				} else {
+					err = s.addHostMount(spec, sec.Host, filepath.Join(target, sec.Name), opened)
+				}
+				if err != nil {
 					return err
 				}
 			}
 		}
 	}
 	spec.Hide = append(spec.Hide, filepath.Join(s.Path, stateDir))
+	return nil
+}
+
+// addMaskedMount binds the masked copy of the host credential host of
+// cli read-only at target, by descriptor: the copy is written in the
+// state directory (maskedRel of rel), and rewritten in place by each
+// call after (refreshMasked), so that a running sandbox sees the host's
+// latest.
+func (s *Session) addMaskedMount(spec *jail.Spec, cli, host, rel, target string, opened *[]*os.File) error {
+	src := maskedRel(cli, rel)
+	if err := s.ensureDirs(path.Dir(src)); err != nil {
+		return fmt.Errorf("prepare %s: %w", src, err)
+	}
+	if err := s.writeMasked(cli, host, src); err != nil {
+		return fmt.Errorf("mask %s: %w", host, err)
+	}
+	f, err := openPath(s.root, src)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", src, err)
+	}
+	*opened = append(*opened, f)
+	spec.Mounts = append(spec.Mounts, jail.Mount{Source: filepath.Join(s.Path, src), Target: target, File: f})
 	return nil
 }
 
@@ -406,7 +453,7 @@ func (s *Session) placeCredentials(exps []auth.Exposure, link bool) (undo func()
 		for _, it := range e.Items {
 			rel := filepath.ToSlash(it.Rel)
 			if p, ok := s.placed[rel]; ok {
-				if p.n > 0 || (link && s.intact(it)) {
+				if p.n > 0 || (link && s.intact(e.Name, it)) {
 					p.n++
 					mine = append(mine, rel)
 					continue
@@ -446,7 +493,11 @@ func (s *Session) unplaceCredentials() error {
 // left it: the symlink to its host path, or for a state copy a file or
 // directory of its kind with a symlink to the host at each of its
 // secrets.
-func (s *Session) intact(it auth.Item) bool {
+func (s *Session) intact(cli string, it auth.Item) bool {
+	if s.m.masked(cli) {
+		// Masked copies are made again by every call: the host's latest.
+		return false
+	}
 	rel := filepath.ToSlash(it.Rel)
 	linked := func(rel, host string) bool {
 		to, err := s.root.Readlink(rel)
@@ -503,6 +554,10 @@ func (s *Session) placeItem(cli string, it auth.Item, link bool) (remove func() 
 		}
 	}()
 	place := func(host, dst string) error {
+		if s.m.masked(cli) {
+			// The jail holds placeholders only: a copy of its own.
+			return s.writeMasked(cli, host, dst)
+		}
 		if link {
 			return s.root.Symlink(host, dst)
 		}

@@ -23,7 +23,9 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 	if cfg.Backend.Credentials() == jail.LinkCredentials {
 		var names []string
 		for _, e := range exps {
-			names = append(names, e.Name)
+			if !s.m.masked(e.Name) { // the jail holds a masked copy
+				names = append(names, e.Name)
+			}
 		}
 		enabled = auth.EnabledPaths(names, cfg.Home, s.m.getenv)
 		for i, p := range enabled {
@@ -38,6 +40,15 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 	// keep the sandbox from starting.
 	if s.m.registry != "" && !cfg.Backend.Agents() {
 		unread = append(unread, otherJails(s.m.registry, s.m.ownJails())...)
+	}
+	// A masked CLI's host credentials are read by no command, whatever
+	// the deny list says: the jail has their masked copies.
+	var masked []string
+	for n := range cfg.Mask.CLIs {
+		masked = append(masked, n)
+	}
+	for _, p := range auth.EnabledPaths(masked, cfg.Home, s.m.getenv) {
+		unread = append(unread, jail.CanonicalPath(p))
 	}
 	for _, p := range cfg.Deny.Paths {
 		if !slices.ContainsFunc(enabled, func(e string) bool { return within(p, e) }) {

@@ -34,7 +34,11 @@ type egressMark int
 // it serves once the backend gives it its listener.
 func (s *Session) newEgress(allow egress.Policy) *agentEgress {
 	e := &agentEgress{}
-	e.proxy = egress.New(allow, egress.Options{Refused: e.add, Log: s.m.log.With("session", s.Name)})
+	opts := egress.Options{Refused: e.add, Log: s.m.log.With("session", s.Name)}
+	if s.mask != nil {
+		opts.Masks = s.mask.masks
+	}
+	e.proxy = egress.New(allow, opts)
 	return e
 }
 

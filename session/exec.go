@@ -193,7 +193,14 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 		credEnv = append(credEnv, e.Env...)
 	}
 	cfg := s.m.cfg
-	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: callEnv(s.m.hostEnv(), s.Path, credEnv, req.Env), ViewGen: s.m.viewGen()}
+	host := s.m.hostEnv()
+	if s.mask != nil {
+		// Masked variables reach the jail as placeholders, whether a
+		// CLI's or passed (--pass-env); the request's own are its own.
+		credEnv = s.maskEnv(credEnv)
+		host = s.maskHostEnv(host)
+	}
+	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: callEnv(host, s.Path, credEnv, req.Env), ViewGen: s.m.viewGen()}
 
 	var runner jail.Runner
 	var slot *agentSlot
@@ -214,6 +221,9 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 		defer done()
 		runner = r
 	}
+	if mode := cfg.Backend.Credentials(); mode == jail.BindCredentials && slot != nil && s.mask != nil {
+		s.refreshMasked(exps)
+	}
 	if mode := cfg.Backend.Credentials(); mode != jail.BindCredentials {
 		undo, err := s.placeCredentials(exps, mode == jail.LinkCredentials)
 		if err != nil {
@@ -229,7 +239,7 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer s.track(cancel)()
-	res, err := s.run(ctx, runner, slot, call, req, p.timeout)
+	res, err := s.run(ctx, runner, slot, call, req, p)
 	if slot != nil && errors.Is(err, jail.ErrAgentLost) && ctx.Err() == nil {
 		// The agent was lost before it started the command (killed from
 		// the host, say): the call runs once on a new one, which says why.
@@ -239,7 +249,7 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 		}
 		s.agentDone(slot)
 		slot, restarted = next, why
-		res, err = s.run(ctx, slot.runner, slot, call, req, p.timeout)
+		res, err = s.run(ctx, slot.runner, slot, call, req, p)
 	}
 	if res != nil {
 		res.AgentRestarted = restarted
@@ -474,19 +484,32 @@ func (s *Session) resolveCwd(cwd string) (string, error) {
 }
 
 // run starts call with runner (slot: the session agent it is, or nil)
-// and waits for it, its output and its deadline.
-func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, call jail.Call, req Request, timeout time.Duration) (*Result, error) {
+// and waits for it, its output and its deadline (p's).
+func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, call jail.Call, req Request, p callPlan) (*Result, error) {
 	cfg := s.m.cfg
+	timeout := p.timeout
 	res := &Result{
 		Session: s.Name, Jail: s.Path, Backend: cfg.Backend.Name(),
 		Confined: cfg.Backend.Confined(), Timeout: timeout,
 	}
+	var eg *agentEgress // the proxy the call goes through
+	if slot != nil {
+		eg = slot.egress
+	}
+	if s.mask != nil && p.network {
+		// Masked credentials: the proxy is in the path whenever the
+		// network is on, and the jail trusts its authority.
+		var err error
+		if call.Env, eg, err = s.maskCall(call.Env, eg); err != nil {
+			return nil, err
+		}
+	}
 	var refusals egressMark
-	if slot != nil && slot.egress != nil {
-		// The agent's proxy: the variables every client reads, and what
-		// it refuses from now on.
-		call.Env = proxyEnv(call.Env, slot.egress.port)
-		refusals = slot.egress.mark()
+	if eg != nil {
+		// The proxy: the variables every client reads, and what it
+		// refuses from now on.
+		call.Env = proxyEnv(call.Env, eg.port)
+		refusals = eg.mark()
 	}
 	out := s.newCallOutput()
 	sio, err := attachStreams(&call, req, out)
@@ -585,8 +608,8 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	if stopped == OverBound && bound == BoundMemory && proc.Tree != nil {
 		res.SharedMemory = proc.Tree().Shared
 	}
-	if slot != nil && slot.egress != nil {
-		res.Refusals = slot.egress.since(refusals)
+	if eg != nil {
+		res.Refusals = eg.since(refusals)
 	}
 	s.finishOutput(res, out, req, sio.counted)
 	s.checkDiskAfter(res)

@@ -73,6 +73,9 @@ type Config struct {
 	// Overlay shows every command the project copy-on-write (--overlay),
 	// its changes in the session's layer (overlay.go).
 	Overlay bool
+	// Mask are the credentials the jail gets as placeholders (--mask,
+	// mask.go), from ResolveMask.
+	Mask MaskConfig
 }
 
 // Observer is told what the sessions' commands did: each call's (and
@@ -95,6 +98,9 @@ type Manager struct {
 	// hostEnv is what every call's environment takes of the host's
 	// (hostEnv of cfg.Environ and cfg.PassEnv), made once.
 	hostEnv func() map[string]string
+	// masking is the authority of the proxies that put masked
+	// credentials in, and the bundle the jails trust; nil: none masked.
+	masking *masking
 	// caches are the host caches the project view shows in each jail,
 	// and views the watch of the project that numbers its states.
 	caches []hostCache
@@ -160,6 +166,12 @@ func New(cfg Config) (*Manager, error) {
 	}
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
+	if !cfg.Mask.Empty() {
+		if m.masking, err = newMasking(); err != nil {
+			base.Close()
+			return nil, err
+		}
+	}
 	if dir := registryDir(getenv); dir != "" {
 		if err := register(dir, m.ownJails()); err != nil {
 			log.Warn("name the project's jails where this user's other servers hide them from their commands", "dir", dir, "err", err)
@@ -331,6 +343,9 @@ func (m *Manager) Open(name string) (*Session, error) {
 		return nil, fmt.Errorf("open jail %s: removed by jail-mcp prune meanwhile; open it again", path)
 	}
 	s := &Session{m: m, Name: name, Path: path, root: root, lock: lock, running: map[uint64]*call{}, agents: map[agentKey]*agentSlot{}}
+	if m.masking != nil {
+		s.mask = newSessionMask(m.masking.ca)
+	}
 	s.touch()
 	s.ensureSkeleton()
 	s.refreshState()

@@ -40,6 +40,9 @@ type Session struct {
 	credMu sync.Mutex
 	placed map[string]*placement
 
+	// mask is the session's masked credentials (mask.go), nil when none.
+	mask *sessionMask
+
 	// agentMu guards agents: the session agent of each policy in use.
 	agentMu sync.Mutex
 	agents  map[agentKey]*agentSlot
@@ -89,6 +92,7 @@ func (s *Session) Close() error {
 	s.resetMu.Lock()
 	defer s.resetMu.Unlock()
 	s.stopAgents()
+	s.closeMask()
 	s.cleanViews()
 	if err := s.unplaceCredentials(); err != nil {
 		s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)

@@ -65,6 +65,7 @@ type StatusResult struct {
 	Gaps       []string            `json:"network_gaps"`
 	Writable   []string            `json:"writable"`
 	DenyRead   DenyRead            `json:"deny_read"`
+	Mask       session.MaskInfo    `json:"mask"`
 	Auth       []AuthEntry         `json:"auth"`
 	Usage      session.Usage       `json:"usage"`
 	Running    int                 `json:"running"`
@@ -122,6 +123,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	out.Writable = append([]string{}, cfg.Writable...)
 	out.DenyRead = DenyRead{Default: cfg.Deny.Default, Paths: append([]string{}, cfg.Deny.Paths...), Shown: append([]string{}, cfg.Deny.Shown...)}
 	out.DenyRead.How, out.DenyRead.Gaps = jail.DescribeUnread(cfg.Backend)
+	out.Mask = s.MaskInfo()
 	if cfg.Allow != nil {
 		for _, r := range cfg.Allow.Rules {
 			out.Allow = append(out.Allow, r.String())
@@ -198,6 +200,12 @@ func renderStatus(s StatusResult) string {
 	}
 	for _, g := range s.DenyRead.Gaps {
 		fmt.Fprintf(&b, "read gap: %s\n", g)
+	}
+	for _, c := range s.Mask.Credentials {
+		fmt.Fprintf(&b, "masked (--mask): %s, the real value sent only over TLS to %s\n", c.Name, strings.Join(c.Hosts, ", "))
+	}
+	if len(s.Mask.Credentials) > 0 {
+		fmt.Fprintf(&b, "masking proxy's authority (key in the server's memory only): SHA-256 %s; the jail trusts it through %s\n", s.Mask.CA, s.Mask.Bundle)
 	}
 	if len(s.Auth) > 0 {
 		var names []string

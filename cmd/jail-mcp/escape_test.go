@@ -58,6 +58,7 @@ func TestEscape(t *testing.T) {
 		t.Run("8", fx.failClosed)
 		t.Run("jobs", fx.jobs)
 		t.Run("egress", fx.egress)
+		t.Run("mask", fx.mask)
 	})
 }
 

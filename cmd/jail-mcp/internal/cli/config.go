@@ -42,6 +42,8 @@ type Config struct {
 	// the server user's home); DenyDefault: "default" is among them.
 	DenyRead    []string
 	DenyDefault bool
+	// Mask are the credentials the jail gets as placeholders (--mask).
+	Mask auth.Mask
 	Session     string
 	Listen      string
 	Token       string
@@ -121,6 +123,7 @@ var options = []option{
 	{"auth", "JAIL_MCP_AUTH", "all", "`LIST` of CLIs whose credentials are visible read-only: all, none, or names", parseAuth},
 	{"writable", "JAIL_MCP_WRITABLE", "", "`PATHS` of the project (comma list, like node_modules,build) that commands write in place: the host project changes there", parseWritable},
 	{"deny-read", "JAIL_MCP_DENY_READ", "default", "`LIST` of host paths no command reads (absolute, ~/ for the server user's home, or of the project; the last element may be a pattern); default stands for the built-in list of secret files (see docs/configuration.md); '' denies nothing", parseDenyRead},
+	{"mask", "JAIL_MCP_MASK", "", "`LIST` of credentials the jail gets as placeholders, the real values sent by the server's proxy only over TLS to their hosts: all, CLI names, env:NAME; @HOST,HOST adds hosts (env:GH_TOKEN@api.github.com,github.com); '' masks nothing", parseMask},
 	{"session", "JAIL_MCP_SESSION", "", "session `NAME` (default: a new UUID); a fixed name keeps the jail across restarts", parseSession},
 	{"listen", "JAIL_MCP_LISTEN", "", "serve streamable HTTP at /mcp on `ADDR` (host:port), one jail per MCP session", func(c *Config, v string) error { c.Listen = v; return nil }},
 	{"token", "JAIL_MCP_TOKEN", "", "refused: a `TOKEN` on the command line is readable by every local process; set $JAIL_MCP_TOKEN or --token-file instead", func(c *Config, v string) error { c.Token = v; return nil }},
@@ -409,6 +412,15 @@ func parseDenyRead(c *Config, v string) error {
 		}
 	}
 	c.DenyRead, c.DenyDefault = entries, def
+	return nil
+}
+
+func parseMask(c *Config, v string) error {
+	m, err := auth.ParseMask(v)
+	if err != nil {
+		return err
+	}
+	c.Mask = m
 	return nil
 }
 

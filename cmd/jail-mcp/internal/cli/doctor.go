@@ -13,6 +13,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session"
 )
 
 // DoctorReport is what "jail-mcp doctor --json" prints.
@@ -43,7 +44,12 @@ type DoctorReport struct {
 	DenyRead     *auth.Deny `json:"deny_read,omitempty"`
 	DenyReadHow  string     `json:"deny_read_how,omitempty"`
 	DenyReadGaps []string   `json:"deny_read_gaps,omitempty"`
-	Version      string     `json:"version"`
+	// Mask are the credentials the jail would hold as placeholders
+	// (--mask), each with its hosts; MaskCA says of the proxy's
+	// authority what holds before a server starts.
+	Mask    []session.MaskedCredential `json:"mask"`
+	MaskCA  string                     `json:"mask_ca,omitempty"`
+	Version string                     `json:"version"`
 }
 
 // doctor tells which backends exist here, which one would be used, why the
@@ -56,7 +62,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 	// What commands write in place is checked as the server checks it.
 	var skip []string
 	for _, o := range options {
-		if !slices.Contains([]string{"project", "root", "writable"}, o.flag) {
+		if !slices.Contains([]string{"project", "root", "writable", "auth", "pass-env", "mask"}, o.flag) {
 			skip = append(skip, o.flag)
 		}
 	}
@@ -88,6 +94,14 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		return UsageError("%v", err)
 	}
 	r.DenyRead = &deny
+	mask, err := session.ResolveMask(cfg.Mask, cfg.Auth, cfg.PassEnv)
+	if err != nil {
+		return UsageError("invalid --mask: %v", err)
+	}
+	r.Mask = mask.Credentials()
+	if len(r.Mask) > 0 {
+		r.MaskCA = "made by each server at its start, its private key in the server's memory only (never written); a running server's jail_status gives its SHA-256 fingerprint, and its jails trust it through <jail>/" + session.CABundleRel
+	}
 	b, err := jail.Open(ctx, *backend, opts)
 	if err == nil {
 		r.DenyReadHow, r.DenyReadGaps = jail.DescribeUnread(b)
@@ -140,6 +154,12 @@ func printDenyRead(w io.Writer, r DoctorReport) {
 	}
 	for _, g := range r.DenyReadGaps {
 		fmt.Fprintf(w, "  gap: %s\n", g)
+	}
+	for _, c := range r.Mask {
+		fmt.Fprintf(w, "--mask: %s reaches the jail as placeholders; the real value goes only over TLS to %s\n", c.Name, strings.Join(c.Hosts, ", "))
+	}
+	if r.MaskCA != "" {
+		fmt.Fprintf(w, "  the proxy's authority: %s\n", r.MaskCA)
 	}
 	if len(r.DenyReadGaps) > 0 && r.Selected == "landlock" {
 		fmt.Fprintln(w, "  so: put no secret in a command line (the server takes none: --token is refused), and use bwrap where sessions belong to different people")

@@ -62,6 +62,12 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		return nil, st, err
 	}
 	scfg.Deny = deny
+	if scfg.Mask, err = session.ResolveMask(cfg.Mask, cfg.Auth, cfg.PassEnv); err != nil {
+		return nil, st, fmt.Errorf("invalid --mask: %w", err)
+	}
+	if !scfg.Mask.Empty() && !cfg.Network {
+		log.Warn("--mask with --network off: no command reaches a host, the placeholders stand for nothing a command can use")
+	}
 	b, err := jail.Open(ctx, cfg.Backend, jail.Options{Getenv: getenv, SkipTrialRun: oneCall})
 	var unavailable *jail.UnavailableError
 	switch {

@@ -5,6 +5,7 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -101,9 +102,17 @@ func Main(m *testing.M) {
 		if hosts := os.Getenv(TestHosts); hosts != "" {
 			egress.SystemResolver = hostsResolver(hosts)
 		}
+		if roots := os.Getenv(TestRoots); roots != "" {
+			pem, err := os.ReadFile(roots)
+			pool := x509.NewCertPool()
+			if err != nil || !pool.AppendCertsFromPEM(pem) {
+				panic(fmt.Sprintf("%s=%s: no certificates (%v)", TestRoots, roots, err))
+			}
+			egress.UpstreamRoots = pool
+		}
 		environ := []string{}
 		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, AsServer+"=") && !strings.HasPrefix(kv, TestHosts+"=") {
+			if !strings.HasPrefix(kv, AsServer+"=") && !strings.HasPrefix(kv, TestHosts+"=") && !strings.HasPrefix(kv, TestRoots+"=") {
 				environ = append(environ, kv)
 			}
 		}
@@ -457,6 +466,11 @@ var firstRead sync.Map
 // resolver of its allowlists' proxies: NAME=IP[|IP...] pairs separated by
 // commas. The tests reach loopback servers by names they make up.
 const TestHosts = "JAIL_MCP_TEST_HOSTS"
+
+// TestRoots, in the environment of a server under test, names a PEM
+// file of the only roots its masking proxies trust upstream: the tests'
+// providers are local servers with certificates of their own authority.
+const TestRoots = "JAIL_MCP_TEST_ROOTS"
 
 // hostsResolver resolves the names of a TestHosts value, and no other.
 type hostsResolver string

@@ -1,0 +1,157 @@
+package auth
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Mask is the operator's --mask list: the credentials the jail gets as
+// placeholders, the real values staying in the server's memory, and the
+// hosts beyond the registry's each may be sent to.
+type Mask struct {
+	// All masks every CLI --auth enables.
+	All bool
+	// CLIs maps a CLI's canonical name to the hosts added to its
+	// registry's (CLI.Hosts).
+	CLIs map[string][]string
+	// Env maps a variable to the hosts its value may be sent to; none:
+	// those of the CLI it belongs to (CLI.SecretEnv).
+	Env map[string][]string
+}
+
+// Empty reports whether m masks nothing.
+func (m Mask) Empty() bool { return !m.All && len(m.CLIs) == 0 && len(m.Env) == 0 }
+
+// Masks reports whether m masks the CLI name.
+func (m Mask) Masks(name string) bool {
+	_, ok := m.CLIs[name]
+	return m.All || ok
+}
+
+// String is m as --mask takes it.
+func (m Mask) String() string {
+	var out []string
+	if m.All {
+		out = append(out, "all")
+	}
+	entry := func(name string, hosts []string) string {
+		if len(hosts) == 0 {
+			return name
+		}
+		return name + "@" + strings.Join(hosts, ",")
+	}
+	for _, n := range slices.Sorted(maps.Keys(m.CLIs)) {
+		out = append(out, entry(n, m.CLIs[n]))
+	}
+	for _, n := range slices.Sorted(maps.Keys(m.Env)) {
+		out = append(out, entry("env:"+n, m.Env[n]))
+	}
+	return strings.Join(out, ",")
+}
+
+// ParseMask reads --mask: a comma list of "all", names of the registry
+// and "env:NAME", each optionally followed by "@HOST" and more hosts
+// (env:GH_TOKEN@api.github.com,github.com): the entries after an "@"
+// that are neither a registry name, "all" nor "env:" are its hosts.
+// "" masks nothing.
+func ParseMask(s string) (Mask, error) {
+	m := Mask{CLIs: map[string][]string{}, Env: map[string][]string{}}
+	cli, env := map[string]*[]string{}, map[string]*[]string{}
+	var hosts *[]string // the entry that took "@": what follows may be its hosts
+	add := func(h string) error {
+		h = strings.ToLower(strings.TrimSuffix(h, "."))
+		if !hostName(h) {
+			return fmt.Errorf("%q: want a host name (api.example.com)", h)
+		}
+		if !slices.Contains(*hosts, h) {
+			*hosts = append(*hosts, h)
+		}
+		return nil
+	}
+	entry := func(in map[string]*[]string, name string) *[]string {
+		if in[name] == nil {
+			in[name] = &[]string{}
+		}
+		return in[name]
+	}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		name, host, at := strings.Cut(f, "@")
+		c, known := Canonical(name)
+		if hosts != nil && !at && !known && name != "all" && !strings.HasPrefix(name, "env:") {
+			if err := add(f); err != nil {
+				return Mask{}, err
+			}
+			continue
+		}
+		hosts = nil
+		switch {
+		case name == "all":
+			if at {
+				return Mask{}, fmt.Errorf("all@%s: name the CLI the hosts are for", host)
+			}
+			m.All = true
+			continue
+		case strings.HasPrefix(name, "env:"):
+			v := strings.TrimPrefix(name, "env:")
+			if !varName(v) {
+				return Mask{}, fmt.Errorf("%q: want env:NAME, a variable's name", f)
+			}
+			hosts = entry(env, v)
+		case known:
+			hosts = entry(cli, c)
+		default:
+			return Mask{}, fmt.Errorf("%q: want all, a CLI's name (%s) or env:NAME", f, strings.Join(Names(), ", "))
+		}
+		if at {
+			if err := add(host); err != nil {
+				return Mask{}, err
+			}
+		}
+	}
+	for k, v := range cli {
+		m.CLIs[k] = *v
+	}
+	for k, v := range env {
+		m.Env[k] = *v
+	}
+	return m, nil
+}
+
+// hostName reports whether s is a DNS name of letters, digits, hyphens
+// and underscores (a name only: a masked credential is sent over TLS to
+// names, never to addresses).
+func hostName(s string) bool {
+	if s == "" || len(s) > 253 || !strings.ContainsAny(s, "abcdefghijklmnopqrstuvwxyz") {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// varName reports whether s is a variable's name.
+func varName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,580 @@
+package session
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jail-mcp/jail-mcp/auth"
+	"github.com/jail-mcp/jail-mcp/session/egress"
+)
+
+// Masking (--mask, issue 31): the credentials of a masked CLI and the
+// masked variables reach the jail as placeholders of the same shape; the
+// real values stay in the server (read from the host's files when a
+// request needs them), and the session's proxy puts them in on TLS
+// requests to the hosts each is bound to, which it terminates with the
+// server's authority. The jail trusts that authority through a bundle of
+// the system's roots and it (caBundle), and the proxy variables point at
+// the proxy whenever the network is on.
+
+// MaskConfig is --mask resolved against the registry, --auth and
+// --pass-env: where each masked credential may be sent.
+type MaskConfig struct {
+	CLIs map[string]MaskHosts // a masked CLI's
+	Env  map[string]MaskHosts // a masked variable's
+}
+
+// MaskHosts is where one masked credential may go.
+type MaskHosts struct {
+	Hosts      []string `json:"hosts"`
+	TokenPaths []string `json:"token_paths,omitempty"` // paths of the token endpoints on Hosts
+	Rotates    bool     `json:"rotates,omitempty"`     // the provider rotates refresh tokens: a refresh is refused
+}
+
+// Empty reports whether nothing is masked.
+func (c MaskConfig) Empty() bool { return len(c.CLIs) == 0 && len(c.Env) == 0 }
+
+// ResolveMask resolves the operator's --mask for the CLIs --auth enables
+// (enabled) and the variables --pass-env passes (pass): every masked CLI
+// must be enabled, every masked variable passed (or a variable of an
+// enabled CLI), and every variable bound to hosts, its own or its CLI's.
+func ResolveMask(m auth.Mask, enabled, pass []string) (MaskConfig, error) {
+	c := MaskConfig{CLIs: map[string]MaskHosts{}, Env: map[string]MaskHosts{}}
+	names := slices.Collect(maps.Keys(m.CLIs))
+	if m.All {
+		names = append(names, enabled...)
+	}
+	slices.Sort(names)
+	for _, n := range slices.Compact(names) {
+		if !slices.Contains(enabled, n) {
+			return c, fmt.Errorf("%s: its credentials are not enabled (--auth %s)", n, strings.Join(enabled, ","))
+		}
+		cli, _ := auth.Lookup(n)
+		h := hostsOf(cli, m.CLIs[n])
+		c.CLIs[n] = h
+		for _, v := range cli.SecretEnv {
+			c.Env[v] = h
+		}
+	}
+	for v, extra := range m.Env {
+		owner, ok := envOwner(v)
+		switch {
+		case ok && slices.Contains(enabled, owner.Name):
+		case matches(v, pass):
+		default:
+			return c, fmt.Errorf("env:%s: not passed to commands (--pass-env, or a variable of a CLI --auth enables)", v)
+		}
+		switch {
+		case ok:
+			h := hostsOf(owner, extra)
+			c.Env[v] = h
+		case len(extra) > 0:
+			c.Env[v] = MaskHosts{Hosts: slices.Clone(extra)}
+		default:
+			return c, fmt.Errorf("env:%s: name the hosts its value may be sent to (env:%s@HOST,HOST)", v, v)
+		}
+	}
+	return c, nil
+}
+
+// hostsOf is where a credential of cli may go: the registry's hosts and
+// extra.
+func hostsOf(cli auth.CLI, extra []string) MaskHosts {
+	h := MaskHosts{Hosts: slices.Clone(cli.Hosts), Rotates: cli.Rotates}
+	for _, e := range extra {
+		if !slices.Contains(h.Hosts, e) {
+			h.Hosts = append(h.Hosts, e)
+		}
+	}
+	for _, tp := range cli.TokenPaths {
+		if i := strings.IndexByte(tp, '/'); i > 0 && !slices.Contains(h.TokenPaths, tp[i:]) {
+			h.TokenPaths = append(h.TokenPaths, tp[i:])
+		}
+	}
+	return h
+}
+
+// envOwner is the CLI whose secret variable v is.
+func envOwner(v string) (auth.CLI, bool) {
+	for _, c := range auth.Registry {
+		if slices.Contains(c.SecretEnv, v) {
+			return c, true
+		}
+	}
+	return auth.CLI{}, false
+}
+
+// masking is what a manager with masked credentials holds: the
+// authority its proxies terminate TLS with, and the bundle the jails
+// trust.
+type masking struct {
+	ca     *egress.CA
+	bundle []byte // the system's roots and ca, PEM
+}
+
+// newMasking makes the authority of a server that masks credentials.
+func newMasking() (*masking, error) {
+	ca, err := egress.NewCA(time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("make the proxy's authority: %w", err)
+	}
+	return &masking{ca: ca, bundle: ca.Bundle(systemRoots())}, nil
+}
+
+// rootFiles are where the systems keep their bundle of roots (as Go's
+// crypto/x509 looks for it).
+var rootFiles = []string{
+	"/etc/ssl/certs/ca-certificates.crt",
+	"/etc/pki/tls/certs/ca-bundle.crt",
+	"/etc/ssl/ca-bundle.pem",
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+	"/etc/ssl/cert.pem",
+	"/usr/local/etc/openssl/cert.pem",
+}
+
+// systemRoots is the host's bundle of roots, PEM, or nothing.
+func systemRoots() []byte {
+	for _, f := range rootFiles {
+		if b, err := os.ReadFile(f); err == nil && len(b) > 0 {
+			return b
+		}
+	}
+	return nil
+}
+
+// caVars are the variables through which the runtimes take a bundle of
+// roots; each points at the jail's bundle (the system's roots and the
+// proxy's authority).
+var caVars = []string{
+	"SSL_CERT_FILE",       // OpenSSL, Go, Python's ssl, Ruby, Deno's rustls with system roots
+	"NODE_EXTRA_CA_CERTS", // Node
+	"REQUESTS_CA_BUNDLE",  // Python requests
+	"CURL_CA_BUNDLE",      // curl, pycurl
+	"GIT_SSL_CAINFO",      // git over HTTPS
+	"PIP_CERT",            // pip
+	"AWS_CA_BUNDLE",       // the AWS SDKs and CLI
+	"DENO_CERT",           // Deno
+	"CARGO_HTTP_CAINFO",   // cargo
+	"NPM_CONFIG_CAFILE",   // npm
+	"BUNDLE_SSL_CA_CERT",  // bundler
+	"HEX_CACERTS_PATH",    // Elixir's hex
+}
+
+// CABundleRel is where the jail's bundle of roots is, in the jail.
+const CABundleRel = ".jail-mcp/ca-bundle.pem"
+
+const caBundleRel = CABundleRel
+
+// sessionMask is a session's masked credentials: the table of its
+// placeholders its proxies substitute, and the proxy of its calls whose
+// network is on.
+type sessionMask struct {
+	masks *egress.Masks
+
+	mu   sync.Mutex
+	phs  map[string]string // what a placeholder stands for (maskKey) → it
+	open *agentEgress      // the proxy of calls whose network is on, made at the first
+}
+
+func newSessionMask(ca *egress.CA) *sessionMask {
+	roots := egress.UpstreamRoots
+	return &sessionMask{masks: egress.NewMasks(ca, roots), phs: map[string]string{}}
+}
+
+// masked reports whether the credentials of cli reach the jail masked.
+func (m *Manager) masked(cli string) bool {
+	_, ok := m.cfg.Mask.CLIs[cli]
+	return ok
+}
+
+// placeholder is the session's placeholder of value, what key names (a
+// file's field or a variable), bound as sec says: the one it has already
+// while it has the value's shape (a value that changed keeps its
+// placeholder; the real one is read when a request needs it), else a new
+// one.
+func (s *Session) placeholder(key, value string, sec egress.Secret) (string, error) {
+	sm := s.mask
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if ph, ok := sm.phs[key]; ok && sameShape(ph, value) {
+		return ph, nil
+	}
+	ph, err := auth.Placeholder(value)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", sec.Name, err)
+	}
+	sec.Placeholder = ph
+	sm.masks.Set(sec)
+	sm.phs[key] = ph
+	return ph, nil
+}
+
+// sameShape reports whether placeholder ph can stand for value: the same
+// length and, where ph has no letter or digit, the same byte.
+func sameShape(ph, value string) bool {
+	if len(ph) != len(value) {
+		return false
+	}
+	for i := range len(ph) {
+		if alnum(ph[i]) != alnum(value[i]) || !alnum(ph[i]) && ph[i] != value[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func alnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+// maskEnv replaces in vars (KEY=VALUE) the value of each masked variable
+// by its placeholder. A value that has no placeholder (too short to stand
+// in for) is left out: the real one never reaches the jail.
+func (s *Session) maskEnv(vars []string) []string {
+	env := s.m.cfg.Mask.Env
+	if len(env) == 0 {
+		return vars
+	}
+	out := make([]string, 0, len(vars))
+	for _, kv := range vars {
+		k, v, _ := strings.Cut(kv, "=")
+		h, ok := env[k]
+		if !ok || v == "" {
+			out = append(out, kv)
+			continue
+		}
+		ph, err := s.placeholder("env\x00"+k, v, egress.Secret{
+			Name: "env:" + k, Hosts: h.Hosts, TokenPaths: h.TokenPaths,
+			Value: func() (string, error) { return v, nil },
+		})
+		if err != nil {
+			s.m.log.Warn("a masked variable is left out of the jail", "session", s.Name, "variable", k, "err", err)
+			continue
+		}
+		out = append(out, k+"="+ph)
+	}
+	return out
+}
+
+// maskHostEnv is maskEnv of the host's part of a call's environment.
+func (s *Session) maskHostEnv(host map[string]string) map[string]string {
+	masked := false
+	for k := range s.m.cfg.Mask.Env {
+		if host[k] != "" {
+			masked = true
+		}
+	}
+	if !masked {
+		return host
+	}
+	vars := make([]string, 0, len(host))
+	for k, v := range host {
+		vars = append(vars, k+"="+v)
+	}
+	out := map[string]string{}
+	for _, kv := range s.maskEnv(vars) {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
+}
+
+// maxCredentialFile bounds a credential file the server masks: what is
+// larger is no credential file.
+const maxCredentialFile = 1 << 20
+
+// readCredential reads a host credential file, bounded.
+func readCredential(host string) ([]byte, error) {
+	f, err := os.Open(host)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxCredentialFile+1))
+	if err == nil && len(b) > maxCredentialFile {
+		err = fmt.Errorf("%s: larger than %d bytes, not a credential file", host, maxCredentialFile)
+	}
+	return b, err
+}
+
+// maskContent is content (the host file host of cli) with each secret it
+// holds replaced by the session's placeholder.
+func (s *Session) maskContent(cli, host string, content []byte) ([]byte, error) {
+	h := s.m.cfg.Mask.CLIs[cli]
+	name := filepath.Base(host)
+	out, _, err := auth.MaskFile(name, content, func(f auth.Field) (string, error) {
+		hosts := h.Hosts
+		if f.Host != "" {
+			hosts = []string{strings.ToLower(f.Host)}
+		}
+		key := f.Key
+		return s.placeholder(cli+"\x00"+host+"\x00"+key, f.Value, egress.Secret{
+			Name: cli + " " + s.m.homeRel(host) + " " + key, Hosts: hosts, TokenPaths: h.TokenPaths,
+			NoRefresh: h.Rotates && f.Kind == "refresh",
+			Value: func() (string, error) {
+				b, err := readCredential(host)
+				if err != nil {
+					return "", err
+				}
+				if v, ok := auth.FieldValue(name, b, key); ok {
+					return v, nil
+				}
+				return "", fmt.Errorf("%s holds no %s any more", host, key)
+			},
+		})
+	})
+	return out, err
+}
+
+// homeRel is host as ~/REL when it lies in the operator's home.
+func (m *Manager) homeRel(host string) string {
+	if rel, err := filepath.Rel(m.cfg.Home, host); err == nil && filepath.IsLocal(rel) {
+		return "~/" + filepath.ToSlash(rel)
+	}
+	return host
+}
+
+// maxMaskedDepth bounds the directories of a credential directory a
+// masked copy follows.
+const maxMaskedDepth = 4
+
+// writeMasked writes the masked copy of the host credential file or
+// directory host of cli at dst in the jail, through os.Root: a file in
+// place of what is there (one a sandbox has bound is rewritten in place,
+// so that it sees the host's latest), a directory with the masked copies
+// of its settings files (settingsFile), its subdirectories to
+// maxMaskedDepth.
+func (s *Session) writeMasked(cli, host, dst string) error {
+	return s.writeMaskedAt(cli, host, dst, 0)
+}
+
+func (s *Session) writeMaskedAt(cli, host, dst string, depth int) error {
+	fi, err := os.Stat(host)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		b, err := readCredential(host)
+		if err != nil {
+			return err
+		}
+		masked, err := s.maskContent(cli, host, b)
+		if err != nil {
+			return err
+		}
+		return s.writeInPlace(dst, masked)
+	}
+	if dfi, err := s.root.Lstat(dst); err != nil || !dfi.IsDir() {
+		if err := s.root.RemoveAll(dst); err != nil {
+			return err
+		}
+		if err := s.root.Mkdir(dst, 0o700); err != nil {
+			return err
+		}
+	}
+	entries, err := os.ReadDir(host)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		src := filepath.Join(host, e.Name())
+		switch {
+		case e.IsDir() && depth < maxMaskedDepth:
+			err = s.writeMaskedAt(cli, src, path.Join(dst, e.Name()), depth+1)
+		case e.Type().IsRegular() && settingsFile(src):
+			err = s.writeMaskedAt(cli, src, path.Join(dst, e.Name()), depth+1)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", src, err)
+		}
+	}
+	return nil
+}
+
+// writeInPlace makes dst a regular file holding b: the file that is there
+// rewritten (a bind of it shows the new content), else a new one.
+func (s *Session) writeInPlace(dst string, b []byte) error {
+	if fi, err := s.root.Lstat(dst); err == nil && fi.Mode().IsRegular() {
+		if old, err := s.root.ReadFile(dst); err == nil && bytes.Equal(old, b) {
+			return nil
+		}
+		if f, err := s.root.OpenFile(dst, os.O_WRONLY, 0); err == nil {
+			_, werr := f.WriteAt(b, 0)
+			return errors.Join(werr, f.Truncate(int64(len(b))), f.Close())
+		}
+	}
+	if err := s.root.RemoveAll(dst); err != nil {
+		return err
+	}
+	f, err := s.root.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return errors.Join(err, f.Close())
+}
+
+// refreshMasked rewrites in place the masked copies bound into the
+// session's sandboxes (bindCredentials) for the CLIs of exps, so that a
+// sandbox started earlier sees the host's latest (a token the operator's
+// CLI refreshed, its new expiry). A copy that cannot be made again is
+// said, and the one before stays.
+func (s *Session) refreshMasked(exps []auth.Exposure) {
+	s.credMu.Lock()
+	defer s.credMu.Unlock()
+	for _, e := range exps {
+		if !s.m.masked(e.Name) {
+			continue
+		}
+		for _, it := range e.Items {
+			var err error
+			if !it.State {
+				err = s.rewriteMasked(e.Name, it.Host, it.Rel)
+			}
+			for _, sec := range it.Secrets {
+				err = errors.Join(err, s.rewriteMasked(e.Name, sec.Host, path.Join(filepath.ToSlash(it.Rel), sec.Name)))
+			}
+			if err != nil {
+				s.m.log.Warn("refresh a masked credential", "session", s.Name, "cli", e.Name, "path", it.Rel, "err", err)
+			}
+		}
+	}
+}
+
+// rewriteMasked writes the masked copy of host again where a sandbox has
+// it bound; none is made where there is none.
+func (s *Session) rewriteMasked(cli, host, rel string) error {
+	dst := maskedRel(cli, rel)
+	if _, err := s.root.Lstat(dst); err != nil {
+		return nil
+	}
+	return s.writeMasked(cli, host, dst)
+}
+
+// maskedRel is where a masked copy bound into sandboxes is kept, in the
+// state directory (hidden from commands).
+func maskedRel(cli, rel string) string {
+	return path.Join(stateDir, "masked", cli, filepath.ToSlash(rel))
+}
+
+// writeBundle writes the bundle of roots the jail trusts, unless it is
+// there already.
+func (s *Session) writeBundle() error {
+	b := s.m.masking.bundle
+	if fi, err := s.root.Lstat(caBundleRel); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(len(b)) {
+		return nil
+	}
+	if err := s.ensureDirs(path.Dir(caBundleRel)); err != nil {
+		return err
+	}
+	return s.writeInPlace(caBundleRel, b)
+}
+
+// maskCall gives a call whose network is on, in a session that masks
+// credentials, the bundle of roots and, unless an allowlist's proxy holds
+// it already (eg), the proxy of the session's open network: it returns
+// the proxy the call goes through.
+func (s *Session) maskCall(env []string, eg *agentEgress) ([]string, *agentEgress, error) {
+	if err := s.writeBundle(); err != nil {
+		return env, eg, fmt.Errorf("write the jail's bundle of roots: %w", err)
+	}
+	bundle := filepath.Join(s.Path, caBundleRel)
+	env = slices.DeleteFunc(env, func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(caVars, k)
+	})
+	for _, k := range caVars {
+		env = append(env, k+"="+bundle)
+	}
+	if eg == nil {
+		var err error
+		if eg, err = s.openEgress(); err != nil {
+			return env, nil, err
+		}
+	}
+	return env, eg, nil
+}
+
+// openEgress is the session's proxy for calls whose network is on: every
+// destination allowed, TLS to the masked credentials' hosts terminated,
+// on the host's loopback. A command that goes around it sends
+// placeholders only.
+func (s *Session) openEgress() (*agentEgress, error) {
+	sm := s.mask
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if sm.open != nil {
+		return sm.open, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for the masking proxy: %w", err)
+	}
+	e := s.newEgress(egress.Policy{Open: true})
+	e.serve(ln)
+	sm.open = e
+	return e, nil
+}
+
+// closeMask ends the session's open proxy: at a reset and at its end.
+func (s *Session) closeMask() {
+	if s.mask == nil {
+		return
+	}
+	s.mask.mu.Lock()
+	defer s.mask.mu.Unlock()
+	if s.mask.open != nil {
+		s.mask.open.close()
+		s.mask.open = nil
+	}
+}
+
+// Credentials lists the masked CLIs, then the masked variables, each
+// with where it may go.
+func (c MaskConfig) Credentials() []MaskedCredential {
+	out := []MaskedCredential{}
+	for _, n := range slices.Sorted(maps.Keys(c.CLIs)) {
+		out = append(out, MaskedCredential{Name: n, MaskHosts: c.CLIs[n]})
+	}
+	for _, n := range slices.Sorted(maps.Keys(c.Env)) {
+		out = append(out, MaskedCredential{Name: "env:" + n, MaskHosts: c.Env[n]})
+	}
+	return out
+}
+
+// MaskInfo is what jail_status says of masking.
+type MaskInfo struct {
+	Credentials []MaskedCredential `json:"credentials"`
+	CA          string             `json:"ca_fingerprint"`
+	Bundle      string             `json:"ca_bundle"` // where the jail's bundle is, in the jail
+	Placeholders int               `json:"placeholders"`
+}
+
+// MaskedCredential is one masked CLI or variable and where it may go.
+type MaskedCredential struct {
+	Name string `json:"name"` // a CLI's, or env:NAME
+	MaskHosts
+}
+
+// MaskInfo describes the session's masking: no credentials when nothing
+// is masked.
+func (s *Session) MaskInfo() MaskInfo {
+	cfg := s.m.cfg.Mask
+	info := MaskInfo{Credentials: []MaskedCredential{}}
+	if cfg.Empty() || s.m.masking == nil || s.mask == nil {
+		return info
+	}
+	info.CA, info.Bundle = s.m.masking.ca.Fingerprint(), filepath.Join(s.Path, caBundleRel)
+	info.Credentials = cfg.Credentials()
+	info.Placeholders = len(s.mask.masks.Secrets())
+	return info
+}
