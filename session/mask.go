@@ -394,7 +394,10 @@ func (s *Session) writeMaskedAt(cli, host, dst string, depth int) error {
 			err = s.writeMaskedAt(cli, src, path.Join(dst, e.Name()), depth+1)
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %w", src, err)
+			// Left out of the copy, never copied unmasked: one file the
+			// server cannot mask costs the jail that file only.
+			s.m.log.Warn("a credential file is left out of the jail's masked copy", "session", s.Name, "cli", cli, "path", src, "err", err)
+			s.root.RemoveAll(path.Join(dst, e.Name()))
 		}
 	}
 	return nil
