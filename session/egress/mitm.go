@@ -1072,3 +1072,30 @@ func (c *countWriter) Write(p []byte) (int, error) {
 }
 
 func (c *countWriter) Flush() error { return c.w.Flush() }
+
+// checkPlain counts the placeholders a plain HTTP request carries in its
+// URL and headers: no secret goes over plain HTTP, so each goes on as it
+// is, counted as a refusal.
+func (p *Proxy) checkPlain(req *http.Request, host string, port int) {
+	secrets := p.opts.Masks.table()
+	seen := map[*Secret]bool{}
+	check := func(s string) {
+		for _, sec := range secrets {
+			if !seen[sec] && strings.Contains(s, sec.Placeholder) {
+				seen[sec] = true
+				p.refuse("http", host, port, fmt.Sprintf("the placeholder of %s sent over plain HTTP: passed on as the placeholder", sec.Name))
+			}
+		}
+	}
+	check(req.RequestURI)
+	for name, vs := range req.Header {
+		for _, v := range vs {
+			check(v)
+			if scheme, cred, ok := strings.Cut(v, " "); ok && authHeaders[name] && strings.EqualFold(scheme, "Basic") {
+				if dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err == nil {
+					check(string(dec))
+				}
+			}
+		}
+	}
+}

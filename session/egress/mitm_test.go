@@ -137,11 +137,12 @@ func (o *maskOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // maskFixture is a proxy with masked credentials bound to api.bound.test,
-// the TLS origin behind that name and blind.test, and the proxy's
-// refusals.
+// the TLS origin behind that name and blind.test, a plain HTTP origin as
+// plain.test, and the proxy's refusals.
 type maskFixture struct {
 	proxyAddr string
 	port      string // the TLS origin's
+	plainPort string
 	masks     *Masks
 	upCA      *CA
 	origin    *maskOrigin
@@ -185,6 +186,9 @@ func newMaskFixture(tb testing.TB, roots func(upCA *CA) *x509.CertPool) *maskFix
 	tb.Cleanup(srv.Close)
 	f.srv = srv
 	f.port = fmt.Sprint(srv.Listener.Addr().(*net.TCPAddr).Port)
+	plain := httptest.NewServer(f.origin)
+	tb.Cleanup(plain.Close)
+	f.plainPort = fmt.Sprint(plain.Listener.Addr().(*net.TCPAddr).Port)
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(upCA.PEM())
@@ -559,8 +563,9 @@ func TestMaskedRefusals(t *testing.T) {
 	}
 }
 
-// TestMaskedUnbound: a host no secret is bound to stays a blind tunnel:
-// its own certificate, the placeholder as sent.
+// TestMaskedUnbound: a host no secret is bound to stays a blind tunnel
+// (its own certificate, the placeholder as sent), and a placeholder in a
+// plain HTTP request goes on as it is, counted.
 func TestMaskedUnbound(t *testing.T) {
 	f := newMaskFixture(t, nil)
 	c := f.client(nil)
@@ -578,6 +583,14 @@ func TestMaskedUnbound(t *testing.T) {
 		t.Errorf("refusals for a tunnel: %+v", f.refusals)
 	}
 
+	plain := "http://plain.test:" + f.plainPort
+	do(t, c, "GET", plain+"/echo?t="+ph, http.Header{"Authorization": {"Bearer " + ph}}, "")
+	if seen, _ := f.origin.last("/echo"); seen.header.Get("Authorization") != "Bearer "+ph || seen.uri != "/echo?t="+ph {
+		t.Errorf("plain HTTP: %q %q, want the placeholder", seen.header.Get("Authorization"), seen.uri)
+	}
+	if r := f.waitRefusal(t, "the placeholder of env:API_TOKEN sent over plain HTTP"); r.Protocol != "http" || r.Host != "plain.test" {
+		t.Errorf("refusal %+v", r)
+	}
 }
 
 // TestMaskedAnswers: what the origin reflects comes back as placeholders,
