@@ -622,6 +622,10 @@ func TestMaskedAnswers(t *testing.T) {
 		}
 	}
 
+	if resp, body := do(t, c, "GET", f.url(boundHost, "/big"), nil, ""); body != string(f.origin.bigBody) || resp.ContentLength != int64(len(body)) {
+		t.Errorf("a large answer: %d bytes (length %d), not the %d sent", len(body), resp.ContentLength, len(f.origin.bigBody))
+	}
+
 	resp, body := do(t, c, "POST", f.url(boundHost, "/token"), http.Header{"Content-Type": {"application/json"}}, `{"token":"`+bearer.ph+`"}`)
 	var got struct {
 		Access  string `json:"access_token"`
@@ -714,4 +718,59 @@ func TestScrubberSplits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkMaskedRequest compares, in one run, a request through the
+// terminating proxy with one through a blind tunnel: small GETs on a kept
+// connection (the added latency) and an 8 MiB download (the throughput).
+func BenchmarkMaskedRequest(b *testing.B) {
+	f := newMaskFixture(b, nil)
+	masked, blind := f.client(nil), f.client(nil)
+	h := http.Header{"Authorization": {"Bearer " + f.secrets["bearer"].ph}}
+	get := func(c *http.Client, target string) {
+		req, _ := http.NewRequest("GET", target, nil)
+		req.Header = h
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || n != resp.ContentLength {
+			b.Fatalf("%s: %d, %d bytes: %v", target, resp.StatusCode, n, err)
+		}
+	}
+	run := func(b *testing.B, path string, report func(b *testing.B, n int, m, bl time.Duration)) {
+		mu, bu := f.url(boundHost, path), f.url("blind.test", path)
+		get(masked, mu)
+		get(blind, bu)
+		var m, bl time.Duration
+		n := 0
+		for b.Loop() {
+			t0 := time.Now()
+			get(masked, mu)
+			t1 := time.Now()
+			get(blind, bu)
+			m, bl = m+t1.Sub(t0), bl+time.Since(t1)
+			n++
+		}
+		report(b, n, m, bl)
+	}
+	b.Run("small", func(b *testing.B) {
+		run(b, "/small", func(b *testing.B, n int, m, bl time.Duration) {
+			b.ReportMetric(float64(m.Nanoseconds())/float64(n), "masked-ns/req")
+			b.ReportMetric(float64(bl.Nanoseconds())/float64(n), "blind-ns/req")
+			b.ReportMetric(float64((m-bl).Nanoseconds())/float64(n), "added-ns/req")
+			b.ReportMetric(float64(m)/float64(bl), "masked/blind")
+		})
+	})
+	b.Run("8MiB", func(b *testing.B) {
+		size := float64(len(f.origin.bigBody))
+		run(b, "/big", func(b *testing.B, n int, m, bl time.Duration) {
+			mm, bb := size*float64(n)/m.Seconds()/1e6, size*float64(n)/bl.Seconds()/1e6
+			b.ReportMetric(mm, "masked-MB/s")
+			b.ReportMetric(bb, "blind-MB/s")
+			b.ReportMetric(mm/bb, "throughput-ratio")
+		})
+	})
 }
