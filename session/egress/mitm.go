@@ -677,12 +677,12 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 	case readWhole:
 		_, err = m.cw.Write(whole)
 	case framing == chunked:
-		if err = s.stream(&chunkWriter{m.cw}, ahead, body); err == nil {
+		if err = s.stream(&chunkWriter{m.cw}, ahead, body, m.drop); err == nil {
 			_, err = io.WriteString(m.cw, "0\r\n\r\n")
 		}
 	default:
 		cw := &countWriter{w: m.cw}
-		if err = s.stream(cw, ahead, body); err == nil && framing == length && cw.n != resp.ContentLength {
+		if err = s.stream(cw, ahead, body, m.drop); err == nil && framing == length && cw.n != resp.ContentLength {
 			err = io.ErrUnexpectedEOF
 		}
 	}
@@ -1004,41 +1004,97 @@ type flusher interface {
 	Flush() error
 }
 
-// stream writes ahead then body to w, values replaced, a read at a time,
-// flushing after each.
-func (s *scrubber) stream(w flusher, ahead []byte, body io.Reader) error {
+// stream writes ahead then body to w, values replaced. A body that one
+// read brings whole is written there and then; a longer one is read
+// (the host's TLS, decrypting) and written (the client's, encrypting)
+// side by side, a few buffers apart, and w is flushed whenever the reader
+// has nothing more ready, so that an event stream's events go on as they
+// come. abort ends a read that waits, when writing has failed.
+func (s *scrubber) stream(w flusher, ahead []byte, body io.Reader, abort func()) error {
 	bp := smallPool.Get().(*[]byte)
 	defer smallPool.Put(bp)
 	buf := *bp
 	if len(buf) < 4*s.longest {
 		buf = make([]byte, 4*s.longest)
 	}
-	held := 0
-	if len(ahead) > 0 {
-		h, err := s.write(w, ahead, false)
-		if err != nil {
-			return err
-		}
-		held = copy(buf, ahead[len(ahead)-h:])
-	}
-	for {
-		n, rerr := body.Read(buf[held:])
-		data := buf[:held+n]
-		h, err := s.write(w, data, rerr != nil)
-		if err != nil {
-			return err
-		}
-		held = copy(buf, data[len(data)-h:])
-		if err := w.Flush(); err != nil {
-			return err
-		}
-		if rerr == io.EOF {
-			return nil
-		}
+	data, rerr := ahead, error(nil)
+	if data == nil {
+		n, err := body.Read(buf)
+		data, rerr = buf[:n], err
 		if rerr != nil {
-			return rerr
+			_, err := s.write(w, data, true)
+			if err == nil {
+				err = w.Flush()
+			}
+			if err == nil && rerr != io.EOF {
+				err = rerr
+			}
+			return err
 		}
 	}
+	type chunk struct {
+		b   *[]byte
+		err error // of the read the chunk came from: io.EOF at the end
+	}
+	const depth = 4
+	free := make(chan *[]byte, depth)
+	full := make(chan chunk, depth)
+	stop := make(chan struct{})
+	for range depth {
+		free <- smallPool.Get().(*[]byte)
+	}
+	go func() {
+		defer close(full)
+		for {
+			var out *[]byte
+			select {
+			case out = <-free:
+			case <-stop:
+				return
+			}
+			sw := sliceWriter((*out)[:0])
+			h, _ := s.write(&sw, data, rerr != nil)
+			*out = sw
+			full <- chunk{out, rerr}
+			if rerr != nil {
+				return
+			}
+			held := copy(buf, data[len(data)-h:])
+			var n int
+			n, rerr = body.Read(buf[held:])
+			data = buf[:held+n]
+		}
+	}()
+	var err error
+	for c := range full {
+		if err == nil {
+			if _, err = w.Write(*c.b); err == nil && len(full) == 0 {
+				err = w.Flush()
+			}
+			if err == nil && c.err != nil && c.err != io.EOF {
+				err = c.err
+			}
+			if err != nil {
+				close(stop)
+				abort()
+			}
+		}
+		free <- c.b
+	}
+	for range depth {
+		b := <-free
+		*b = (*b)[:cap(*b)]
+		smallPool.Put(b)
+	}
+	return err
+}
+
+// sliceWriter appends what it writes.
+type sliceWriter []byte
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	*w = append(*w, p...)
+	return len(p), nil
 }
 
 // chunkWriter writes each write as a chunk of a chunked body.
