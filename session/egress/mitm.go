@@ -57,9 +57,11 @@ var authHeaders = map[string]bool{
 }
 
 // terminates reports whether a CONNECT to host is ended by the proxy: a
-// host name a masked credential is bound to.
+// host name a masked credential is bound to (and an authority to speak
+// for it; without one, no secret is ever sent).
 func (p *Proxy) terminates(host string) bool {
-	return p.opts.Masks != nil && net.ParseIP(strings.Trim(host, "[]")) == nil && p.opts.Masks.Bound(host)
+	m := p.opts.Masks
+	return m != nil && m.CA != nil && net.ParseIP(strings.Trim(host, "[]")) == nil && m.Bound(host)
 }
 
 // normalHost is a host name as the table holds it: lower case, without a
