@@ -36,6 +36,10 @@ func (p *Proxy) forward(c *bufferedConn, req *http.Request) {
 		return
 	}
 	defer target.Close()
+	if p.opts.Masks != nil {
+		port, _ := strconv.Atoi(cmp.Or(req.URL.Port(), "80"))
+		p.checkPlain(req, req.URL.Hostname(), port)
+	}
 	// Sent as it came (net/http adds a User-Agent where there is none),
 	// without what was for this proxy, and asking for the end.
 	if _, ok := req.Header["User-Agent"]; !ok {

@@ -43,6 +43,7 @@ type Masks struct {
 	mu    sync.RWMutex
 	byPH  map[string]*Secret
 	hosts map[string]bool
+	list  []*Secret // byPH's secrets, made anew by Set: what a request scans
 }
 
 // NewMasks is an empty table for ca, checking upstreams against roots
@@ -61,6 +62,27 @@ func (m *Masks) Set(s Secret) {
 		m.hosts[s.Hosts[i]] = true
 	}
 	m.byPH[s.Placeholder] = &s
+	m.list = make([]*Secret, 0, len(m.byPH))
+	for _, sec := range m.byPH {
+		m.list = append(m.list, sec)
+	}
+}
+
+// table is every secret of the table, as the proxy scans a request or an
+// answer for them: a slice Set never changes (it makes a new one), of
+// secrets nobody changes, so that a request reads it without the lock.
+func (m *Masks) table() []*Secret {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.list
+}
+
+// placeholder reports whether s is the placeholder of a secret.
+func (m *Masks) placeholder(s string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.byPH[s]
+	return ok
 }
 
 // Bound reports whether host is bound to a masked credential: the proxy

@@ -3,6 +3,8 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +73,12 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // served now
 	closed bool
+
+	// For connections to bound hosts (mitm.go): the key of the session
+	// tickets given to commands, and the tickets the hosts give the proxy,
+	// so that a command's or the proxy's next connection resumes.
+	ticketKey [32]byte
+	sessions  tls.ClientSessionCache
 }
 
 // New is a proxy for policy.
@@ -87,7 +95,9 @@ func New(policy Policy, opts Options) *Proxy {
 	if opts.MaxConns == 0 {
 		opts.MaxConns = 512
 	}
-	return &Proxy{policy: policy, opts: opts, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{policy: policy, opts: opts, conns: map[net.Conn]struct{}{}, sessions: tls.NewLRUClientSessionCache(64)}
+	rand.Read(p.ticketKey[:])
+	return p
 }
 
 // requestTimeout bounds the wait for a connection's request: its first
@@ -186,7 +196,8 @@ func (p *Proxy) serve(c net.Conn) {
 }
 
 // serveConnect answers a CONNECT: the destination is checked and dialled
-// as dial does, then the tunnel relays it (the kernel moves the bytes).
+// as dial does, then the tunnel relays it, or, for a host a masked
+// credential is bound to, the proxy ends its TLS (serveMasked).
 func (p *Proxy) serveConnect(c *bufferedConn, req *http.Request) {
 	req.Body.Close()
 	if _, _, err := net.SplitHostPort(req.Host); err != nil {
@@ -200,6 +211,11 @@ func (p *Proxy) serveConnect(c *bufferedConn, req *http.Request) {
 	}
 	defer target.Close()
 	if _, err := fmt.Fprintf(c, "HTTP/%d.%d 200 Connection established\r\n\r\n", req.ProtoMajor, req.ProtoMinor); err != nil {
+		return
+	}
+	if host, port, _ := net.SplitHostPort(req.Host); p.terminates(host) {
+		n, _ := strconv.Atoi(port)
+		p.serveMasked(c, target, host, n, "connect")
 		return
 	}
 	relay(c, target)

@@ -36,7 +36,9 @@ const (
 )
 
 // serveSOCKS answers one SOCKS5 connection: the destination is checked
-// and dialled as dial does, and the two are relayed until either ends.
+// and dialled as dial does, and the two are relayed until either ends; a
+// host a masked credential is bound to, asked for by name, is served as
+// a CONNECT to it is (serveMasked).
 func (p *Proxy) serveSOCKS(c *bufferedConn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(requestTimeout))
@@ -54,6 +56,10 @@ func (p *Proxy) serveSOCKS(c *bufferedConn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
+	if p.terminates(host) {
+		p.serveMasked(c, target, host, port, "socks5")
+		return
+	}
 	relay(c, target)
 }
 
