@@ -33,6 +33,9 @@ import (
 type MaskConfig struct {
 	CLIs map[string]MaskHosts // a masked CLI's
 	Env  map[string]MaskHosts // a masked variable's
+	// vars are the secret variables of each masked CLI (CLI.SecretEnv),
+	// masked with it unless --mask names them itself.
+	vars map[string][]string
 }
 
 // MaskHosts is where one masked credential may go.
@@ -50,7 +53,7 @@ func (c MaskConfig) Empty() bool { return len(c.CLIs) == 0 && len(c.Env) == 0 }
 // must be enabled, every masked variable passed (or a variable of an
 // enabled CLI), and every variable bound to hosts, its own or its CLI's.
 func ResolveMask(m auth.Mask, enabled, pass []string) (MaskConfig, error) {
-	c := MaskConfig{CLIs: map[string]MaskHosts{}, Env: map[string]MaskHosts{}}
+	c := MaskConfig{CLIs: map[string]MaskHosts{}, Env: map[string]MaskHosts{}, vars: map[string][]string{}}
 	names := slices.Collect(maps.Keys(m.CLIs))
 	if m.All {
 		names = append(names, enabled...)
@@ -64,7 +67,10 @@ func ResolveMask(m auth.Mask, enabled, pass []string) (MaskConfig, error) {
 		h := hostsOf(cli, m.CLIs[n])
 		c.CLIs[n] = h
 		for _, v := range cli.SecretEnv {
-			c.Env[v] = h
+			if _, named := m.Env[v]; !named {
+				c.Env[v] = h
+				c.vars[n] = append(c.vars[n], v)
+			}
 		}
 	}
 	for v, extra := range m.Env {
@@ -182,14 +188,16 @@ const caBundleRel = CABundleRel
 type sessionMask struct {
 	masks *egress.Masks
 
-	mu   sync.Mutex
-	phs  map[string]string // what a placeholder stands for (maskKey) → it
-	open *agentEgress      // the proxy of calls whose network is on, made at the first
+	mu  sync.Mutex
+	phs map[string]string // what a placeholder stands for (maskKey) → it
+	// files are the host credential files as last read (hostFile).
+	files map[string]hostFile
+	open  *agentEgress // the proxy of calls whose network is on, made at the first
 }
 
 func newSessionMask(ca *egress.CA) *sessionMask {
 	roots := egress.UpstreamRoots
-	return &sessionMask{masks: egress.NewMasks(ca, roots), phs: map[string]string{}}
+	return &sessionMask{masks: egress.NewMasks(ca, roots), phs: map[string]string{}, files: map[string]hostFile{}}
 }
 
 // masked reports whether the credentials of cli reach the jail masked.
@@ -306,6 +314,36 @@ func readCredential(host string) ([]byte, error) {
 	return b, err
 }
 
+// hostFile is the content of the host credential file host, read again
+// only when it changed (the proxy asks for every secret's value on every
+// request, to scan the answers).
+func (sm *sessionMask) hostFile(host string) ([]byte, error) {
+	fi, err := os.Stat(host)
+	if err != nil {
+		return nil, err
+	}
+	sm.mu.Lock()
+	c, ok := sm.files[host]
+	sm.mu.Unlock()
+	if ok && os.SameFile(c.fi, fi) && c.fi.ModTime().Equal(fi.ModTime()) && c.fi.Size() == fi.Size() {
+		return c.b, nil
+	}
+	b, err := readCredential(host)
+	if err != nil {
+		return nil, err
+	}
+	sm.mu.Lock()
+	sm.files[host] = hostFile{fi: fi, b: b}
+	sm.mu.Unlock()
+	return b, nil
+}
+
+// hostFile is a host credential file as last read.
+type hostFile struct {
+	fi os.FileInfo
+	b  []byte
+}
+
 // maskContent is content (the host file host of cli) with each secret it
 // holds replaced by the session's placeholder.
 func (s *Session) maskContent(cli, host string, content []byte) ([]byte, error) {
@@ -321,7 +359,7 @@ func (s *Session) maskContent(cli, host string, content []byte) ([]byte, error) 
 			Name: cli + " " + s.m.homeRel(host) + " " + key, Hosts: hosts, TokenPaths: h.TokenPaths,
 			NoRefresh: h.Rotates && f.Kind == "refresh",
 			Value: func() (string, error) {
-				b, err := readCredential(host)
+				b, err := s.mask.hostFile(host)
 				if err != nil {
 					return "", err
 				}
@@ -545,26 +583,33 @@ func (s *Session) closeMask() {
 // with where it may go.
 func (c MaskConfig) Credentials() []MaskedCredential {
 	out := []MaskedCredential{}
+	implied := map[string]bool{}
 	for _, n := range slices.Sorted(maps.Keys(c.CLIs)) {
-		out = append(out, MaskedCredential{Name: n, MaskHosts: c.CLIs[n]})
+		out = append(out, MaskedCredential{Name: n, Vars: append([]string{}, c.vars[n]...), MaskHosts: c.CLIs[n]})
+		for _, v := range c.vars[n] {
+			implied[v] = true
+		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(c.Env)) {
-		out = append(out, MaskedCredential{Name: "env:" + n, MaskHosts: c.Env[n]})
+		if !implied[n] {
+			out = append(out, MaskedCredential{Name: "env:" + n, Vars: []string{n}, MaskHosts: c.Env[n]})
+		}
 	}
 	return out
 }
 
 // MaskInfo is what jail_status says of masking.
 type MaskInfo struct {
-	Credentials []MaskedCredential `json:"credentials"`
-	CA          string             `json:"ca_fingerprint"`
-	Bundle      string             `json:"ca_bundle"` // where the jail's bundle is, in the jail
-	Placeholders int               `json:"placeholders"`
+	Credentials  []MaskedCredential `json:"credentials"`
+	CA           string             `json:"ca_fingerprint"`
+	Bundle       string             `json:"ca_bundle"` // where the jail's bundle is, in the jail
+	Placeholders int                `json:"placeholders"`
 }
 
 // MaskedCredential is one masked CLI or variable and where it may go.
 type MaskedCredential struct {
-	Name string `json:"name"` // a CLI's, or env:NAME
+	Name string   `json:"name"` // a CLI's, or env:NAME
+	Vars []string `json:"env"`  // the variables masked with it
 	MaskHosts
 }
 

@@ -444,6 +444,11 @@ func testMask(t *testing.T, b testkit.Backend, network string) {
 
 	// No real secret anywhere a command reads: files, variables, /proc,
 	// through a call, a job and a terminal job.
+	if network != "on" {
+		// The same files and processes as with the network on: the grep,
+		// which takes minutes, runs once per backend.
+		return
+	}
 	t.Run("grep", func(t *testing.T) {
 		// Each secret reaches the grep in two halves, joined only in a
 		// pipe, so that no command line or environment holds it whole.
@@ -455,10 +460,19 @@ func testMask(t *testing.T, b testkit.Backend, network string) {
 		grep := `pats() { i=0; while [ $i -lt $N ]; do eval 'printf "%s%s\n" "$A'$i'" "$B'$i'"'; i=$((i+1)); done; }
 timeout 540 grep -r -a -l -F -D skip -f <(pats) /home /root /tmp /etc /var "$HOME" "$PROJECT" /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null; echo "grep-exit=$?"`
 		argv := []string{"/bin/bash", "-c", grep}
-		for _, how := range []string{"call", "job", "tty"} {
+		// The control: a real secret the test plants in the jail is
+		// found, which proves the grep sees what it must.
+		control := filepath.Join(st.Jail, ".tmp", "control")
+		if err := os.WriteFile(control, []byte(h.token), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, how := range []string{"control", "call", "job", "tty"} {
+			if how == "call" {
+				os.Remove(control)
+			}
 			args := map[string]any{"argv": argv, "env": vars, "timeout_ms": 570000}
 			var out string
-			if how == "call" {
+			if how == "call" || how == "control" {
 				res, _ := ts.Exec(args)
 				out = res.Stdout
 			} else {
@@ -470,7 +484,10 @@ timeout 540 grep -r -a -l -F -D skip -f <(pats) /home /root /tmp /etc /var "$HOM
 			if !done {
 				t.Fatalf("grep through a %s did not finish: %s", how, testkit.Tail(out))
 			}
-			if len(found) > 0 {
+			switch {
+			case how == "control" && !slices.Contains(found, control):
+				t.Fatalf("the grep does not find the secret planted in %s: it proves nothing (found %q)", control, found)
+			case how != "control" && len(found) > 0:
 				t.Errorf("a real secret is readable through a %s in: %q", how, found)
 			}
 		}
