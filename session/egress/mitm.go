@@ -93,8 +93,9 @@ type mitm struct {
 	uw     *bufio.Writer
 	reused bool // up has carried a request
 
-	x     exchange
-	scrub scrubber
+	x      exchange
+	scrub  scrubber
+	minted map[string]string // tokens the host gave on this connection → their placeholders
 }
 
 // serveMasked serves a CONNECT to a bound host, answered already: TLS
@@ -624,16 +625,20 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 			m.answer(http.StatusBadGateway, err.Error())
 			return false
 		}
-		if isJSON(resp.Header) {
+		if isJSON(resp.Header) || isForm(resp.Header) {
 			var buf bytes.Buffer
 			if _, err := buf.ReadFrom(io.LimitReader(body, maxMaskedBody+1)); err != nil {
 				m.drop()
 				m.answer(http.StatusBadGateway, fmt.Sprintf("the answer of %s did not come whole: %v", m.host, err))
 				return false
 			}
+			mint := m.mint
+			if isForm(resp.Header) {
+				mint = m.mintForm
+			}
 			if buf.Len() > maxMaskedBody {
 				ahead = buf.Bytes()
-			} else if whole, err = m.mint(buf.Bytes()); err != nil {
+			} else if whole, err = mint(buf.Bytes()); err != nil {
 				m.answer(http.StatusBadGateway, err.Error())
 				return false
 			} else {
@@ -764,6 +769,13 @@ func decoded(resp *http.Response) (io.Reader, error) {
 	return r, nil
 }
 
+// isForm reports whether an answer is form-encoded, as GitHub's token
+// endpoint answers unless asked for JSON.
+func isForm(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "application/x-www-form-urlencoded"
+}
+
 func isJSON(h http.Header) bool {
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
@@ -842,6 +854,64 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 	if len(tokens) == 0 {
 		return body, nil
 	}
+	var out []byte
+	last := int64(0)
+	for _, t := range tokens {
+		ph, err := m.mintOne(t.key, t.value)
+		if err != nil {
+			return nil, err
+		}
+		if ph == "" {
+			continue // a placeholder already, or replaced as a known value
+		}
+		q, _ := json.Marshal(ph)
+		out = append(append(out, body[last:t.start]...), q...)
+		last = t.end
+	}
+	return append(out, body[last:]...), nil
+}
+
+// mintForm is mint of a form-encoded answer (GitHub's token endpoint
+// answers access_token=...&scope=... unless asked for JSON): each token
+// field's value gets a placeholder of its own.
+func (m *mitm) mintForm(body []byte) ([]byte, error) {
+	pairs := strings.Split(string(body), "&")
+	changed := false
+	for i, pair := range pairs {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			continue
+		}
+		key, err1 := url.QueryUnescape(k)
+		value, err2 := url.QueryUnescape(v)
+		if err1 != nil || err2 != nil || !tokenKey(key) || value == "" {
+			continue
+		}
+		ph, err := m.mintOne(key, value)
+		if err != nil {
+			return nil, err
+		}
+		if ph != "" {
+			pairs[i], changed = k+"="+url.QueryEscape(ph), true
+		}
+	}
+	if !changed {
+		return body, nil
+	}
+	return []byte(strings.Join(pairs, "&")), nil
+}
+
+// mintOne gives the token value (named key in the answer) a placeholder
+// of its own, added to the table as a secret of the host: its hosts and
+// token paths, a refresh token refused as the host's are. "": value is a
+// placeholder already, or a value the table knows (replaced as such).
+func (m *mitm) mintOne(key, value string) (string, error) {
+	if ph, ok := m.minted[value]; ok {
+		return ph, nil
+	}
+	if m.masks.placeholder(value) || m.scrub.has(value) {
+		return "", nil
+	}
 	var hosts, paths []string
 	noRefresh := false
 	for _, sec := range m.x.secrets {
@@ -854,36 +924,24 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 	slices.Sort(hosts)
 	slices.Sort(paths)
 	hosts, paths = slices.Compact(hosts), slices.Compact(paths)
-	minted := map[string]string{}
-	var out []byte
-	last := int64(0)
-	for _, t := range tokens {
-		ph, ok := minted[t.value]
-		if !ok {
-			if m.masks.placeholder(t.value) || m.scrub.has(t.value) {
-				continue // a placeholder already, or replaced as a known value
-			}
-			var err error
-			if ph, err = auth.Placeholder(t.value); err != nil {
-				return nil, fmt.Errorf("a %s from %s that cannot be masked: %w", t.key, m.host, err)
-			}
-			v := t.value
-			m.masks.Set(Secret{
-				Name:        m.host + " response " + t.key,
-				Placeholder: ph,
-				Hosts:       hosts,
-				TokenPaths:  paths,
-				Value:       func() (string, error) { return v, nil },
-				NoRefresh:   noRefresh && strings.EqualFold(strings.ReplaceAll(t.key, "_", ""), "refreshtoken"),
-			})
-			m.scrub.add(v, ph)
-			minted[v] = ph
-		}
-		q, _ := json.Marshal(ph)
-		out = append(append(out, body[last:t.start]...), q...)
-		last = t.end
+	ph, err := auth.Placeholder(value)
+	if err != nil {
+		return "", fmt.Errorf("a %s from %s that cannot be masked: %w", key, m.host, err)
 	}
-	return append(out, body[last:]...), nil
+	m.masks.Set(Secret{
+		Name:        m.host + " response " + key,
+		Placeholder: ph,
+		Hosts:       hosts,
+		TokenPaths:  paths,
+		Value:       func() (string, error) { return value, nil },
+		NoRefresh:   noRefresh && strings.EqualFold(strings.ReplaceAll(key, "_", ""), "refreshtoken"),
+	})
+	m.scrub.add(value, ph)
+	if m.minted == nil {
+		m.minted = map[string]string{}
+	}
+	m.minted[value] = ph
+	return ph, nil
 }
 
 // scrubber replaces real values by their placeholders in an answer as it

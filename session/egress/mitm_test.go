@@ -125,6 +125,10 @@ func (o *maskOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The refresh token as an encoder that escapes slashes writes it.
 		fmt.Fprintf(w, `{"access_token":%q,"token_type":"bearer","nested":{"idToken":%q},"refresh_token":"%s"}`,
 			o.tokens["access"], o.tokens["id"], strings.ReplaceAll(o.tokens["refresh"], "/", `\/`))
+	case r.URL.Path == "/token-form":
+		// GitHub's token endpoint answers form-encoded unless asked.
+		w.Header().Set("Content-Type", "application/x-www-form-urlencoded")
+		fmt.Fprintf(w, "access_token=%s&scope=repo%%2Cgist&token_type=bearer", url.QueryEscape(o.tokens["form"]))
 	case r.URL.Path == "/bye":
 		w.Header().Set("Connection", "close")
 		io.WriteString(w, "bye")
@@ -172,6 +176,7 @@ func newMaskFixture(tb testing.TB, roots func(upCA *CA) *x509.CertPool) *maskFix
 			"access":  "sk-ant-oat01-" + randomText(48),
 			"refresh": "1//0g" + randomText(40),
 			"id":      "eyJ" + randomText(30) + "." + randomText(40) + "." + randomText(20),
+			"form":    "gho_" + randomText(36),
 		},
 		bigBody: bytes.Repeat([]byte("0123456789abcdef"), 1<<19), // 8 MiB
 	}
@@ -656,6 +661,11 @@ func TestMaskedAnswers(t *testing.T) {
 	}
 	if len(minted) != 3 {
 		t.Fatalf("minted %+v, want 3", minted)
+	}
+	if _, body := do(t, c, "POST", f.url(boundHost, "/token-form"), nil, ""); strings.Contains(body, toks["form"]) || !strings.Contains(body, "&scope=repo%2Cgist&token_type=bearer") {
+		t.Errorf("a form-encoded token answer: %q", body)
+	} else if q, err := url.ParseQuery(body); err != nil || len(q.Get("access_token")) != len(toks["form"]) || !strings.HasPrefix(q.Get("access_token"), "gho_") {
+		t.Errorf("a form-encoded token answer's placeholder: %q", body)
 	}
 	for _, s := range minted {
 		if !slices.Equal(s.Hosts, []string{boundHost, "github.bound.test"}) && !slices.Equal(s.Hosts, []string{boundHost}) {
