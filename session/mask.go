@@ -41,8 +41,8 @@ type MaskConfig struct {
 // MaskHosts is where one masked credential may go.
 type MaskHosts struct {
 	Hosts      []string `json:"hosts"`
-	TokenPaths []string `json:"token_paths,omitempty"` // paths of the token endpoints on Hosts
-	Rotates    bool     `json:"rotates,omitempty"`     // the provider rotates refresh tokens: a refresh is refused
+	TokenPaths []string `json:"token_paths"` // paths of the token endpoints on Hosts
+	Rotates    bool     `json:"rotates"`     // the provider rotates refresh tokens: a refresh is refused
 }
 
 // Empty reports whether nothing is masked.
@@ -86,7 +86,7 @@ func ResolveMask(m auth.Mask, enabled, pass []string) (MaskConfig, error) {
 			h := hostsOf(owner, extra)
 			c.Env[v] = h
 		case len(extra) > 0:
-			c.Env[v] = MaskHosts{Hosts: slices.Clone(extra)}
+			c.Env[v] = MaskHosts{Hosts: slices.Clone(extra), TokenPaths: []string{}}
 		default:
 			return c, fmt.Errorf("env:%s: name the hosts its value may be sent to (env:%s@HOST,HOST)", v, v)
 		}
@@ -97,7 +97,7 @@ func ResolveMask(m auth.Mask, enabled, pass []string) (MaskConfig, error) {
 // hostsOf is where a credential of cli may go: the registry's hosts and
 // extra.
 func hostsOf(cli auth.CLI, extra []string) MaskHosts {
-	h := MaskHosts{Hosts: slices.Clone(cli.Hosts), Rotates: cli.Rotates}
+	h := MaskHosts{Hosts: append([]string{}, cli.Hosts...), TokenPaths: []string{}, Rotates: cli.Rotates}
 	for _, e := range extra {
 		if !slices.Contains(h.Hosts, e) {
 			h.Hosts = append(h.Hosts, e)
