@@ -4,11 +4,13 @@ package main
 
 import (
 	"net/http"
+	"slices"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
 
@@ -90,13 +92,13 @@ print("raw-finished")
 
 // leaks lists the requests the provider got that hold a real secret
 // anywhere but in an authentication header of a request to a host it is
-// bound to (bound: secret -> host).
-func (p *provider) leaks(bound map[string]string) []string {
+// bound to (bound: secret -> its hosts).
+func (p *provider) leaks(bound map[string][]string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []string
 	for _, r := range p.seen {
-		for secret, host := range bound {
+		for secret, hosts := range bound {
 			auth := credentialHeader(r.Header)
 			others := r.Header.Clone()
 			for _, k := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "Cookie"} {
@@ -107,7 +109,7 @@ func (p *provider) leaks(bound map[string]string) []string {
 			switch {
 			case strings.Contains(r.Path+r.Query+r.Body+b.String(), secret):
 				out = append(out, "a secret outside the authentication headers: "+r.Host+r.Path+"?"+r.Query)
-			case strings.Contains(auth, secret) && strings.Split(r.Host, ":")[0] != host:
+			case strings.Contains(auth, secret) && !slices.Contains(hosts, strings.Split(r.Host, ":")[0]):
 				out = append(out, "a secret sent to "+r.Host+r.Path+", which it is not bound to")
 			}
 		}
@@ -136,7 +138,8 @@ func (fx *escapeFixture) mask(t *testing.T) {
 	if len(token) != len(h.token) || token == h.token {
 		t.Fatalf("the jail's PROVIDER_TOKEN: %q", token)
 	}
-	bound := map[string]string{h.token: "api.provider.test", h.access: "api.anthropic.com"}
+	claude, _ := auth.Lookup("claude")
+	bound := map[string][]string{h.token: {"api.provider.test"}, h.access: claude.Hosts}
 	target := "api.provider.test:" + prov.port
 	vars := map[string]any{"TOKEN": token, "RAW": maskRaw, "CA": caFile, "PORT": prov.port}
 	attack := func(t *testing.T, script string) string {

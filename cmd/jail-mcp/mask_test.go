@@ -56,7 +56,7 @@ type seenRequest struct {
 // by the server's test resolver: the registry's hosts of claude, a host
 // an env: credential is bound to, one bound to nothing, and one of
 // nothing at all resolved to loopback.
-var providerNames = []string{"api.anthropic.com", "console.anthropic.com", "platform.claude.com", "api.provider.test", "other.test", "evil.test"}
+var providerNames = []string{"api.anthropic.com", "console.anthropic.com", "platform.claude.com", "api.openai.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com", "www.googleapis.com", "api.provider.test", "other.test", "evil.test"}
 
 func newProvider(t *testing.T, secrets ...string) *provider {
 	t.Helper()
@@ -149,6 +149,14 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Write(b.Bytes())
+	case "/tokeninfo", "/oauth2/v2/userinfo":
+		// Google's, which Gemini CLI asks before it uses a cached login.
+		if !ok {
+			http.Error(w, `{"error":"invalid_token"}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"expires_in":3599,"scope":"https://www.googleapis.com/auth/cloud-platform","email":"operator@example.com","id":"1"}`)
 	case "/v1/oauth/token", "/oauth/token":
 		// A token endpoint: a refresh with a real refresh token, or a
 		// code, gives new real tokens.
@@ -169,7 +177,10 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"access_token": access, "refresh_token": refresh, "expires_in": 28800, "token_type": "Bearer"})
 	default:
-		http.NotFound(w, r)
+		// A model call, say: refused as a provider refuses a bad key.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"the test provider answers no model call"}}`)
 	}
 }
 

@@ -272,7 +272,11 @@ func (p *Proxy) dial(ctx context.Context, protocol, host string, port int) (net.
 	d := net.Dialer{Timeout: p.opts.DialTimeout}
 	var last error
 	for _, ip := range usable {
-		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip.String(), strconv.Itoa(port)))
+		to := port
+		if p, ok := TestPorts[port]; ok {
+			to = p
+		}
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip.String(), strconv.Itoa(to)))
 		if err == nil {
 			return c, nil
 		}

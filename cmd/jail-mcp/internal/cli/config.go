@@ -43,7 +43,7 @@ type Config struct {
 	DenyRead    []string
 	DenyDefault bool
 	// Mask are the credentials the jail gets as placeholders (--mask).
-	Mask auth.Mask
+	Mask        auth.Mask
 	Session     string
 	Listen      string
 	Token       string

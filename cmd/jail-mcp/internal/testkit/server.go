@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,9 +111,21 @@ func Main(m *testing.M) {
 			}
 			egress.UpstreamRoots = pool
 		}
+		if ports := os.Getenv(TestPorts); ports != "" {
+			egress.TestPorts = map[int]int{}
+			for _, pair := range strings.Split(ports, ",") {
+				from, to, _ := strings.Cut(pair, "=")
+				f, err1 := strconv.Atoi(from)
+				t, err2 := strconv.Atoi(to)
+				if err1 != nil || err2 != nil {
+					panic(fmt.Sprintf("%s=%s: want PORT=PORT pairs", TestPorts, ports))
+				}
+				egress.TestPorts[f] = t
+			}
+		}
 		environ := []string{}
 		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, AsServer+"=") && !strings.HasPrefix(kv, TestHosts+"=") && !strings.HasPrefix(kv, TestRoots+"=") {
+			if !strings.HasPrefix(kv, AsServer+"=") && !strings.HasPrefix(kv, TestHosts+"=") && !strings.HasPrefix(kv, TestRoots+"=") && !strings.HasPrefix(kv, TestPorts+"=") {
 				environ = append(environ, kv)
 			}
 		}
@@ -471,6 +484,11 @@ const TestHosts = "JAIL_MCP_TEST_HOSTS"
 // file of the only roots its masking proxies trust upstream: the tests'
 // providers are local servers with certificates of their own authority.
 const TestRoots = "JAIL_MCP_TEST_ROOTS"
+
+// TestPorts, in the environment of a server under test, sends its
+// proxies' connections to one port to another (443=PORT): the tests'
+// providers listen on ports of their own.
+const TestPorts = "JAIL_MCP_TEST_PORTS"
 
 // hostsResolver resolves the names of a TestHosts value, and no other.
 type hostsResolver string
