@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -61,7 +62,7 @@ func ResolveMask(m auth.Mask, enabled, pass []string) (MaskConfig, error) {
 	slices.Sort(names)
 	for _, n := range slices.Compact(names) {
 		if !slices.Contains(enabled, n) {
-			return c, fmt.Errorf("%s: its credentials are not enabled (--auth %s)", n, strings.Join(enabled, ","))
+			return c, fmt.Errorf("%s: its credentials are not enabled (--auth %s)", n, cmp.Or(strings.Join(enabled, ","), "none"))
 		}
 		cli, _ := auth.Lookup(n)
 		h := hostsOf(cli, m.CLIs[n])

@@ -211,6 +211,10 @@ func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 	if err := checkListen(&c, rc); err != nil {
 		return c, err
 	}
+	// What --mask names must be shown (--auth) or passed (--pass-env).
+	if _, err := session.ResolveMask(c.Mask, c.Auth, c.PassEnv); err != nil {
+		return c, fmt.Errorf("invalid %s: %w", rc.by("mask"), err)
+	}
 	if c.Timeout > c.MaxTimeout {
 		return c, fmt.Errorf("invalid %s %q: longer than the max timeout %v", rc.by("timeout"), rc.text("timeout"), c.MaxTimeout)
 	}
@@ -418,7 +422,7 @@ func parseDenyRead(c *Config, v string) error {
 func parseMask(c *Config, v string) error {
 	m, err := auth.ParseMask(v)
 	if err != nil {
-		return err
+		return &wholeError{err}
 	}
 	c.Mask = m
 	return nil
