@@ -407,9 +407,27 @@ func testMask(t *testing.T, b testkit.Backend, network string) {
 		if !strings.Contains(out, "unauthenticated: got "+token) {
 			t.Errorf("the placeholder to an unbound host: %q", out)
 		}
-		out = run(t, `curl -sS -H "Authorization: Bearer $TOKEN" "$URL"`, map[string]any{"TOKEN": token, "URL": claudeCheck})
-		if !strings.Contains(out, "unauthenticated: got "+token) {
-			t.Errorf("env:PROVIDER_TOKEN's placeholder to claude's host: %q", out)
+		res, _ := ts.Exec(map[string]any{"command": `curl -sS -H "Authorization: Bearer $TOKEN" "$URL"`, "env": map[string]any{"TOKEN": token, "URL": claudeCheck}})
+		if !strings.Contains(res.Stdout, "unauthenticated: got "+token) {
+			t.Errorf("env:PROVIDER_TOKEN's placeholder to claude's host: %q", res.Stdout+res.Stderr)
+		}
+		// Seen by the proxy, which terminates claude's host: a refusal
+		// of the call.
+		counted := false
+		for _, r := range res.Refusals {
+			counted = counted || r.Host == "api.anthropic.com" && strings.Contains(r.Reason, "env:PROVIDER_TOKEN")
+		}
+		if !counted {
+			t.Errorf("the placeholder sent where it is not bound is not among the call's refusals: %+v", res.Refusals)
+		}
+		// Over plain HTTP, to any host: passed on, and counted.
+		res, _ = ts.Exec(map[string]any{"command": `curl -sS -o /dev/null -H "Authorization: Bearer $TOKEN" "http://other.test:1/"; true`, "env": map[string]any{"TOKEN": token}})
+		counted = false
+		for _, r := range res.Refusals {
+			counted = counted || r.Protocol == "http" && strings.Contains(r.Reason, "env:PROVIDER_TOKEN")
+		}
+		if !counted {
+			t.Errorf("the placeholder over plain HTTP is not among the call's refusals: %+v", res.Refusals)
 		}
 	})
 

@@ -28,6 +28,11 @@ func (p *Proxy) forward(c *bufferedConn, req *http.Request) {
 		writeAnswer(c, http.StatusBadRequest, "jail-mcp egress proxy: send proxy requests (an absolute http:// URL, or CONNECT)")
 		return
 	}
+	if p.opts.Masks != nil {
+		// Counted whether or not the host is reached: the command sent it.
+		port, _ := strconv.Atoi(cmp.Or(req.URL.Port(), "80"))
+		p.checkPlain(req, req.URL.Hostname(), port)
+	}
 	addr := net.JoinHostPort(req.URL.Hostname(), cmp.Or(req.URL.Port(), "80"))
 	target, err := p.dialAddr(req.Context(), "http", addr)
 	if err != nil {
@@ -36,10 +41,6 @@ func (p *Proxy) forward(c *bufferedConn, req *http.Request) {
 		return
 	}
 	defer target.Close()
-	if p.opts.Masks != nil {
-		port, _ := strconv.Atoi(cmp.Or(req.URL.Port(), "80"))
-		p.checkPlain(req, req.URL.Hostname(), port)
-	}
 	// Sent as it came (net/http adds a User-Agent where there is none),
 	// without what was for this proxy, and asking for the end.
 	if _, ok := req.Header["User-Agent"]; !ok {
