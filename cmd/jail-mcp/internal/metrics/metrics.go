@@ -53,7 +53,7 @@ func New(sessions, agents func() int) *Metrics {
 			Name: "jail_mcp_refusals_total", Help: "Calls that ran no command, by why: input (a bad request), no_jail (nothing confines here: refused, fail closed), start (the start failed).",
 		}, []string{"reason"}),
 		netRefusals: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "jail_mcp_network_refusals_total", Help: "Connections an allowlist's proxy refused.",
+			Name: "jail_mcp_network_refusals_total", Help: "Connections and requests a session's proxy refused: an allowlist's refusals, and masked credentials' placeholders sent where they are not bound.",
 		}),
 		connsShed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "jail_mcp_http_connections_shed_total", Help: "HTTP connections closed to make room under --max-conns or --max-conns-per-addr, by what they were: idle, new, active (unauthenticated), authenticated_idle.",
