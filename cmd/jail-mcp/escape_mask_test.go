@@ -4,9 +4,9 @@ package main
 
 import (
 	"net/http"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
