@@ -123,11 +123,18 @@ func ParseMask(s string) (Mask, error) {
 	return m, nil
 }
 
-// hostName reports whether s is a DNS name of letters, digits, hyphens
-// and underscores (a name only: a masked credential is sent over TLS to
-// names, never to addresses).
+// hostName reports whether s is a DNS name with a letter in it (a name
+// only: a masked credential is sent over TLS to names, never to
+// addresses).
 func hostName(s string) bool {
-	if s == "" || len(s) > 253 || !strings.ContainsAny(s, "abcdefghijklmnopqrstuvwxyz") {
+	return strings.ContainsAny(s, "abcdefghijklmnopqrstuvwxyz") && DNSName(s)
+}
+
+// DNSName reports whether s is a DNS name, lower case: labels of letters,
+// digits and hyphens (underscores too, as some services use), 1 to 63
+// each, 253 at most in all.
+func DNSName(s string) bool {
+	if s == "" || len(s) > 253 {
 		return false
 	}
 	for _, l := range strings.Split(s, ".") {

@@ -165,6 +165,12 @@ func (s *Session) copyFileIn(src, dst string) error {
 		return err
 	}
 	defer in.Close()
+	return s.createIn(dst, in)
+}
+
+// createIn makes dst in the jail a new file of what r holds, replacing
+// whatever is there without following it.
+func (s *Session) createIn(dst string, r io.Reader) error {
 	if err := s.root.RemoveAll(dst); err != nil {
 		return err
 	}
@@ -172,7 +178,7 @@ func (s *Session) copyFileIn(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, in)
+	_, err = io.Copy(out, r)
 	return errors.Join(err, out.Close())
 }
 

@@ -454,15 +454,7 @@ func (s *Session) writeInPlace(dst string, b []byte) error {
 			return errors.Join(werr, f.Truncate(int64(len(b))), f.Close())
 		}
 	}
-	if err := s.root.RemoveAll(dst); err != nil {
-		return err
-	}
-	f, err := s.root.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	return errors.Join(err, f.Close())
+	return s.createIn(dst, bytes.NewReader(b))
 }
 
 // refreshMasked rewrites in place the masked copies bound into the

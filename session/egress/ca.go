@@ -40,11 +40,7 @@ const caLife = 7 * 24 * time.Hour
 
 // NewCA makes an authority for a server started now.
 func NewCA(now time.Time) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := serialNumber()
+	key, serial, err := newKey()
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +63,17 @@ func NewCA(now time.Time) (*CA, error) {
 		return nil, err
 	}
 	return &CA{cert: cert, der: der, key: key, leaves: map[string]*tls.Certificate{}}, nil
+}
+
+// newKey is a P-256 key and a random serial number for a certificate of
+// it.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := serialNumber()
+	return key, serial, err
 }
 
 func serialNumber() (*big.Int, error) {
@@ -109,11 +116,7 @@ func (ca *CA) Leaf(host string, now time.Time) (*tls.Certificate, error) {
 	if c, ok := ca.leaves[host]; ok && now.Before(c.Leaf.NotAfter) {
 		return c, nil
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := serialNumber()
+	key, serial, err := newKey()
 	if err != nil {
 		return nil, err
 	}

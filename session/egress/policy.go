@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/jail-mcp/jail-mcp/auth"
 )
 
 // Rule is one destination of an allowlist: a host name, a domain's
@@ -104,7 +106,7 @@ func parseRule(s string) (Rule, error) {
 	if rest, ok := strings.CutPrefix(host, "*."); ok {
 		r.Wildcard, host = true, rest
 	}
-	if !validName(host) {
+	if !auth.DNSName(host) {
 		return r, errors.New("want a host name, *.DOMAIN, or an IP address")
 	}
 	if r.Wildcard && !strings.Contains(host, ".") && host != "localhost" {
@@ -112,25 +114,6 @@ func parseRule(s string) (Rule, error) {
 	}
 	r.Host = host
 	return r, nil
-}
-
-// validName reports whether s is a DNS name: labels of letters, digits
-// and hyphens (underscores too, as some services use), 1 to 63 each.
-func validName(s string) bool {
-	if s == "" || len(s) > 253 {
-		return false
-	}
-	for _, l := range strings.Split(s, ".") {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return false
-		}
-		for _, c := range l {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // String is the allowlist as --network takes it, without the prefix.
