@@ -472,6 +472,34 @@ timeout 540 grep -r -a -l -F -D skip -e "$c" /home /root /tmp /etc /var "$PROJEC
 echo "grep-exit=$?"
 `
 
+// runGrep runs a grep that prints the files it finds, then
+// "grep-exit=CODE", through a call, a job or a terminal job (how: call,
+// job, tty), and lists the files; it fails the test when the grep did
+// not run confined to its end.
+func runGrep(ctx context.Context, t *testing.T, ts *testkit.Server, how string, args map[string]any) []string {
+	t.Helper()
+	var out string
+	if how == "call" {
+		res, raw, err := callExec(ctx, ts, args)
+		if err != nil {
+			t.Fatalf("grep: %v", err)
+		}
+		if !res.Confined {
+			t.Fatalf("grep did not run confined: %s", testkit.ResultText(raw))
+		}
+		out = res.Stdout
+	} else {
+		args["tty"] = how == "tty"
+		id := ts.StartJob(args)
+		out, _ = ts.ReadUntil(id, "grep-exit=", 10*time.Minute)
+	}
+	found, done := grepFound(out)
+	if !done {
+		t.Fatalf("grep through a %s did not run to its end:\n%s", how, testkit.Tail(out))
+	}
+	return found
+}
+
 // grepFound is the files canaryGrep's output lists; done: it ran to its
 // end (grep neither timed out nor was killed).
 func grepFound(out string) (found []string, done bool) {
@@ -499,33 +527,14 @@ func (fx *escapeFixture) denyRead(t *testing.T) {
 	grep := func(t *testing.T, ts *testkit.Server, how string) []string {
 		t.Helper()
 		args := map[string]any{"command": canaryGrep, "env": h.halves(), "timeout_ms": 570000}
-		var out string
-		switch how {
-		case "control":
+		if how == "control" {
 			// The shell that greps holds the canary whole in its own
 			// environment: the grep must find it there.
 			args["command"] = `c="$C1$C2"; CANARY="$c" exec /bin/sh -c "$GREP"`
 			args["env"].(map[string]any)["GREP"] = canaryGrep
-			fallthrough
-		case "call":
-			res, raw, err := callExec(ctx, ts, args)
-			if err != nil {
-				t.Fatalf("grep: %v", err)
-			}
-			if !res.Confined {
-				t.Fatalf("grep did not run confined: %s", testkit.ResultText(raw))
-			}
-			out = res.Stdout
-		case "job", "tty":
-			args["tty"] = how == "tty"
-			id := ts.StartJob(args)
-			out, _ = ts.ReadUntil(id, "grep-exit=", 10*time.Minute)
+			how = "call"
 		}
-		found, done := grepFound(out)
-		if !done {
-			t.Fatalf("grep through a %s did not run to its end:\n%s", how, testkit.Tail(out))
-		}
-		return found
+		return runGrep(ctx, t, ts, how, args)
 	}
 
 	ctl := fx.start(t, h.project, h.env, "--session", "control", "--auth", "none", "--deny-read", "")

@@ -500,19 +500,11 @@ timeout 540 grep -r -a -l -F -D skip -f <(pats) /home /root /tmp /etc /var "$HOM
 				os.Remove(control)
 			}
 			args := map[string]any{"argv": argv, "env": vars, "timeout_ms": 570000}
-			var out string
-			if how == "call" || how == "control" {
-				res, _ := ts.Exec(args)
-				out = res.Stdout
-			} else {
-				args["tty"] = how == "tty"
-				id := ts.StartJob(args)
-				out, _ = ts.ReadUntil(id, "grep-exit=", 10*time.Minute)
+			run := how
+			if how == "control" {
+				run = "call"
 			}
-			found, done := grepFound(out)
-			if !done {
-				t.Fatalf("grep through a %s did not finish: %s", how, testkit.Tail(out))
-			}
+			found := runGrep(t.Context(), t, ts, run, args)
 			switch {
 			case how == "control" && !slices.Contains(found, control):
 				t.Fatalf("the grep does not find the secret planted in %s: it proves nothing (found %q)", control, found)
