@@ -24,12 +24,6 @@ type Mask struct {
 // Empty reports whether m masks nothing.
 func (m Mask) Empty() bool { return !m.All && len(m.CLIs) == 0 && len(m.Env) == 0 }
 
-// Masks reports whether m masks the CLI name.
-func (m Mask) Masks(name string) bool {
-	_, ok := m.CLIs[name]
-	return m.All || ok
-}
-
 // String is m as --mask takes it.
 func (m Mask) String() string {
 	var out []string

@@ -221,10 +221,14 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 		defer done()
 		runner = r
 	}
-	if mode := cfg.Backend.Credentials(); mode == jail.BindCredentials && slot != nil && s.mask != nil {
-		s.refreshMasked(exps)
-	}
-	if mode := cfg.Backend.Credentials(); mode != jail.BindCredentials {
+	switch mode := cfg.Backend.Credentials(); {
+	case mode == jail.BindCredentials:
+		if slot != nil && s.mask != nil {
+			// Bound in a sandbox that runs on: its masked copies follow
+			// the host's files.
+			s.refreshMasked(exps)
+		}
+	default:
 		undo, err := s.placeCredentials(exps, mode == jail.LinkCredentials)
 		if err != nil {
 			return nil, fmt.Errorf("place credentials in %s: %w", s.Path, err)

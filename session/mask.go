@@ -181,8 +181,6 @@ var caVars = []string{
 // CABundleRel is where the jail's bundle of roots is, in the jail.
 const CABundleRel = ".jail-mcp/ca-bundle.pem"
 
-const caBundleRel = CABundleRel
-
 // sessionMask is a session's masked credentials: the table of its
 // placeholders its proxies substitute, and the proxy of its calls whose
 // network is on.
@@ -197,8 +195,7 @@ type sessionMask struct {
 }
 
 func newSessionMask(ca *egress.CA) *sessionMask {
-	roots := egress.UpstreamRoots
-	return &sessionMask{masks: egress.NewMasks(ca, roots), phs: map[string]string{}, files: map[string]hostFile{}}
+	return &sessionMask{masks: egress.NewMasks(ca, nil), phs: map[string]string{}, files: map[string]hostFile{}}
 }
 
 // masked reports whether the credentials of cli reach the jail masked.
@@ -249,52 +246,56 @@ func alnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' ||
 // by its placeholder. A value that has no placeholder (too short to stand
 // in for) is left out: the real one never reaches the jail.
 func (s *Session) maskEnv(vars []string) []string {
-	env := s.m.cfg.Mask.Env
-	if len(env) == 0 {
-		return vars
-	}
 	out := make([]string, 0, len(vars))
 	for _, kv := range vars {
 		k, v, _ := strings.Cut(kv, "=")
-		h, ok := env[k]
-		if !ok || v == "" {
-			out = append(out, kv)
-			continue
+		if ph, ok := s.maskVar(k, v); ok {
+			out = append(out, k+"="+ph)
 		}
-		ph, err := s.placeholder("env\x00"+k, v, egress.Secret{
-			Name: "env:" + k, Hosts: h.Hosts, TokenPaths: h.TokenPaths,
-			Value: func() (string, error) { return v, nil },
-		})
-		if err != nil {
-			s.m.log.Warn("a masked variable is left out of the jail", "session", s.Name, "variable", k, "err", err)
-			continue
-		}
-		out = append(out, k+"="+ph)
 	}
 	return out
 }
 
-// maskHostEnv is maskEnv of the host's part of a call's environment.
+// maskHostEnv is maskEnv of the host's part of a call's environment,
+// which it leaves as it is (a copy is changed).
 func (s *Session) maskHostEnv(host map[string]string) map[string]string {
-	masked := false
+	out := host
+	cloned := false
 	for k := range s.m.cfg.Mask.Env {
-		if host[k] != "" {
-			masked = true
+		v, set := host[k]
+		if !set {
+			continue
+		}
+		if !cloned {
+			out, cloned = maps.Clone(host), true
+		}
+		if ph, ok := s.maskVar(k, v); ok {
+			out[k] = ph
+		} else {
+			delete(out, k)
 		}
 	}
-	if !masked {
-		return host
-	}
-	vars := make([]string, 0, len(host))
-	for k, v := range host {
-		vars = append(vars, k+"="+v)
-	}
-	out := map[string]string{}
-	for _, kv := range s.maskEnv(vars) {
-		k, v, _ := strings.Cut(kv, "=")
-		out[k] = v
-	}
 	return out
+}
+
+// maskVar is what the jail gets of variable k set to v: its placeholder
+// when k is masked, v when not; ok is false when k is masked and v has no
+// placeholder (too short to stand in for): the real value never reaches
+// the jail, the variable is left out.
+func (s *Session) maskVar(k, v string) (string, bool) {
+	h, masked := s.m.cfg.Mask.Env[k]
+	if !masked || v == "" {
+		return v, true
+	}
+	ph, err := s.placeholder("env\x00"+k, v, egress.Secret{
+		Name: "env:" + k, Hosts: h.Hosts, TokenPaths: h.TokenPaths,
+		Value: func() (string, error) { return v, nil },
+	})
+	if err != nil {
+		s.m.log.Warn("a masked variable is left out of the jail", "session", s.Name, "variable", k, "err", err)
+		return "", false
+	}
+	return ph, true
 }
 
 // maxCredentialFile bounds a credential file the server masks: what is
@@ -504,13 +505,13 @@ func maskedRel(cli, rel string) string {
 // there already.
 func (s *Session) writeBundle() error {
 	b := s.m.masking.bundle
-	if fi, err := s.root.Lstat(caBundleRel); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(len(b)) {
+	if fi, err := s.root.Lstat(CABundleRel); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(len(b)) {
 		return nil
 	}
-	if err := s.ensureDirs(path.Dir(caBundleRel)); err != nil {
+	if err := s.ensureDirs(path.Dir(CABundleRel)); err != nil {
 		return err
 	}
-	return s.writeInPlace(caBundleRel, b)
+	return s.writeInPlace(CABundleRel, b)
 }
 
 // maskCall gives a call whose network is on, in a session that masks
@@ -521,7 +522,7 @@ func (s *Session) maskCall(env []string, eg *agentEgress) ([]string, *agentEgres
 	if err := s.writeBundle(); err != nil {
 		return env, eg, fmt.Errorf("write the jail's bundle of roots: %w", err)
 	}
-	bundle := filepath.Join(s.Path, caBundleRel)
+	bundle := filepath.Join(s.Path, CABundleRel)
 	env = slices.DeleteFunc(env, func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
 		return slices.Contains(caVars, k)
@@ -559,7 +560,7 @@ func (s *Session) openEgress() (*agentEgress, error) {
 	return e, nil
 }
 
-// closeMask ends the session's open proxy: at a reset and at its end.
+// closeMask ends the session's open proxy, at its end.
 func (s *Session) closeMask() {
 	if s.mask == nil {
 		return
@@ -614,7 +615,7 @@ func (s *Session) MaskInfo() MaskInfo {
 	if cfg.Empty() || s.m.masking == nil || s.mask == nil {
 		return info
 	}
-	info.CA, info.Bundle = s.m.masking.ca.Fingerprint(), filepath.Join(s.Path, caBundleRel)
+	info.CA, info.Bundle = s.m.masking.ca.Fingerprint(), filepath.Join(s.Path, CABundleRel)
 	info.Credentials = cfg.Credentials()
 	info.Placeholders = len(s.mask.masks.Secrets())
 	return info

@@ -49,6 +49,9 @@ type Masks struct {
 // NewMasks is an empty table for ca, checking upstreams against roots
 // (nil: the system's).
 func NewMasks(ca *CA, roots *x509.CertPool) *Masks {
+	if roots == nil {
+		roots = UpstreamRoots // a test's, or nil: the system's
+	}
 	return &Masks{CA: ca, Roots: roots, byPH: map[string]*Secret{}, hosts: map[string]bool{}}
 }
 

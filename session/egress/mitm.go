@@ -371,16 +371,13 @@ func (m *mitm) substitute(req *http.Request) (bool, *localAnswer) {
 			if a != nil {
 				return false, a
 			}
-			// git sends a token as Basic auth: user:token, in base64.
-			if scheme, cred, ok := strings.Cut(out, " "); ok && authHeaders[name] && strings.EqualFold(scheme, "Basic") {
-				if dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err == nil {
-					sub, a := m.replace(string(dec), plainText, put)
-					if a != nil {
-						return false, a
-					}
-					if sub != string(dec) {
-						out = scheme + " " + base64.StdEncoding.EncodeToString([]byte(sub))
-					}
+			if scheme, dec, ok := basicAuth(name, out); ok {
+				sub, a := m.replace(dec, plainText, put)
+				if a != nil {
+					return false, a
+				}
+				if sub != dec {
+					out = scheme + " " + base64.StdEncoding.EncodeToString([]byte(sub))
 				}
 			}
 			vs[i] = out
@@ -424,6 +421,21 @@ func (m *mitm) substitute(req *http.Request) (bool, *localAnswer) {
 	req.ContentLength = int64(len(b))
 	req.TransferEncoding = nil
 	return false, nil
+}
+
+// basicAuth is the decoded user:password of header name's value v when it
+// is an authentication header with Basic credentials (git sends a token
+// so), and the scheme as v spells it.
+func basicAuth(name, v string) (scheme, decoded string, ok bool) {
+	scheme, cred, ok := strings.Cut(v, " ")
+	if !ok || !authHeaders[name] || !strings.EqualFold(scheme, "Basic") {
+		return "", "", false
+	}
+	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return "", "", false
+	}
+	return scheme, string(dec), true
 }
 
 // bodyKind is the kind of a request body the proxy looks into: a form or
@@ -1207,10 +1219,8 @@ func (p *Proxy) checkPlain(req *http.Request, host string, port int) {
 	for name, vs := range req.Header {
 		for _, v := range vs {
 			check(v)
-			if scheme, cred, ok := strings.Cut(v, " "); ok && authHeaders[name] && strings.EqualFold(scheme, "Basic") {
-				if dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err == nil {
-					check(string(dec))
-				}
+			if _, dec, ok := basicAuth(name, v); ok {
+				check(dec)
 			}
 		}
 	}

@@ -42,8 +42,9 @@ type Config struct {
 	// the server user's home); DenyDefault: "default" is among them.
 	DenyRead    []string
 	DenyDefault bool
-	// Mask are the credentials the jail gets as placeholders (--mask).
-	Mask        auth.Mask
+	// Mask are the credentials the jail gets as placeholders (--mask),
+	// resolved against --auth and --pass-env.
+	Mask        session.MaskConfig
 	Session     string
 	Listen      string
 	Token       string
@@ -212,7 +213,11 @@ func (rc *RawConfig) Parse(fs *flag.FlagSet) (Config, error) {
 		return c, err
 	}
 	// What --mask names must be shown (--auth) or passed (--pass-env).
-	if _, err := session.ResolveMask(c.Mask, c.Auth, c.PassEnv); err != nil {
+	mask, err := auth.ParseMask(rc.text("mask"))
+	if err == nil {
+		c.Mask, err = session.ResolveMask(mask, c.Auth, c.PassEnv)
+	}
+	if err != nil {
 		return c, fmt.Errorf("invalid %s: %w", rc.by("mask"), err)
 	}
 	if c.Timeout > c.MaxTimeout {
@@ -419,12 +424,12 @@ func parseDenyRead(c *Config, v string) error {
 	return nil
 }
 
+// parseMask checks that --mask parses; Parse resolves it once --auth and
+// --pass-env are known.
 func parseMask(c *Config, v string) error {
-	m, err := auth.ParseMask(v)
-	if err != nil {
+	if _, err := auth.ParseMask(v); err != nil {
 		return &wholeError{err}
 	}
-	c.Mask = m
 	return nil
 }
 

@@ -94,11 +94,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		return UsageError("%v", err)
 	}
 	r.DenyRead = &deny
-	mask, err := session.ResolveMask(cfg.Mask, cfg.Auth, cfg.PassEnv)
-	if err != nil {
-		return UsageError("invalid --mask: %v", err)
-	}
-	r.Mask = mask.Credentials()
+	r.Mask = cfg.Mask.Credentials()
 	if len(r.Mask) > 0 {
 		r.MaskCA = "made by each server at its start, its private key in the server's memory only (never written); a running server's jail_status gives its SHA-256 fingerprint, and its jails trust it through <jail>/" + session.CABundleRel
 	}

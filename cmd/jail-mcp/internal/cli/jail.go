@@ -62,9 +62,7 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		return nil, st, err
 	}
 	scfg.Deny = deny
-	if scfg.Mask, err = session.ResolveMask(cfg.Mask, cfg.Auth, cfg.PassEnv); err != nil {
-		return nil, st, fmt.Errorf("invalid --mask: %w", err)
-	}
+	scfg.Mask = cfg.Mask
 	if !scfg.Mask.Empty() && !cfg.Network {
 		log.Warn("--mask with --network off: no command reaches a host, the placeholders stand for nothing a command can use")
 	}
