@@ -708,32 +708,11 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 	var whole, ahead []byte // a JSON answer read whole; the start of a larger one
 	readWhole := false
 	if !bodyless {
-		var err error
-		if body, err = decoded(resp); err != nil {
-			m.drop()
-			m.fail(fmt.Sprintf("an answer from %s in an encoding the proxy cannot read to keep secrets out of it", m.host), err)
+		var ok bool
+		if body, whole, ahead, ok = m.readAnswer(resp); !ok {
 			return false
 		}
-		if isJSON(resp.Header) || isForm(resp.Header) {
-			var buf bytes.Buffer
-			if _, err := buf.ReadFrom(io.LimitReader(body, maxMaskedBody+1)); err != nil {
-				m.drop()
-				m.fail(fmt.Sprintf("the answer of %s did not come whole", m.host), err)
-				return false
-			}
-			mint := m.mint
-			if isForm(resp.Header) {
-				mint = m.mintForm
-			}
-			if buf.Len() > maxMaskedBody {
-				ahead = buf.Bytes()
-			} else if whole, err = mint(buf.Bytes()); err != nil {
-				m.fail(fmt.Sprintf("a token from %s that cannot be masked", m.host), err)
-				return false
-			} else {
-				readWhole = true
-			}
-		}
+		readWhole = whole != nil
 	}
 	keep := !req.Close
 	var framing int
@@ -808,6 +787,43 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 		m.drop()
 	}
 	return keep
+}
+
+// readAnswer is the body of resp to pass on, decoded: a JSON or form
+// answer is read whole (whole, never nil then) and its new tokens minted,
+// or, past maxMaskedBody, its start is ahead and the rest body. false:
+// the proxy answered instead.
+func (m *mitm) readAnswer(resp *http.Response) (body io.Reader, whole, ahead []byte, ok bool) {
+	body, err := decoded(resp)
+	if err != nil {
+		m.drop()
+		m.fail(fmt.Sprintf("an answer from %s in an encoding the proxy cannot read to keep secrets out of it", m.host), err)
+		return nil, nil, nil, false
+	}
+	if !isJSON(resp.Header) && !isForm(resp.Header) {
+		return body, nil, nil, true
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(io.LimitReader(body, maxMaskedBody+1)); err != nil {
+		m.drop()
+		m.fail(fmt.Sprintf("the answer of %s did not come whole", m.host), err)
+		return nil, nil, nil, false
+	}
+	if buf.Len() > maxMaskedBody {
+		return body, nil, buf.Bytes(), true
+	}
+	mint := m.mint
+	if isForm(resp.Header) {
+		mint = m.mintForm
+	}
+	if whole, err = mint(buf.Bytes()); err != nil {
+		m.fail(fmt.Sprintf("a token from %s that cannot be masked", m.host), err)
+		return nil, nil, nil, false
+	}
+	if whole == nil {
+		whole = []byte{}
+	}
+	return body, whole, nil, true
 }
 
 // writeHead writes an answer's status and header, values replaced.

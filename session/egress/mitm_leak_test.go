@@ -238,7 +238,7 @@ func TestMaskedIssuedTokens(t *testing.T) {
 		"/copilot":            {"application/json", `{"token":"` + copilot + `","expires_at":1767225600,"refresh_in":1500,"endpoints":{"api":"https://api.business.githubcopilot.com"},"sku":"copilot_for_business_seat"}`, copilot},
 		"/installation":       {"application/json", `{"token":"` + ghs + `","expires_at":"2026-01-01T00:00:00Z","permissions":{"contents":"read"},"repository_selection":"all"}`, ghs},
 		"/form":               {"application/x-www-form-urlencoded", "token=" + formTok + "&expires_in=28800&scope=repo", formTok},
-		"/not-a-token-answer": {"application/json", `{"id":1,"sha":"` + sha + `","node":"` + ghs + `"}`, ""},
+		"/not-a-token-answer": {"application/json", `{"id":1,"sha":"` + sha + `","node":"ghs_` + randomText(36) + `"}`, ""},
 	}
 	for path, a := range answers {
 		f.origin.handle(path, func(w http.ResponseWriter, r *http.Request) {
