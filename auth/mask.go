@@ -29,6 +29,7 @@ type Field struct {
 	// Host is the host the file itself gives the value to (a
 	// git-credentials line's, a gh hosts.yml entry's), else "". Such a
 	// value belongs to that host, or to its CLI's Hosts when it is one.
+	// A line that names a port other than 443 gives "host:port".
 	Host string
 }
 
@@ -785,7 +786,11 @@ func scanGitCredentials(b []byte) ([]span, error) {
 		if h, _, ok := strings.Cut(strings.TrimPrefix(host, "["), "]"); strings.HasPrefix(host, "[") && ok {
 			host = h
 		} else if i := strings.LastIndexByte(host, ':'); i >= 0 {
-			host = host[:i]
+			// A port of its own is the value's only port (issue 44):
+			// host:port, as --mask names one; 443 goes without.
+			if host[i+1:] == "443" || host[i+1:] == "" {
+				host = host[:i]
+			}
 		}
 		base := off + len(scheme) + len("://")
 		user, pass, hasPass := strings.Cut(userinfo, ":")

@@ -179,7 +179,7 @@ https://bob:{{pass}}@git.example.org
 `,
 		want: []wantField{
 			{"https://octocat@github.com", "key", "github.com"},
-			{"https://oauth2@gitlab.example.com:8443", "key", "gitlab.example.com"},
+			{"https://oauth2@gitlab.example.com:8443", "key", "gitlab.example.com:8443"},
 			{"https://*@github.com/octo-org/octo-repo.git", "key", "github.com"},
 			{"https://bob@git.example.org", "key", "git.example.org"},
 		},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -48,16 +49,17 @@ func (m Mask) String() string {
 // ParseMask reads --mask: a comma list of "all", names of the registry
 // and "env:NAME", each optionally followed by "@HOST" and more hosts
 // (env:GH_TOKEN@api.github.com,github.com): the entries after an "@"
-// that are neither a registry name, "all" nor "env:" are its hosts.
-// "" masks nothing.
+// that are neither a registry name, "all" nor "env:" are its hosts. A
+// host is bound on port 443; HOST:PORT binds it on PORT too
+// (git.example.com:8443). "" masks nothing.
 func ParseMask(s string) (Mask, error) {
 	m := Mask{CLIs: map[string][]string{}, Env: map[string][]string{}}
 	cli, env := map[string]*[]string{}, map[string]*[]string{}
 	var hosts *[]string // the entry that took "@": what follows may be its hosts
 	add := func(h string) error {
-		h = strings.ToLower(strings.TrimSuffix(h, "."))
-		if !hostName(h) {
-			return fmt.Errorf("%q: want a host name (api.example.com)", h)
+		h, err := maskHost(h)
+		if err != nil {
+			return err
 		}
 		if !slices.Contains(*hosts, h) {
 			*hosts = append(*hosts, h)
@@ -115,6 +117,28 @@ func ParseMask(s string) (Mask, error) {
 		m.Env[k] = *v
 	}
 	return m, nil
+}
+
+// maskHost reads a host of --mask, HOST or HOST:PORT, as the proxy
+// takes it: lower case, no trailing dot, ":443" (the port every host is
+// bound on) left out.
+func maskHost(s string) (string, error) {
+	h, port, hasPort := strings.Cut(strings.ToLower(s), ":")
+	h = strings.TrimSuffix(h, ".")
+	if !hostName(h) {
+		return "", fmt.Errorf("%q: want a host name (api.example.com), or HOST:PORT", s)
+	}
+	if !hasPort {
+		return h, nil
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || port != strconv.Itoa(n) {
+		return "", fmt.Errorf("%q: want a port from 1 to 65535 after the host", s)
+	}
+	if n == 443 {
+		return h, nil
+	}
+	return h + ":" + port, nil
 }
 
 // hostName reports whether s is a DNS name with a letter in it (a name

@@ -20,6 +20,14 @@ func TestParseMask(t *testing.T) {
 		{in: "env:X@10.0.0.1", err: "want a host name"},
 		{in: "gh@x.example,not a host", err: "want a host name"},
 		{in: "all@x.example", err: "name the CLI"},
+		{in: "env:A@git.example:8443,git.example,api.example:443", want: "env:A@git.example:8443,git.example,api.example"},
+		{in: "claude@API.example.:8443", want: "claude@api.example:8443"},
+		{in: "env:A@x.example:0", err: "want a port from 1 to 65535"},
+		{in: "env:A@x.example:65536", err: "want a port from 1 to 65535"},
+		{in: "env:A@x.example:https", err: "want a port from 1 to 65535"},
+		{in: "env:A@x.example:+80", err: "want a port from 1 to 65535"},
+		{in: "env:A@x.example:", err: "want a port from 1 to 65535"},
+		{in: "env:A@10.0.0.1:8443", err: "want a host name"},
 	} {
 		m, err := ParseMask(c.in)
 		if c.err != "" {

@@ -25,7 +25,8 @@ var knownPrefixes = []string{
 // prefix, the same length, and at each position a character of the same
 // class (a digit for a digit, a lower-case letter for one, an upper-case
 // letter for one; any other byte kept: dashes, dots, underscores), drawn
-// at random. Of a JWT it keeps the header and the claims, which clients
+// at random. Of Copilot's signed fields it keeps the fields and draws
+// the signature (signedKeep). Of a JWT it keeps the header and the claims, which clients
 // read (Codex takes the account, plan and expiry from its id_token), and
 // draws the signature of base64url characters; claims that hold a secret
 // are drawn too. Two calls give two placeholders.
@@ -37,6 +38,9 @@ func Placeholder(secret string) (string, error) {
 		return jwtPlaceholder(secret, keep)
 	}
 	head := knownPrefix(secret)
+	if keep, ok := signedKeep(secret); ok {
+		head = secret[:keep]
+	}
 	out := []byte(head)
 	varied := 0
 	for i := len(head); i < len(secret); i++ {

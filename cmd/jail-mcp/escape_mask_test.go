@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -131,7 +132,7 @@ func (fx *escapeFixture) mask(t *testing.T) {
 	caFile := filepath.Join(project, "provider-ca.pem")
 	os.WriteFile(caFile, prov.caPEM, 0o644)
 	env := slices2(fx.env(testkit.TestHosts+"="+prov.hosts(), testkit.TestRoots+"="+caFile, "PROVIDER_TOKEN="+h.token), "HOME="+h.home, "CLAUDE_CONFIG_DIR=")
-	args := []string{"--auth", "claude", "--pass-env", "PROVIDER_TOKEN", "--mask", "claude,env:PROVIDER_TOKEN@api.provider.test"}
+	args := []string{"--auth", "claude", "--pass-env", "PROVIDER_TOKEN", "--mask", prov.maskFlag()}
 	ts := fx.start(t, project, env, append([]string{"--session", "mask"}, args...)...)
 	res, _ := ts.Exec(map[string]any{"command": `printf %s "$PROVIDER_TOKEN"`})
 	token := res.Stdout
@@ -244,6 +245,45 @@ curl -sS -H "Authorization: Bearer $TOKEN" "https://api.provider.test:$PORT/noth
 		}
 		if !strings.Contains(out, token) {
 			t.Errorf("the echo does not reflect the placeholder: %q", out)
+		}
+	})
+	fx.vector(t, "basic-echo", func(t *testing.T) {
+		// The proxy writes the value into a Basic credential, base64:
+		// a host that echoes it echoes that base64 (issue 44).
+		out := attack(t, `
+curl -sS -u "x-access-token:$TOKEN" "https://api.provider.test:$PORT/echo"
+curl -sS -u "x-access-token:$TOKEN" "https://api.provider.test:$PORT/echo?gzip=1" | gzip -dc 2>/dev/null
+`)
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+			if strings.Contains(out, enc.EncodeToString([]byte("x-access-token:"+h.token))) {
+				fx.escape(t, "the bound host's echo of a Basic credential gave the jail the secret in base64: %q", out)
+			}
+		}
+		if !strings.Contains(out, base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))) {
+			t.Errorf("the echo does not reflect the placeholder's Basic credential: %q", out)
+		}
+	})
+	fx.vector(t, "own-answer", func(t *testing.T) {
+		// An answer the proxy cannot read quotes the credential it was
+		// sent: the proxy's own 502 must not (issue 44).
+		out := attack(t, `curl -sS -w ' %{http_code}' -H "Authorization: Bearer $TOKEN" "https://api.provider.test:$PORT/malformed"`)
+		if strings.Contains(out, h.token) {
+			fx.escape(t, "the proxy's own answer gave the jail the secret: %q", out)
+		}
+		if !strings.Contains(out, "502") {
+			t.Errorf("an answer that does not read: %q, want the proxy's 502", out)
+		}
+	})
+	fx.vector(t, "other-port", func(t *testing.T) {
+		// The bound host on a port --mask does not name: a blind
+		// tunnel, the placeholder as sent (issue 44).
+		vars["PORT2"] = prov.listenAgain(t)
+		out := attack(t, `curl -sS --cacert "$CA" -H "Authorization: Bearer $TOKEN" "https://api.provider.test:$PORT2/check"`)
+		if strings.Contains(out, "authenticated as") {
+			fx.escape(t, "the placeholder authenticated on a port the credential is not bound to: %q", out)
+		}
+		if !strings.Contains(out, "unauthenticated: got "+token) {
+			t.Errorf("the placeholder on another port: %q", out)
 		}
 	})
 	fx.vector(t, "other-session", func(t *testing.T) {

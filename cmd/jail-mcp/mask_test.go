@@ -40,6 +40,7 @@ import (
 type provider struct {
 	port  string
 	caPEM []byte
+	tls   *tls.Config // its listener's: listenAgain opens another port
 
 	mu       sync.Mutex
 	accepted map[string]bool // the real secrets, and those its token endpoint gave
@@ -84,10 +85,11 @@ func newProvider(t *testing.T, secrets ...string) *provider {
 	for _, s := range secrets {
 		p.accepted[s] = true
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+	p.tls = &tls.Config{
 		Certificates: []tls.Certificate{{Certificate: [][]byte{der, caDER}, PrivateKey: key}},
 		NextProtos:   []string{"h2", "http/1.1"},
-	})
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", p.tls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +98,27 @@ func newProvider(t *testing.T, secrets ...string) *provider {
 	t.Cleanup(func() { srv.Close() })
 	p.port = fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 	return p
+}
+
+// listenAgain serves the provider on another port too, and returns it.
+func (p *provider) listenAgain(t *testing.T) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", p.tls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: p}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// maskFlag is --mask for the provider's port: claude (its hosts the
+// tests reach named on that port) and PROVIDER_TOKEN, bound to
+// api.provider.test there.
+func (p *provider) maskFlag() string {
+	on := ":" + p.port
+	return "claude@api.anthropic.com" + on + ",console.anthropic.com" + on + ",platform.claude.com" + on + ",env:PROVIDER_TOKEN@api.provider.test" + on
 }
 
 // hosts is the server's TestHosts value for the provider's names.
@@ -149,6 +172,16 @@ func (p *provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Write(b.Bytes())
+	case "/malformed":
+		// An answer that does not read, quoting the credential it got
+		// (issue 44): the proxy's own answer must not pass it on.
+		conn, bw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(bw, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nAuthorization %s\r\n\r\n", r.Header.Get("Authorization"))
+		bw.Flush()
 	case "/tokeninfo", "/oauth2/v2/userinfo":
 		// Google's, which Gemini CLI asks before it uses a cached login.
 		if !ok {
@@ -326,7 +359,7 @@ func testMask(t *testing.T, b testkit.Backend, network string) {
 	env := testkit.ServerEnv(testkit.TestHosts+"="+prov.hosts(), testkit.TestRoots+"="+caFile,
 		"HOME="+h.home, "CLAUDE_CONFIG_DIR=", "PROVIDER_TOKEN="+h.token)
 	ts := b.Start(t, project, env, "--session", "m", "--auth", "claude", "--pass-env", "PROVIDER_TOKEN",
-		"--mask", "claude,env:PROVIDER_TOKEN@api.provider.test", "--network", network)
+		"--mask", prov.maskFlag(), "--network", network)
 
 	st := ts.Status()
 	if len(st.Mask.Credentials) != 2 || st.Mask.CA == "" || st.Mask.Credentials[0].Name != "claude" || !slices.Contains(st.Mask.Credentials[0].Hosts, "api.anthropic.com") {

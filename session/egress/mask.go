@@ -3,6 +3,7 @@ package egress
 import (
 	"crypto/x509"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -17,8 +18,9 @@ type Secret struct {
 	Name string
 	// Placeholder stands in for the value in the jail: the same shape.
 	Placeholder string
-	// Hosts are the host names the value may be sent to: lower case,
-	// exact names.
+	// Hosts are where the value may be sent: lower-case exact names,
+	// each on port 443, or "name:port" on that port only (issue 44: a
+	// host's other ports may be another service's).
 	Hosts []string
 	// TokenPaths are the URL paths on Hosts whose request bodies get the
 	// value too (token endpoints: "/v1/oauth/token"); elsewhere only
@@ -61,8 +63,9 @@ func (m *Masks) Set(s Secret) {
 	defer m.mu.Unlock()
 	s.Hosts = slices.Clone(s.Hosts)
 	for i, h := range s.Hosts {
-		s.Hosts[i] = strings.ToLower(strings.TrimSuffix(h, "."))
-		m.hosts[s.Hosts[i]] = true
+		name, port := binding(h)
+		s.Hosts[i] = bindingString(name, port)
+		m.hosts[name+":"+strconv.Itoa(port)] = true
 	}
 	m.byPH[s.Placeholder] = &s
 	m.list = make([]*Secret, 0, len(m.byPH))
@@ -88,12 +91,36 @@ func (m *Masks) placeholder(s string) bool {
 	return ok
 }
 
-// Bound reports whether host is bound to a masked credential: the proxy
-// terminates TLS for it.
-func (m *Masks) Bound(host string) bool {
+// Bound reports whether host, on port, is bound to a masked credential:
+// the proxy terminates TLS for it.
+func (m *Masks) Bound(host string, port int) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.hosts[strings.ToLower(strings.TrimSuffix(host, "."))]
+	return m.hosts[normalHost(host)+":"+strconv.Itoa(port)]
+}
+
+// defaultPort is where a host named without a port is bound: HTTPS's.
+const defaultPort = 443
+
+// binding reads an entry of Secret.Hosts: a name, on defaultPort, or
+// name:port. A port that does not read binds nothing (port 0).
+func binding(h string) (string, int) {
+	name, port := h, defaultPort
+	if i := strings.LastIndexByte(h, ':'); i >= 0 {
+		name, port = h[:i], 0
+		if n, err := strconv.Atoi(h[i+1:]); err == nil && n > 0 && n < 65536 {
+			port = n
+		}
+	}
+	return normalHost(name), port
+}
+
+// bindingString is the entry of Secret.Hosts for name on port.
+func bindingString(name string, port int) string {
+	if port == defaultPort {
+		return name
+	}
+	return name + ":" + strconv.Itoa(port)
 }
 
 // Secrets lists the table, sorted by Name then Placeholder.

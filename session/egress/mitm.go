@@ -56,12 +56,12 @@ var authHeaders = map[string]bool{
 	"Private-Token":  true,
 }
 
-// terminates reports whether a CONNECT to host is ended by the proxy: a
-// host name a masked credential is bound to (and an authority to speak
-// for it; without one, no secret is ever sent).
-func (p *Proxy) terminates(host string) bool {
+// terminates reports whether a CONNECT to host on port is ended by the
+// proxy: a host name a masked credential is bound to on that port (and
+// an authority to speak for it; without one, no secret is ever sent).
+func (p *Proxy) terminates(host string, port int) bool {
 	m := p.opts.Masks
-	return m != nil && m.CA != nil && net.ParseIP(strings.Trim(host, "[]")) == nil && m.Bound(host)
+	return m != nil && m.CA != nil && net.ParseIP(strings.Trim(host, "[]")) == nil && m.Bound(host, port)
 }
 
 // normalHost is a host name as the table holds it: lower case, without a
@@ -200,23 +200,77 @@ func (m *mitm) serveRequest() bool {
 	}
 	// The answer is to be read: no compression it may not be able to undo.
 	req.Header.Set("Accept-Encoding", "identity")
-	m.x.start(m.masks.table(), m.host)
+	m.x.start(m.masks.table(), m.host, m.port)
 	streamed, a := m.substitute(req)
+	m.loadScrub()
 	if a != nil {
 		m.answer(a.code, a.text)
 		return false
 	}
 	resp, wrote, err := m.roundTrip(req, streamed)
 	if err != nil {
-		code := http.StatusBadGateway
 		_, refused := errors.AsType[*RefusedError](err)
-		if _, untrusted := errors.AsType[*tls.CertificateVerificationError](err); refused && !untrusted {
-			code = http.StatusForbidden
+		_, untrusted := errors.AsType[*tls.CertificateVerificationError](err)
+		switch {
+		case refused && !untrusted:
+			m.answer(http.StatusForbidden, err.Error())
+		case refused:
+			m.answer(http.StatusBadGateway, err.Error())
+		default:
+			m.fail(fmt.Sprintf("no answer from %s that the proxy could read", m.host), err)
 		}
-		m.answer(code, err.Error())
 		return false
 	}
 	return m.respond(req, resp, wrote)
+}
+
+// loadScrub readies the scrubber for the request's answer, and for the
+// proxy's own: the value of every secret of the table, in the forms an
+// echo may spell it, and each text the proxy itself wrote for the
+// request (a Basic credential's base64, a value escaped into a token
+// body).
+func (m *mitm) loadScrub() {
+	s := &m.scrub
+	s.reset()
+	for _, sec := range m.x.secrets {
+		if v, err := m.x.value(sec); err == nil {
+			s.add(v, sec.Placeholder)
+			if !plainToken(v) {
+				for _, k := range []textKind{formText, jsonText} {
+					a, b := k.forms(k.escape(v))
+					pa, pb := k.forms(k.escape(sec.Placeholder))
+					s.add(a, pa)
+					s.add(b, pb)
+				}
+				s.add(url.PathEscape(v), url.PathEscape(sec.Placeholder))
+			}
+		}
+	}
+	for _, w := range m.x.wrote {
+		s.add(w.value, w.placeholder)
+	}
+}
+
+// plainToken reports whether v is spelled the same escaped for a URL, a
+// form or JSON: letters, digits and -._~.
+func plainToken(v string) bool {
+	for i := range len(v) {
+		if c := v[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~') {
+			return false
+		}
+	}
+	return true
+}
+
+// fail answers the client with text, a fixed text of the proxy's own,
+// when err may quote what the host sent (Go's parse errors quote the
+// line that does not read, a header the proxy filled in): err goes to
+// the operator's log, scrubbed as an answer is.
+func (m *mitm) fail(text string, err error) {
+	if m.p.opts.Log != nil {
+		m.p.opts.Log.Warn("masked answer not passed on", "host", m.host, "port", m.port, "err", m.scrub.text(err.Error()))
+	}
+	m.answer(http.StatusBadGateway, text)
 }
 
 // sameHost reports whether hostport, a request's Host, names the
@@ -242,7 +296,8 @@ const lingerTimeout = 2 * time.Second
 // answer answers the client itself, in JSON (what API clients read), and
 // ends the connection (lingerAfter).
 func (m *mitm) answer(code int, text string) {
-	body, _ := json.Marshal(map[string]string{"error": "jail-mcp: " + text})
+	// Scrubbed too: a text may name what a request or an answer held.
+	body, _ := json.Marshal(map[string]string{"error": "jail-mcp: " + m.scrub.text(text)})
 	body = append(body, '\n')
 	fmt.Fprintf(m.cw, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", code, http.StatusText(code), len(body), body)
 	if m.cw.Flush() == nil {
@@ -274,23 +329,41 @@ type localAnswer struct {
 type exchange struct {
 	secrets []*Secret
 	host    string
+	port    int
 	values  map[*Secret]string
 	refused map[*Secret]bool
 	found   []*Secret
+	// wrote are the texts the proxy wrote for the request that spell a
+	// value otherwise than as it is (a Basic credential's base64, an
+	// escaped value in a token body), each with the same text of the
+	// placeholder: what an echo of the request gives back.
+	wrote []scrubPair
 }
 
-func (x *exchange) start(secrets []*Secret, host string) {
-	x.secrets, x.host = secrets, host
+func (x *exchange) start(secrets []*Secret, host string, port int) {
+	x.secrets, x.host, x.port = secrets, host, port
 	if x.values == nil {
 		x.values, x.refused = map[*Secret]string{}, map[*Secret]bool{}
 	}
 	clear(x.values)
 	clear(x.refused)
+	x.wrote = x.wrote[:0]
 }
 
-// bound reports whether s may be sent to the request's host.
+// wrote notes that the proxy wrote value where the client sent
+// placeholder.
+func (x *exchange) note(value, placeholder string) {
+	if value != placeholder {
+		x.wrote = append(x.wrote, scrubPair{value: value, placeholder: placeholder})
+	}
+}
+
+// bound reports whether s may be sent to the request's host and port.
 func (x *exchange) bound(s *Secret) bool {
-	return slices.Contains(s.Hosts, x.host)
+	return slices.ContainsFunc(s.Hosts, func(h string) bool {
+		name, port := binding(h)
+		return name == x.host && port == x.port
+	})
 }
 
 // value is s's value, read once per request.
@@ -378,6 +451,12 @@ func (m *mitm) substitute(req *http.Request) (bool, *localAnswer) {
 				}
 				if sub != dec {
 					out = scheme + " " + base64.StdEncoding.EncodeToString([]byte(sub))
+					// The whole credential, in every base64 a host
+					// may echo it in: a part of it would depend on
+					// where the value falls in its 3-byte groups.
+					for _, e := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+						x.note(e.EncodeToString([]byte(sub)), e.EncodeToString([]byte(dec)))
+					}
 				}
 			}
 			vs[i] = out
@@ -490,9 +569,13 @@ func (m *mitm) replace(s string, k textKind, put func(*Secret) bool) (string, *l
 			return "", &localAnswer{http.StatusBadGateway, fmt.Sprintf("the value of %s cannot be read on the host", sec.Name)}
 		}
 		a, b := k.forms(sec.Placeholder)
-		s = strings.ReplaceAll(s, a, k.escape(v))
+		ev := k.escape(v)
+		s = strings.ReplaceAll(s, a, ev)
 		if b != "" {
-			s = strings.ReplaceAll(s, b, k.escape(v))
+			s = strings.ReplaceAll(s, b, ev)
+		}
+		if k != plainText {
+			x.note(ev, k.escape(sec.Placeholder))
 		}
 	}
 	return s, nil
@@ -597,13 +680,7 @@ func (m *mitm) roundTrip(req *http.Request, streamed bool) (resp *http.Response,
 // tokens in a JSON answer given placeholders of their own. It reports
 // whether the client's connection goes on.
 func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan error) bool {
-	s := &m.scrub
-	s.reset()
-	for _, sec := range m.x.secrets {
-		if v, err := m.x.value(sec); err == nil {
-			s.add(v, sec.Placeholder)
-		}
-	}
+	s := &m.scrub // loaded for the request (loadScrub)
 	for resp.StatusCode < 200 {
 		if resp.StatusCode == http.StatusSwitchingProtocols {
 			m.drop()
@@ -621,7 +698,7 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 		m.upHead.N = math.MaxInt64
 		if err != nil {
 			m.drop()
-			m.answer(http.StatusBadGateway, fmt.Sprintf("no answer from %s: %v", m.host, err))
+			m.fail(fmt.Sprintf("no answer from %s that the proxy could read", m.host), err)
 			return false
 		}
 	}
@@ -631,32 +708,11 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 	var whole, ahead []byte // a JSON answer read whole; the start of a larger one
 	readWhole := false
 	if !bodyless {
-		var err error
-		if body, err = decoded(resp); err != nil {
-			m.drop()
-			m.answer(http.StatusBadGateway, err.Error())
+		var ok bool
+		if body, whole, ahead, ok = m.readAnswer(resp); !ok {
 			return false
 		}
-		if isJSON(resp.Header) || isForm(resp.Header) {
-			var buf bytes.Buffer
-			if _, err := buf.ReadFrom(io.LimitReader(body, maxMaskedBody+1)); err != nil {
-				m.drop()
-				m.answer(http.StatusBadGateway, fmt.Sprintf("the answer of %s did not come whole: %v", m.host, err))
-				return false
-			}
-			mint := m.mint
-			if isForm(resp.Header) {
-				mint = m.mintForm
-			}
-			if buf.Len() > maxMaskedBody {
-				ahead = buf.Bytes()
-			} else if whole, err = mint(buf.Bytes()); err != nil {
-				m.answer(http.StatusBadGateway, err.Error())
-				return false
-			} else {
-				readWhole = true
-			}
-		}
+		readWhole = whole != nil
 	}
 	keep := !req.Close
 	var framing int
@@ -731,6 +787,43 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 		m.drop()
 	}
 	return keep
+}
+
+// readAnswer is the body of resp to pass on, decoded: a JSON or form
+// answer is read whole (whole, never nil then) and its new tokens minted,
+// or, past maxMaskedBody, its start is ahead and the rest body. false:
+// the proxy answered instead.
+func (m *mitm) readAnswer(resp *http.Response) (body io.Reader, whole, ahead []byte, ok bool) {
+	body, err := decoded(resp)
+	if err != nil {
+		m.drop()
+		m.fail(fmt.Sprintf("an answer from %s in an encoding the proxy cannot read to keep secrets out of it", m.host), err)
+		return nil, nil, nil, false
+	}
+	if !isJSON(resp.Header) && !isForm(resp.Header) {
+		return body, nil, nil, true
+	}
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(io.LimitReader(body, maxMaskedBody+1)); err != nil {
+		m.drop()
+		m.fail(fmt.Sprintf("the answer of %s did not come whole", m.host), err)
+		return nil, nil, nil, false
+	}
+	if buf.Len() > maxMaskedBody {
+		return body, nil, buf.Bytes(), true
+	}
+	mint := m.mint
+	if isForm(resp.Header) {
+		mint = m.mintForm
+	}
+	if whole, err = mint(buf.Bytes()); err != nil {
+		m.fail(fmt.Sprintf("a token from %s that cannot be masked", m.host), err)
+		return nil, nil, nil, false
+	}
+	if whole == nil {
+		whole = []byte{}
+	}
+	return body, whole, nil, true
 }
 
 // writeHead writes an answer's status and header, values replaced.
@@ -817,8 +910,10 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 	type token struct {
 		key, value string
 		start, end int64 // the JSON string's, quotes included
+		named      bool  // under a name that is a token's (tokenKey)
 	}
 	var tokens []token
+	tokenAnswer := false // a name says token: the answer hands some out
 	type frame struct {
 		object, wantKey bool
 		key             string
@@ -840,6 +935,7 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 		}
 		if k, ok := tok.(string); ok && top != nil && top.object && top.wantKey {
 			top.key, top.wantKey = k, false
+			tokenAnswer = tokenAnswer || auth.TokenName(k)
 			continue
 		}
 		switch tok {
@@ -857,10 +953,12 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 			continue
 		}
 		top.wantKey = true
-		if v, ok := tok.(string); ok && tokenKey(top.key) {
-			end := dec.InputOffset()
-			start := off + int64(bytes.IndexByte(body[off:end], '"'))
-			tokens = append(tokens, token{top.key, v, start, end})
+		if v, ok := tok.(string); ok {
+			if named := tokenKey(top.key); named || auth.IssuedToken(top.key, v) {
+				end := dec.InputOffset()
+				start := off + int64(bytes.IndexByte(body[off:end], '"'))
+				tokens = append(tokens, token{top.key, v, start, end, named})
+			}
 		}
 	}
 	if len(tokens) == 0 {
@@ -869,6 +967,9 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 	var out []byte
 	last := int64(0)
 	for _, t := range tokens {
+		if !t.named && !tokenAnswer {
+			continue // token-shaped, in an answer that hands out none
+		}
 		ph, err := m.mintOne(t.key, t.value)
 		if err != nil {
 			return nil, err
@@ -885,10 +986,17 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 
 // mintForm is mint of a form-encoded answer (GitHub's token endpoint
 // answers access_token=...&scope=... unless asked for JSON): each token
-// field's value gets a placeholder of its own.
+// field's value gets a placeholder of its own, and, in an answer with a
+// field named as a token's, each token-shaped value.
 func (m *mitm) mintForm(body []byte) ([]byte, error) {
 	pairs := strings.Split(string(body), "&")
-	changed := false
+	changed, tokenAnswer := false, false
+	for _, pair := range pairs {
+		k, _, _ := strings.Cut(pair, "=")
+		if key, err := url.QueryUnescape(k); err == nil && auth.TokenName(key) {
+			tokenAnswer = true
+		}
+	}
 	for i, pair := range pairs {
 		k, v, ok := strings.Cut(pair, "=")
 		if !ok {
@@ -896,7 +1004,7 @@ func (m *mitm) mintForm(body []byte) ([]byte, error) {
 		}
 		key, err1 := url.QueryUnescape(k)
 		value, err2 := url.QueryUnescape(v)
-		if err1 != nil || err2 != nil || !tokenKey(key) || value == "" {
+		if err1 != nil || err2 != nil || value == "" || !tokenKey(key) && !(tokenAnswer && auth.IssuedToken(key, value)) {
 			continue
 		}
 		ph, err := m.mintOne(key, value)
@@ -1028,7 +1136,7 @@ func (s *scrubber) write(w io.Writer, data []byte, final bool) (int, error) {
 					s.next[i] = len(data)
 				}
 			}
-			if s.next[i] < at {
+			if s.next[i] < at || s.next[i] == at && which >= 0 && len(p.value) > len(s.pairs[which].value) {
 				at, which = s.next[i], i
 			}
 		}

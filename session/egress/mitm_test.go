@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -57,6 +58,9 @@ type maskOrigin struct {
 	accept  []string // Bearer tokens /auth takes
 	tokens  map[string]string
 	bigBody []byte
+	// paths are answers a test adds, by path: what a hostile or broken
+	// host does.
+	paths map[string]http.HandlerFunc
 }
 
 type seenRequest struct {
@@ -83,7 +87,13 @@ func (o *maskOrigin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	o.seen[r.URL.Path] = seenRequest{r.RequestURI, r.Header.Clone(), string(body)}
 	o.hits[r.URL.Path]++
 	accept := slices.Clone(o.accept)
+	h := o.paths[r.URL.Path]
 	o.mu.Unlock()
+	if h != nil {
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		h(w, r)
+		return
+	}
 	switch {
 	case r.URL.Path == "/auth":
 		_, pass, _ := r.BasicAuth()
@@ -154,6 +164,7 @@ type maskFixture struct {
 	secrets   map[string]maskSecret // bearer, key, git, token, refresh, other
 
 	mu       sync.Mutex
+	log      bytes.Buffer // the proxy's log, under mu
 	refusals []Refusal
 	changed  chan struct{} // closed at each refusal
 }
@@ -179,6 +190,7 @@ func newMaskFixture(tb testing.TB, roots func(upCA *CA) *x509.CertPool) *maskFix
 			"form":    "gho_" + randomText(36),
 		},
 		bigBody: bytes.Repeat([]byte("0123456789abcdef"), 1<<19), // 8 MiB
+		paths:   map[string]http.HandlerFunc{},
 	}
 	srv := httptest.NewUnstartedServer(f.origin)
 	// The proxy dials the origin for a CONNECT before the client's TLS
@@ -218,11 +230,15 @@ func newMaskFixture(tb testing.TB, roots func(upCA *CA) *x509.CertPool) *maskFix
 			tb.Fatal(err)
 		}
 		f.secrets[s.key] = maskSecret{s.name, real, ph}
-		f.masks.Set(Secret{Name: s.name, Placeholder: ph, Hosts: s.hosts, TokenPaths: s.paths, NoRefresh: s.noRefresh,
+		hosts := make([]string, len(s.hosts))
+		for i, h := range s.hosts {
+			hosts[i] = h + ":" + f.port // the origin's port, named
+		}
+		f.masks.Set(Secret{Name: s.name, Placeholder: ph, Hosts: hosts, TokenPaths: s.paths, NoRefresh: s.noRefresh,
 			Value: func() (string, error) { return real, nil }})
 		f.origin.accepts(real)
 	}
-	f.masks.Set(Secret{Name: "env:BROKEN", Placeholder: "sk-broken-" + randomText(20), Hosts: []string{boundHost},
+	f.masks.Set(Secret{Name: "env:BROKEN", Placeholder: "sk-broken-" + randomText(20), Hosts: []string{boundHost + ":" + f.port},
 		Value: func() (string, error) { return "", errors.New("the host file is gone") }})
 
 	pol, err := Parse("api.bound.test,other.bound.test,blind.test,plain.test")
@@ -232,6 +248,7 @@ func newMaskFixture(tb testing.TB, roots func(upCA *CA) *x509.CertPool) *maskFix
 	p := New(pol, Options{
 		Resolver: fakeResolver{boundHost: {"127.0.0.1"}, "other.bound.test": {"127.0.0.1"}, "blind.test": {"127.0.0.1"}, "plain.test": {"127.0.0.1"}},
 		Masks:    f.masks,
+		Log:      slog.New(slog.NewTextHandler(lockedWriter{&f.mu, &f.log}, nil)),
 		Refused: func(r Refusal) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -668,7 +685,7 @@ func TestMaskedAnswers(t *testing.T) {
 		t.Errorf("a form-encoded token answer's placeholder: %q", body)
 	}
 	for _, s := range minted {
-		if !slices.Equal(s.Hosts, []string{boundHost, "github.bound.test"}) && !slices.Equal(s.Hosts, []string{boundHost}) {
+		if bh := boundHost + ":" + f.port; !slices.Equal(s.Hosts, []string{bh, "github.bound.test:" + f.port}) && !slices.Equal(s.Hosts, []string{bh}) {
 			t.Errorf("%s bound to %v", s.Name, s.Hosts)
 		}
 		if s.NoRefresh != (s.Name == boundHost+" response refresh_token") {

@@ -213,8 +213,8 @@ func (p *Proxy) serveConnect(c *bufferedConn, req *http.Request) {
 	if _, err := fmt.Fprintf(c, "HTTP/%d.%d 200 Connection established\r\n\r\n", req.ProtoMajor, req.ProtoMinor); err != nil {
 		return
 	}
-	if host, port, _ := net.SplitHostPort(req.Host); p.terminates(host) {
-		n, _ := strconv.Atoi(port)
+	host, port, _ := net.SplitHostPort(req.Host)
+	if n, _ := strconv.Atoi(port); p.terminates(host, n) {
 		p.serveMasked(c, target, host, n, "connect")
 		return
 	}

@@ -56,7 +56,7 @@ func (p *Proxy) serveSOCKS(c *bufferedConn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	if p.terminates(host) {
+	if p.terminates(host, port) {
 		p.serveMasked(c, target, host, port, "socks5")
 		return
 	}

@@ -1,0 +1,115 @@
+package auth
+
+import "strings"
+
+// A token endpoint may hand a token out under any name: GitHub's
+// installation tokens and Copilot's exchange under "token", others under
+// names of their own (issue 44). The proxy masks, in a token answer, a
+// value under a name that says token when it looks generated, and one
+// under any other name when it is token-shaped: a known prefix, a JWT,
+// a signed list of fields (Copilot's), or a long opaque string of
+// random-looking characters. Words, numbers, ids (hex, UUIDs), URLs,
+// paths and dates are none of these.
+
+// TokenName reports whether name says it holds a token: token,
+// access_token, accessToken, installation-token.
+func TokenName(name string) bool {
+	return strings.HasSuffix(normalize(name), "token")
+}
+
+// IssuedToken reports whether v, found under name in a token answer, is
+// a token to mask: token-shaped under any name, and under a name that
+// says token also any generated-looking value (hex included).
+func IssuedToken(name, v string) bool {
+	if TokenName(name) && credentialLike(v) {
+		return true
+	}
+	return TokenShaped(v)
+}
+
+// TokenShaped reports whether v is shaped like a credential whatever it
+// is named: a known prefix with at least 16 generated characters after
+// it, a JWT, Copilot's signed fields, or an opaque string of at least 32
+// token characters with upper- and lower-case letters and digits mixed
+// as a random draw mixes them.
+func TokenShaped(v string) bool {
+	if len(v) < 20 || len(v) > 16<<10 {
+		return false
+	}
+	if p := knownPrefix(v); p != "" {
+		return len(v)-len(p) >= 16 && credentialLike(v)
+	}
+	if v[0] == 'e' && jwtLike(v) {
+		return true
+	}
+	if _, ok := signedKeep(v); ok {
+		return true
+	}
+	return opaque(v)
+}
+
+// signedKeep is, for a token of signed fields as Copilot's exchange
+// gives ("tid=...;exp=...;sku=...;8kp=1:<hex signature>"), how much its
+// placeholder keeps: the fields and the colon, which clients read (the
+// expiry, the endpoint); the signature, at least 32 hex digits, is
+// drawn.
+func signedKeep(v string) (int, bool) {
+	i := strings.LastIndexByte(v, ':')
+	if i < 0 || len(v)-i-1 < 32 {
+		return 0, false
+	}
+	for j := i + 1; j < len(v); j++ {
+		if c := v[j]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return 0, false
+		}
+	}
+	fields := strings.Split(v[:i], ";")
+	if len(fields) < 2 {
+		return 0, false
+	}
+	for _, f := range fields {
+		k, val, ok := strings.Cut(f, "=")
+		if !ok || k == "" || strings.ContainsAny(val, " \t\r\n\"") {
+			return 0, false
+		}
+		for j := range len(k) {
+			if c := k[j]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+				return 0, false
+			}
+		}
+	}
+	return i + 1, true
+}
+
+// opaque is a long string drawn at random from letters and digits (and
+// the few other characters base64 and tokens use): upper and lower case
+// and digits all present, and the class changing at least every third
+// character, which names, words and camelCase identifiers do not do.
+func opaque(v string) bool {
+	if len(v) < 32 || !credentialLike(v) || v[0] == '/' || v[0] == '.' {
+		return false
+	}
+	var upper, lower, digit, changes int
+	class := func(c byte) int {
+		switch {
+		case c >= 'a' && c <= 'z':
+			lower++
+			return 1
+		case c >= 'A' && c <= 'Z':
+			upper++
+			return 2
+		case c >= '0' && c <= '9':
+			digit++
+			return 3
+		}
+		return 0
+	}
+	last := class(v[0])
+	for i := 1; i < len(v); i++ {
+		if c := class(v[i]); c != last {
+			changes++
+			last = c
+		}
+	}
+	return upper >= 3 && lower >= 3 && digit >= 3 && changes*3 >= len(v)
+}

@@ -1,0 +1,44 @@
+package auth
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTokenShaped(t *testing.T) {
+	copilot := "tid=0123456789abcdef0123456789abcdef;exp=1767225600;sku=copilot_for_business_seat;proxy-ep=proxy.business.githubcopilot.com;st=dotcom;chat=1;8kp=1:" + strings.Repeat("9f3a", 16)
+	jwt := "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlc2lnbmF0dXJl"
+	for _, c := range []struct {
+		name, v string
+		want    bool
+	}{
+		{"expires_at", "ghs_16C7e42F292c6912E7710c838347Ae178B4a", true},
+		{"x", "ghu_abcdefgh0123456789ABCDEFGHij", true},
+		{"x", jwt, true},
+		{"token", copilot, true},
+		{"x", copilot, true},
+		{"x", "Xk9fQ2mZr7LpW3nB8vT1cY6hJ4sD0gKa", true}, // 32 drawn at random
+		{"token", strings.Repeat("a1b2c3d4", 5), true},  // hex under a token's name
+		{"id", strings.Repeat("a1b2c3d4", 5), false},    // hex elsewhere: an id
+		{"id", "123e4567-e89b-12d3-a456-426614174000", false},
+		{"x", "thisIsAVeryLongIdentifierName2024Version", false},
+		{"x", "https://api.github.com/copilot_internal/v2/token", false},
+		{"x", "/home/user/Projects/Repo2024/src/Main123.go", false},
+		{"x", "2026-01-01T00:00:00Z", false},
+		{"x", "bearer", false},
+		{"scope", "repo,gist,read:org", false},
+		{"token", "short", false},
+		{"x", "ghp_abc", false},
+		{"x", "sk-ant-api03-0123456789", false}, // too little after the prefix
+		{"x", "tid=1;exp=2:abc", false},
+	} {
+		if got := IssuedToken(c.name, c.v); got != c.want {
+			t.Errorf("IssuedToken(%q, %q) = %v, want %v", c.name, c.v, got, c.want)
+		}
+	}
+	ph, err := Placeholder(copilot)
+	keep := strings.LastIndexByte(copilot, ':') + 1
+	if err != nil || ph[:keep] != copilot[:keep] || ph == copilot || len(ph) != len(copilot) {
+		t.Errorf("Placeholder(a Copilot token) = %q, %v: want its fields kept and its signature drawn", ph, err)
+	}
+}
