@@ -238,7 +238,7 @@ func (b *bwrap) startDirect(spec Spec, c Call) (Process, error) {
 
 func (b *bwrap) Guarantees() Guarantees {
 	var notKept map[int]string
-	p2 := "no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces, internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...), no leases or directory notifications, no SO_REUSEPORT (with network on, the host's listeners stay the host's), limits, priorities, scheduling and affinity of the caller only, on every ABI (seccomp: the session agent shares the pid namespace), other sessions' jails not in view. Known gap: flock and read locks on host files a command can read"
+	p2 := "no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces, internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...), no leases or directory notifications, no SO_REUSEPORT (with network on, the host's listeners stay the host's), limits, priorities, scheduling and affinity of the caller only, on every ABI (seccomp: the session agent shares the pid namespace), other sessions' jails not in view. Known gaps: flock and read locks on host files a command can read; " + fifoReadGap
 	if !b.Agents() {
 		notKept = map[int]string{2: "not in full: a FIFO in the project or under HOME, opened for writing, reaches the host process reading it (a read-only mount does not stop it; without Landlock ABI 6 there is no layer that does; /tmp, /var/tmp and /run are shown empty, /dev/shm is the sandbox's own). Otherwise " + p2}
 	}
@@ -250,7 +250,7 @@ func (b *bwrap) Guarantees() Guarantees {
 		shm = " and the sandbox's System V segments, which outlive calls: over --max-memory no call starts (/dev/shm is read-only: this bubblewrap, older than 0.7, cannot bound a tmpfs)"
 	}
 	how := map[int]string{
-		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing, nothing of /tmp, /var/tmp and /run read but what a command needs there (known gap: a FIFO in the project or the home opened for reading); the server is outside the sandbox",
+		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing, nothing of /tmp, /var/tmp and /run read but what a command needs there; the server is outside the sandbox",
 		6: "the environment is an allowlist; the --deny-read list is masked by mounts (and refused by a Landlock read view where session agents run)",
 		9: "each session's jail is its own (the others' directory is an empty tmpfs but for it) and so are its processes (a pid namespace per sandbox)",
 		7: "processes (threads count as processes) and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms, which counts every thread and, as memory, resident sets, open memfds" + shm + "; it does not see shared memory a process keeps only through a partly unmapped mapping, nor the memfds of a process that is not dumpable (freed when the call ends); disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",

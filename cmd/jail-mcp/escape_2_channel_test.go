@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -1261,6 +1262,7 @@ type hostFIFO struct {
 	path   string
 	// shadowed: bubblewrap hides it (ShadowDirs, or its own /dev/shm).
 	shadowed bool
+	mode     os.FileMode // 0: 0666, as a FIFO meant for other users is
 }
 
 // inView reports whether the jail of backend sees the FIFO: Landlock sees
@@ -1284,6 +1286,9 @@ func (fx *escapeFixture) makeFIFOs(t *testing.T) {
 		{vector: "fifo-dev-shm", path: filepath.Join("/dev/shm", name), shadowed: true},
 		{vector: "fifo-project", path: filepath.Join(fx.project, "fifo")},
 		{vector: "fifo-home-cache", path: filepath.Join(fx.home, ".cache", "fifo")},
+		// Neither in the project nor under HOME: as root a root-only FIFO
+		// in a root-only directory under /srv, as a service keeps one.
+		fx.outsideFIFO(t),
 	} {
 		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
 			t.Fatal(err)
@@ -1291,11 +1296,29 @@ func (fx *escapeFixture) makeFIFOs(t *testing.T) {
 		if err := unix.Mkfifo(f.path, 0o666); err != nil {
 			t.Fatalf("make a host FIFO: %v", err)
 		}
-		// Writable by anyone, as a FIFO meant for other users is.
-		os.Chmod(f.path, 0o666)
+		// Writable by anyone, as a FIFO meant for other users is, unless
+		// the vector says otherwise.
+		os.Chmod(f.path, cmp.Or(f.mode, 0o666))
 		t.Cleanup(func() { os.Remove(f.path) })
 		fx.fifos = append(fx.fifos, f)
 	}
+}
+
+// outsideFIFO is a host FIFO outside the project and HOME: as root, mode
+// 0600 in a directory of mode 0700 under /srv; else in a directory of
+// the test's.
+func (fx *escapeFixture) outsideFIFO(t *testing.T) hostFIFO {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return hostFIFO{vector: "fifo-outside", path: filepath.Join(testkit.HostDir(t), "fifo"), mode: 0o600}
+	}
+	dir := filepath.Join("/srv", fx.marker)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	fx.globs = append(fx.globs, filepath.Join("/srv", "*"+fx.marker+"*"))
+	return hostFIFO{vector: "fifo-outside", path: filepath.Join(dir, "fifo"), mode: 0o600}
 }
 
 // fifoReader is a host process's read end of a FIFO, counting what
