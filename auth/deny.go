@@ -35,6 +35,90 @@ var denyHome = []string{
 	".psql_history", ".mysql_history", ".sqlite_history", ".irb_history",
 	".pry_history", ".rediscli_history", ".Rhistory", ".lesshst", ".viminfo",
 	".julia/logs/repl_history.jl",
+	// Database clients' passwords. libpq's password file
+	// (postgresql.org/docs/current/libpq-pgpass.html); MySQL's option
+	// file, which may hold [client] password=, and mysql_config_editor's
+	// login-path file (dev.mysql.com/doc/refman/8.0/en/option-files.html).
+	".pgpass", ".my.cnf", ".mylogin.cnf",
+	// GitLab's CLI keeps its tokens in its one config file
+	// (docs.gitlab.com/cli/configuration: ~/.config/glab-cli/config.yml).
+	".config/glab-cli",
+	// Terraform's CLI configuration holds credentials blocks
+	// (developer.hashicorp.com/terraform/cli/config/config-file: .terraformrc;
+	// terraform login writes .terraform.d/credentials.tfrc.json, above).
+	".terraformrc",
+	// Pulumi's access tokens (pulumi.com/docs: PULUMI_HOME, by default
+	// ~/.pulumi, credentials.json); the rest of ~/.pulumi is plugins.
+	".pulumi/credentials.json",
+	// rclone's remotes with their keys (rclone.org/docs: --config,
+	// ~/.config/rclone/rclone.conf); s3cmd's keys (s3cmd --configure
+	// writes ~/.s3cfg).
+	".config/rclone", ".s3cfg",
+	// Kaggle's API token: kaggle.json in ~/.kaggle, or in ~/.config/kaggle
+	// with access_token (Kaggle/kaggle-api README, KAGGLE_CONFIG_DIR).
+	".kaggle", ".config/kaggle",
+	// Hugging Face's tokens: $HF_HOME/token and stored_tokens, HF_HOME
+	// by default ~/.cache/huggingface (huggingface_hub's constants.py,
+	// HF_TOKEN_PATH); ~/.huggingface/token before huggingface_hub 0.14.
+	// The rest of the cache (models, datasets) stays readable.
+	".cache/huggingface/token", ".cache/huggingface/stored_tokens", ".huggingface",
+	// SOPS's age private keys (getsops.io/docs/usage/identities/age:
+	// $XDG_CONFIG_HOME/sops/age/keys.txt, SOPS_AGE_KEY_FILE).
+	".config/sops",
+	// Maven's master password, which decrypts the server passwords of
+	// settings.xml (maven.apache.org/guides/mini/guide-encryption.html).
+	// settings.xml itself stays readable: its mirrors and proxies are
+	// what a build in the jail needs; a plain password there is yours to
+	// deny (--deny-read default,~/.m2/settings.xml).
+	".m2/settings-security.xml",
+	// RubyGems' API key (guides.rubygems.org: gem signin writes
+	// ~/.gem/credentials, or $XDG_DATA_HOME/gem/credentials).
+	".gem/credentials", ".local/share/gem/credentials",
+	// Podman's and skopeo's registry logins when XDG_RUNTIME_DIR is unset
+	// (podman-login(1), containers-auth.json(5)).
+	".config/containers/auth.json",
+	// atuin's shell history, its sync key and session (docs.atuin.sh:
+	// ~/.local/share/atuin/history.db, key, session).
+	".local/share/atuin",
+	// Thunderbird's profiles: mail, saved passwords (profile location per
+	// support.mozilla.org, Debian's older ~/.mozilla-thunderbird, the snap).
+	".thunderbird", ".mozilla-thunderbird", "snap/thunderbird/common/.thunderbird",
+}
+
+// denyEnv are the variables that move a secret of denyHome elsewhere,
+// each with the path below what it names ("" for the path itself).
+var denyEnv = []struct{ name, below string }{
+	{"PGPASSFILE", ""},
+	{"MYSQL_TEST_LOGIN_FILE", ""},
+	{"GLAB_CONFIG_DIR", ""},
+	{"TF_CLI_CONFIG_FILE", ""},
+	{"PULUMI_HOME", "credentials.json"},
+	{"RCLONE_CONFIG", ""},
+	{"KAGGLE_CONFIG_DIR", ""},
+	{"HF_HOME", "token"},
+	{"HF_HOME", "stored_tokens"},
+	{"HF_TOKEN_PATH", ""},
+	{"SOPS_AGE_KEY_FILE", ""},
+	{"REGISTRY_AUTH_FILE", ""},
+	{"XDG_RUNTIME_DIR", "containers/auth.json"},
+	{"XDG_CONFIG_HOME", "glab-cli"},
+	{"XDG_CONFIG_HOME", "rclone"},
+	{"XDG_CONFIG_HOME", "kaggle"},
+	{"XDG_CONFIG_HOME", "sops"},
+	{"XDG_CONFIG_HOME", "containers/auth.json"},
+	{"XDG_DATA_HOME", "gem/credentials"},
+	{"XDG_DATA_HOME", "atuin"},
+}
+
+// DenyVars are the variables of the server's environment that move a
+// file of the built-in list: where one names an absolute path, the list
+// holds the file there too.
+func DenyVars() []string {
+	var out []string
+	for _, e := range denyEnv {
+		out = append(out, e.name)
+	}
+	return dedupe(out)
 }
 
 // denyHomeShown are the paths under a denied one that stay readable.
@@ -45,6 +129,13 @@ var denyHomeShown = []string{".ssh/known_hosts", ".ssh/config"}
 var denyRoot = []string{
 	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
 	"/etc/ssh/ssh_host_*_key",
+	// TLS private keys: Debian's ssl-cert keeps them here (its snakeoil
+	// key too); certbot its account and certificate keys
+	// (eff-certbot.readthedocs.io, "Where are my certificates?").
+	"/etc/ssl/private", "/etc/letsencrypt",
+	// NetworkManager's connections with their Wi-Fi and VPN secrets
+	// (nm-settings-keyfile(5)).
+	"/etc/NetworkManager/system-connections",
 }
 
 // Deny is a resolved --deny-read list.
@@ -71,6 +162,11 @@ func DefaultDeny(home string, root bool, getenv func(string) string) Deny {
 		}
 		for _, rel := range denyHomeShown {
 			d.Shown = append(d.Shown, filepath.Join(home, rel))
+		}
+	}
+	for _, e := range denyEnv {
+		if v := getenv(e.name); filepath.IsAbs(v) {
+			d.Paths = append(d.Paths, filepath.Join(v, e.below))
 		}
 	}
 	d.Paths = append(d.Paths, CredentialPaths(home, getenv)...)

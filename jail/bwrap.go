@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,11 @@ type bwrap struct {
 	abi     int         // the kernel's Landlock ABI; below MinLandlockABI, no agents
 	exe     *selfBinary // the server's own binary, which agents run
 	shadow  []string    // the host's ShadowDirs as they resolve here, without agents
+
+	// filterErr is why no seccomp filter could be built for this
+	// machine: every command then fails with it, rather than with what
+	// bwrap says of an empty filter (a kernel without CONFIG_SECCOMP).
+	filterErr error
 
 	pathMu  sync.Mutex
 	pathFor string   // the PATH pathDirs were resolved for
@@ -59,6 +65,9 @@ func (b *bwrap) Runner(spec Spec, launch Launcher) (Runner, error) {
 // BwrapArgs numbers, the seccomp filter, the info pipe and extra after
 // them, and the read end of the info pipe.
 func (b *bwrap) command(spec Spec, shadow []string, extra ...*os.File) (*exec.Cmd, *os.File, error) {
+	if b.filterErr != nil {
+		return nil, nil, b.filterErr
+	}
 	filter, err := memfd("jail-mcp-seccomp", b.seccomp)
 	if err != nil {
 		return nil, nil, fmt.Errorf("load seccomp filter: %w", err)
@@ -229,7 +238,7 @@ func (b *bwrap) startDirect(spec Spec, c Call) (Process, error) {
 
 func (b *bwrap) Guarantees() Guarantees {
 	var notKept map[int]string
-	p2 := "no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces, internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...), no leases or directory notifications, no SO_REUSEPORT (with network on, the host's listeners stay the host's), other sessions' jails not in view. Known gap: flock and read locks on host files a command can read"
+	p2 := "no unix sockets (seccomp), no unix datagram socket pairs, no key rings, netlink for routing only, private IPC, signals fenced by the pid namespace and Landlock, no capabilities, no nested user namespaces, internet sockets and routing netlink only (no AF_VSOCK, AF_PACKET...), no leases or directory notifications, no SO_REUSEPORT (with network on, the host's listeners stay the host's), limits, priorities, scheduling and affinity of the caller only, on every ABI (seccomp: the session agent shares the pid namespace), other sessions' jails not in view. Known gaps: flock and read locks on host files a command can read; " + fifoReadGap
 	if !b.Agents() {
 		notKept = map[int]string{2: "not in full: a FIFO in the project or under HOME, opened for writing, reaches the host process reading it (a read-only mount does not stop it; without Landlock ABI 6 there is no layer that does; /tmp, /var/tmp and /run are shown empty, /dev/shm is the sandbox's own). Otherwise " + p2}
 	}
@@ -241,7 +250,7 @@ func (b *bwrap) Guarantees() Guarantees {
 		shm = " and the sandbox's System V segments, which outlive calls: over --max-memory no call starts (/dev/shm is read-only: this bubblewrap, older than 0.7, cannot bound a tmpfs)"
 	}
 	how := map[int]string{
-		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing, nothing of /tmp, /var/tmp and /run read but what a command needs there (known gap: a FIFO in the project or the home opened for reading); the server is outside the sandbox",
+		2: p2 + "; a Landlock layer in the sandbox: no FIFO or other file of the host opened for writing, nothing of /tmp, /var/tmp and /run read but what a command needs there; the server is outside the sandbox",
 		6: "the environment is an allowlist; the --deny-read list is masked by mounts (and refused by a Landlock read view where session agents run)",
 		9: "each session's jail is its own (the others' directory is an empty tmpfs but for it) and so are its processes (a pid namespace per sandbox)",
 		7: "processes (threads count as processes) and memory exactly by cgroups where the server can create them, else by a watchdog every 50 ms, which counts every thread and, as memory, resident sets, open memfds" + shm + "; it does not see shared memory a process keeps only through a partly unmapped mapping, nor the memfds of a process that is not dumpable (freed when the call ends); disk by a watchdog every 50 ms and after each call, from inotify; per-file size and core dumps by rlimit",
@@ -432,6 +441,10 @@ func probeBwrap(ctx context.Context, opts Options) Report {
 		return r
 	}
 	r.Path = path
+	if _, err := seccompFilter(runtime.GOARCH, os.Geteuid() == 0); err != nil {
+		r.Reason = fmt.Sprintf("build the seccomp filter for %s: %v", runtime.GOARCH, err)
+		return r
+	}
 	// The ABI of the Landlock layer its session agents add, 0 for none.
 	if abi, err := opts.landlockABI(); err == nil {
 		r.ABI = abi

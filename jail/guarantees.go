@@ -14,6 +14,14 @@ type Guarantees struct {
 	NotKept []Promise `json:"not_kept"`
 }
 
+// fifoReadGap is the read side of host FIFOs, a known gap of every
+// backend: neither Landlock's read right nor a read-only mount tells a
+// FIFO from a file, seccomp cannot see what a path names, and opening a
+// FIFO is the only act that reveals it (no rule sees its type before the
+// open without a race). Only where a call reads nothing of the host is a
+// FIFO out of reach.
+const fifoReadGap = "a host FIFO opened for reading anywhere a call reads, not only in the project or HOME (everywhere but the --deny-read list, other sessions' jails, /tmp, /var/tmp and /run), and as root any FIFO, whatever its owner and mode: a reader in the jail takes what a host process writes into it (neither Landlock nor a read-only mount tells a FIFO from a file)"
+
 // promises are the numbered promises of docs/security.md, by ID.
 var promises = map[int]string{
 	1: "no write to the host outside the session's jail",

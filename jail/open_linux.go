@@ -40,14 +40,12 @@ func construct(name string, r Report) (Backend, error) {
 // newBwrap is bubblewrap at path; abi is the kernel's Landlock ABI, which
 // decides whether commands run in session agents.
 func newBwrap(path string, abi int) *bwrap {
-	root := os.Geteuid() == 0
-	filter, err := seccompFilter(runtime.GOARCH, root)
+	filter, err := seccompFilter(runtime.GOARCH, os.Geteuid() == 0)
 	if err != nil {
-		// No filter for this machine: every syscall of the command is
-		// denied, so nothing runs unconfined.
-		filter, _ = seccompFilter("amd64", root)
+		// No filter for this machine: no command runs, and each says why.
+		err = fmt.Errorf("build the seccomp filter for %s: %w", runtime.GOARCH, err)
 	}
-	b := &bwrap{path: path, seccomp: filter, shadow: shadowHost(), sized: bwrapSizes(path)}
+	b := &bwrap{path: path, seccomp: filter, filterErr: err, shadow: shadowHost(), sized: bwrapSizes(path)}
 	// With Landlock ABI 6, session agents add the layer that closes what
 	// the shadowing only narrowed.
 	if abi >= MinLandlockABI {

@@ -157,6 +157,7 @@ type seccompArch struct {
 	setsockopt uint32
 	x32        bool // numbers with the x32 bit set are another ABI: denied
 	native     *nativeCalls
+	pids       *pidCalls
 	// modes are the calls that set a file's mode (chmod, every form) or
 	// create a file with one (open, creat, mknod, every form), with the
 	// offset of their mode argument.
@@ -169,41 +170,69 @@ type modeArg struct{ nr, off uint32 }
 // nativeCalls are the numbers, on a 64-bit ABI, of the syscalls a policy
 // beyond unix sockets denies.
 type nativeCalls struct {
-	ipc            []uint32 // SysV IPC, POSIX message queues
-	unshare, clone uint32
-	setns, clone3  uint32
-	chmod          []uint32 // chmod and chown, every form
-	xattr          []uint32 // setting and removing extended attributes
-	// pid0 act on the process named by their first argument, 0 for the
-	// caller: prlimit64, sched_{set,get}{param,scheduler,affinity,attr},
-	// sched_rr_get_interval, migrate_pages, move_pages.
-	pid0                 []uint32
-	setpriority, getprio uint32
-	ioprioSet, ioprioGet uint32
-	kcmp                 uint32
+	ipc                  []uint32 // SysV IPC, POSIX message queues
+	unshare, clone       uint32
+	setns, clone3        uint32
+	chmod                []uint32 // chmod and chown, every form
+	xattr                []uint32 // setting and removing extended attributes
 	ioctl                uint32
 	sendto, sendmsg      uint32
 	sendmmsg, setsockopt uint32
 	listen               uint32
 }
 
+// pidCalls are an ABI's numbers of the calls that act on a process named
+// by pid and that the kernel checks by uid alone. Every ABI the kernel
+// runs has its own: a 32-bit program (or int 0x80 from a 64-bit one)
+// reaches the same calls by the compat numbers.
+type pidCalls struct {
+	// pid0 act on the process named by their first argument, 0 for the
+	// caller: prlimit64, sched_{set,get}{param,scheduler,affinity,attr},
+	// sched_rr_get_interval (and its time64 form), migrate_pages,
+	// move_pages.
+	pid0                 []uint32
+	setpriority, getprio uint32
+	ioprioSet, ioprioGet uint32
+	kcmp                 uint32
+}
+
+// The pid calls of each ABI, from the kernel's tables:
+// arch/x86/entry/syscalls/syscall_64.tbl and syscall_32.tbl,
+// include/uapi/asm-generic/unistd.h (arm64) and arch/arm/tools/syscall.tbl.
+var (
+	amd64Pids = &pidCalls{
+		pid0:        []uint32{302, 142, 143, 144, 145, 203, 204, 314, 315, 148, 256, 279},
+		setpriority: 141, getprio: 140, ioprioSet: 251, ioprioGet: 252, kcmp: 312,
+	}
+	i386Pids = &pidCalls{
+		pid0:        []uint32{340, 154, 155, 156, 157, 241, 242, 351, 352, 161, 423, 294, 317},
+		setpriority: 97, getprio: 96, ioprioSet: 289, ioprioGet: 290, kcmp: 349,
+	}
+	arm64Pids = &pidCalls{
+		pid0:        []uint32{261, 118, 121, 119, 120, 122, 123, 274, 275, 127, 238, 239},
+		setpriority: 140, getprio: 141, ioprioSet: 30, ioprioGet: 31, kcmp: 272,
+	}
+	armPids = &pidCalls{
+		pid0:        []uint32{369, 154, 155, 156, 157, 241, 242, 380, 381, 161, 423, 400, 344},
+		setpriority: 97, getprio: 96, ioprioSet: 314, ioprioGet: 315, kcmp: 378,
+	}
+)
+
 var (
 	amd64Calls = &nativeCalls{
 		ipc:     []uint32{29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220, 240, 241, 242, 243, 244, 245},
 		unshare: 272, clone: 56, setns: 308, clone3: 435,
-		chmod:       []uint32{90, 91, 92, 93, 94, 260, 268, 452},
-		xattr:       []uint32{188, 189, 190, 197, 198, 199, 463, 466},
-		pid0:        []uint32{302, 142, 143, 144, 145, 203, 204, 314, 315, 148, 256, 279},
-		setpriority: 141, getprio: 140, ioprioSet: 251, ioprioGet: 252, kcmp: 312, ioctl: 16,
+		chmod:  []uint32{90, 91, 92, 93, 94, 260, 268, 452},
+		xattr:  []uint32{188, 189, 190, 197, 198, 199, 463, 466},
+		ioctl:  16,
 		sendto: 44, sendmsg: 46, sendmmsg: 307, setsockopt: 54, listen: 50,
 	}
 	arm64Calls = &nativeCalls{
 		ipc:     []uint32{180, 181, 182, 183, 184, 185, 186, 187, 188, 189, 190, 191, 192, 193, 194, 195, 196, 197},
 		unshare: 97, clone: 220, setns: 268, clone3: 435,
-		chmod:       []uint32{52, 53, 54, 55, 452},
-		xattr:       []uint32{5, 6, 7, 14, 15, 16, 463, 466},
-		pid0:        []uint32{261, 118, 121, 119, 120, 122, 123, 274, 275, 127, 238, 239},
-		setpriority: 140, getprio: 141, ioprioSet: 30, ioprioGet: 31, kcmp: 272, ioctl: 29,
+		chmod:  []uint32{52, 53, 54, 55, 452},
+		xattr:  []uint32{5, 6, 7, 14, 15, 16, 463, 466},
+		ioctl:  29,
 		sendto: 206, sendmsg: 211, sendmmsg: 269, setsockopt: 208, listen: 201,
 	}
 )
@@ -212,17 +241,17 @@ var (
 // runs on it.
 var seccompArches = map[string][]seccompArch{
 	"amd64": {
-		{audit: auditArchX86_64, socket: 41, socketpair: 53, keys: []uint32{248, 249, 250}, fcntl: []uint32{72}, setsockopt: 54, x32: true, native: amd64Calls,
+		{audit: auditArchX86_64, socket: 41, socketpair: 53, keys: []uint32{248, 249, 250}, fcntl: []uint32{72}, setsockopt: 54, x32: true, native: amd64Calls, pids: amd64Pids,
 			// chmod, fchmod, fchmodat, fchmodat2, open, openat, creat, mknod, mknodat
 			modes: []modeArg{{90, offArg1}, {91, offArg1}, {268, offArg2}, {452, offArg2}, {2, offArg2}, {257, offArg3}, {85, offArg1}, {133, offArg1}, {259, offArg2}}},
-		{audit: auditArchI386, socket: 359, socketpair: 360, socketcall: 102, keys: []uint32{286, 287, 288}, fcntl: []uint32{55, 221}, setsockopt: 366,
+		{audit: auditArchI386, socket: 359, socketpair: 360, socketcall: 102, keys: []uint32{286, 287, 288}, fcntl: []uint32{55, 221}, setsockopt: 366, pids: i386Pids,
 			modes: []modeArg{{15, offArg1}, {94, offArg1}, {306, offArg2}, {452, offArg2}, {5, offArg2}, {295, offArg3}, {8, offArg1}, {14, offArg1}, {297, offArg2}}},
 	},
 	"arm64": {
-		{audit: auditArchAArch64, socket: 198, socketpair: 199, keys: []uint32{217, 218, 219}, fcntl: []uint32{25}, setsockopt: 208, native: arm64Calls,
+		{audit: auditArchAArch64, socket: 198, socketpair: 199, keys: []uint32{217, 218, 219}, fcntl: []uint32{25}, setsockopt: 208, native: arm64Calls, pids: arm64Pids,
 			// fchmod, fchmodat, fchmodat2, openat, mknodat
 			modes: []modeArg{{52, offArg1}, {53, offArg2}, {452, offArg2}, {56, offArg3}, {33, offArg2}}},
-		{audit: auditArchARM, socket: 281, socketpair: 288, keys: []uint32{309, 310, 311}, fcntl: []uint32{55, 221}, setsockopt: 294,
+		{audit: auditArchARM, socket: 281, socketpair: 288, keys: []uint32{309, 310, 311}, fcntl: []uint32{55, 221}, setsockopt: 294, pids: armPids,
 			modes: []modeArg{{15, offArg1}, {94, offArg1}, {333, offArg2}, {452, offArg2}, {5, offArg2}, {322, offArg3}, {8, offArg1}, {14, offArg1}, {324, offArg2}}},
 	},
 }
@@ -282,7 +311,15 @@ const (
 // server running as root or not: the raw struct sock_filter array. Any
 // other architecture is denied every syscall, failing closed.
 func seccompFilter(goarch string, root bool) ([]byte, error) {
-	return buildSeccomp(goarch, seccompPolicy{suid: root})
+	return buildSeccomp(goarch, bwrapPolicy(root))
+}
+
+// bwrapPolicy is the seccomp policy of the bubblewrap backend. Its pid
+// namespace keeps the host's processes out of reach, but not the
+// session agent, which shares it and the command's uid: the pid calls
+// act on the caller only, on every ABI, as under landlock.
+func bwrapPolicy(root bool) seccompPolicy {
+	return seccompPolicy{suid: root, pids: true}
 }
 
 func buildSeccomp(goarch string, pol seccompPolicy) ([]byte, error) {
@@ -401,6 +438,26 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 			}
 			denyNr(openat2, enosys)
 		}
+		// The pid calls act on the caller only (pid 0).
+		pidRules := func(n *pidCalls) {
+			for _, nr := range n.pid0 {
+				argOnly(nr, offArg0, eperm, 0)
+			}
+			for _, nr := range []uint32{n.setpriority, n.getprio} {
+				argOnly(nr, offArg0, eperm, prioProcess, prioPgrp)
+				argOnly(nr, offArg1, eperm, 0)
+			}
+			for _, nr := range []uint32{n.ioprioSet, n.ioprioGet} {
+				argOnly(nr, offArg0, eperm, ioprioWhoProcess, ioprioWhoPgrp)
+				argOnly(nr, offArg1, eperm, 0)
+			}
+			for _, nr := range []uint32{n.kcmp, processMadvise, processMrelease} {
+				denyNr(nr, eperm)
+			}
+		}
+		if pol.pids && a.pids == nil {
+			return nil, fmt.Errorf("no pid syscall numbers of %s's ABI %#x", goarch, a.audit)
+		}
 		if n := a.native; n != nil {
 			// nr with any CLONE_NEW* bit in args[0] is denied, else allowed.
 			denyNewNS := func(nr uint32) {
@@ -428,20 +485,7 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 				}
 			}
 			if pol.pids {
-				for _, nr := range n.pid0 {
-					argOnly(nr, offArg0, eperm, 0)
-				}
-				for _, nr := range []uint32{n.setpriority, n.getprio} {
-					argOnly(nr, offArg0, eperm, prioProcess, prioPgrp)
-					argOnly(nr, offArg1, eperm, 0)
-				}
-				for _, nr := range []uint32{n.ioprioSet, n.ioprioGet} {
-					argOnly(nr, offArg0, eperm, ioprioWhoProcess, ioprioWhoPgrp)
-					argOnly(nr, offArg1, eperm, 0)
-				}
-				for _, nr := range []uint32{n.kcmp, processMadvise, processMrelease} {
-					denyNr(nr, eperm)
-				}
+				pidRules(a.pids)
 			}
 			if pol.fsFlags {
 				body = append(body, fsIoctls(n.ioctl)...)
@@ -461,8 +505,10 @@ func seccompProgram(goarch string, pol seccompPolicy) ([]bpf.Instruction, error)
 				denyNewNS(n.unshare)
 				denyNewNS(n.clone)
 			}
-		} else if pol.ipc || pol.chmod || pol.xattr || pol.ns || pol.pids || pol.fsFlags || pol.tcpOnly {
+		} else if pol.ipc || pol.chmod || pol.xattr || pol.ns || pol.fsFlags || pol.tcpOnly {
 			return nil, fmt.Errorf("no syscall numbers of %s for this policy", goarch)
+		} else if pol.pids {
+			pidRules(a.pids)
 		}
 		// socketpair(AF_UNIX, type): only SOCK_STREAM, with or without its
 		// flags; any other type or flag is denied (the kernel would refuse

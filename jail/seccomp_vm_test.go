@@ -127,3 +127,101 @@ func amd64Or(goarch string, amd64, arm64 uint32) uint32 {
 	}
 	return arm64
 }
+
+// pidCallNumbers are, per ABI (audit arch), the numbers of the calls that
+// act on a process named by pid and that the kernel checks by uid alone,
+// written out here from the kernel's tables rather than taken from the
+// filter's: arch/x86/entry/syscalls/syscall_64.tbl and syscall_32.tbl,
+// include/uapi/asm-generic/unistd.h (arm64), arch/arm/tools/syscall.tbl.
+var pidCallNumbers = map[uint32]map[string]uint32{
+	auditArchX86_64: {
+		"prlimit64": 302, "sched_setparam": 142, "sched_getparam": 143, "sched_setscheduler": 144,
+		"sched_getscheduler": 145, "sched_rr_get_interval": 148, "sched_setaffinity": 203,
+		"sched_getaffinity": 204, "sched_setattr": 314, "sched_getattr": 315,
+		"migrate_pages": 256, "move_pages": 279,
+		"getpriority": 140, "setpriority": 141, "ioprio_set": 251, "ioprio_get": 252,
+		"kcmp": 312, "process_madvise": 440, "process_mrelease": 448,
+	},
+	auditArchI386: {
+		"prlimit64": 340, "sched_setparam": 154, "sched_getparam": 155, "sched_setscheduler": 156,
+		"sched_getscheduler": 157, "sched_rr_get_interval": 161, "sched_rr_get_interval_time64": 423,
+		"sched_setaffinity": 241, "sched_getaffinity": 242, "sched_setattr": 351, "sched_getattr": 352,
+		"migrate_pages": 294, "move_pages": 317,
+		"getpriority": 96, "setpriority": 97, "ioprio_set": 289, "ioprio_get": 290,
+		"kcmp": 349, "process_madvise": 440, "process_mrelease": 448,
+	},
+	auditArchAArch64: {
+		"prlimit64": 261, "sched_setparam": 118, "sched_getparam": 121, "sched_setscheduler": 119,
+		"sched_getscheduler": 120, "sched_rr_get_interval": 127, "sched_setaffinity": 122,
+		"sched_getaffinity": 123, "sched_setattr": 274, "sched_getattr": 275,
+		"migrate_pages": 238, "move_pages": 239,
+		"getpriority": 141, "setpriority": 140, "ioprio_set": 30, "ioprio_get": 31,
+		"kcmp": 272, "process_madvise": 440, "process_mrelease": 448,
+	},
+	auditArchARM: {
+		"prlimit64": 369, "sched_setparam": 154, "sched_getparam": 155, "sched_setscheduler": 156,
+		"sched_getscheduler": 157, "sched_rr_get_interval": 161, "sched_rr_get_interval_time64": 423,
+		"sched_setaffinity": 241, "sched_getaffinity": 242, "sched_setattr": 380, "sched_getattr": 381,
+		"migrate_pages": 400, "move_pages": 344,
+		"getpriority": 96, "setpriority": 97, "ioprio_set": 314, "ioprio_get": 315,
+		"kcmp": 378, "process_madvise": 440, "process_mrelease": 448,
+	},
+}
+
+// loadedProgram disassembles a filter as bwrap --seccomp reads it, so
+// that the VM runs the very bytes bwrap loads.
+func loadedProgram(t *testing.T, raw []byte) []bpf.Instruction {
+	t.Helper()
+	prog := make([]bpf.Instruction, 0, len(raw)/8)
+	for i := 0; i+8 <= len(raw); i += 8 {
+		ri := bpf.RawInstruction{Op: binary.LittleEndian.Uint16(raw[i:]), Jt: raw[i+2], Jf: raw[i+3], K: binary.LittleEndian.Uint32(raw[i+4:])}
+		prog = append(prog, ri.Disassemble())
+	}
+	return prog
+}
+
+// TestPidCallsEveryABI: in bubblewrap's filter, on every ABI the kernel
+// runs (the compat one too: a 32-bit program, or int 0x80 from a 64-bit
+// one), the calls that act on a process by pid act on the caller only,
+// so that a command reaches neither its session agent nor a neighbour
+// call's processes; kcmp, process_madvise and process_mrelease are
+// refused; the caller's own (pid 0) pass.
+func TestPidCallsEveryABI(t *testing.T) {
+	const pid = 4242
+	for goarch, arches := range seccompArches {
+		for _, root := range []bool{false, true} {
+			raw, err := seccompFilter(goarch, root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prog := loadedProgram(t, raw)
+			for _, a := range arches {
+				nrs := pidCallNumbers[a.audit]
+				if nrs == nil {
+					t.Fatalf("%s: no pid calls written out for ABI %#x", goarch, a.audit)
+				}
+				for name, nr := range nrs {
+					var other, own []uint32
+					switch name {
+					case "kcmp", "process_madvise", "process_mrelease":
+						other = []uint32{0}
+					case "getpriority", "setpriority":
+						other, own = []uint32{prioProcess, pid}, []uint32{prioProcess, 0}
+					case "ioprio_set", "ioprio_get":
+						other, own = []uint32{ioprioWhoProcess, pid}, []uint32{ioprioWhoProcess, 0}
+					default:
+						other, own = []uint32{pid}, []uint32{0}
+					}
+					if got := runFilter(t, prog, a.audit, nr, other...); got != seccompRetErrno|eperm {
+						t.Errorf("%s ABI %#x root %t: %s(%v) gets %#x, want EPERM", goarch, a.audit, root, name, other, got)
+					}
+					if own != nil {
+						if got := runFilter(t, prog, a.audit, nr, own...); got != seccompRetAllow {
+							t.Errorf("%s ABI %#x root %t: %s(%v) of the caller gets %#x, want it allowed", goarch, a.audit, root, name, own, got)
+						}
+					}
+				}
+			}
+		}
+	}
+}

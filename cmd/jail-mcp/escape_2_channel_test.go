@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -448,6 +449,29 @@ if libc.syscall(nr["ioprio_get"], IOPRIO_WHO_PROCESS, 0) < 0:
 		victim.mustLive(t, fx.escape)
 		if res, _ := fx.a.Exec(map[string]any{"command": "echo alive"}); res.Stdout != "alive\n" {
 			fx.escape(t, "the server did not survive: %+v", res)
+		}
+	})
+
+	// The same calls aimed at the call's own session agent, an ancestor of
+	// every command and outside its Landlock domain: under bubblewrap it
+	// shares the command's pid namespace and uid, so only the seccomp
+	// filter keeps a command from lowering its limits, priority or CPUs.
+	// On every ABI the kernel runs: on x86_64 also through int 0x80 (the
+	// compat ABI, with numbers of its own), where the kernel has IA-32
+	// emulation.
+	fx.vector(t, "agent-by-pid", func(t *testing.T) {
+		res := fx.attack(t, fx.a, py(agentByPidAttack), nil)
+		if !strings.Contains(res.Stdout, "AGENT ") || strings.Contains(res.Stdout, "AGENT 0\n") {
+			t.Errorf("the session agent is not found from the jail: the attack proves nothing\n%s", res.Stdout)
+		}
+		if strings.Contains(res.Stdout, "COMPAT-ABI-ABSENT") {
+			t.Log("this kernel runs no IA-32 code (int 0x80 faults): the compat ABI's part proves nothing here")
+		}
+		if strings.Contains(res.Stdout, "OWN-AFFINITY-REFUSED") {
+			t.Errorf("the command's own affinity is refused on the compat ABI:\n%s", res.Stdout)
+		}
+		if res, _ := fx.a.Exec(map[string]any{"command": "echo alive"}); res.Stdout != "alive\n" {
+			fx.escape(t, "the session did not survive: %+v", res)
 		}
 	})
 
@@ -903,6 +927,87 @@ if os.path.exists(E["FIFO"]) and stat.S_ISFIFO(os.stat(E["FIFO"]).st_mode):
 	}
 }
 
+// agentByPidAttack finds the session agent among the command's ancestors
+// (the first run as "jail-mcp agent") and tries, by its pid, what the
+// kernel checks by uid alone, setting each value to the one it has
+// (harmless should it get through); on x86_64 again through int 0x80.
+const agentByPidAttack = `
+import platform, resource
+def field(p, i):
+    return int(open("/proc/%d/stat" % p).read().rsplit(")", 1)[1].split()[i])
+agent, p = 0, os.getppid()
+while p > 1:
+    try:
+        argv = open("/proc/%d/cmdline" % p, "rb").read().split(b"\0")
+    except OSError:
+        break
+    if len(argv) > 1 and argv[1] == b"agent":
+        agent = p
+        break
+    p = field(p, 1)
+print("AGENT", agent, flush=True)
+if agent:
+    nice = field(agent, 16)
+    for lim in (resource.RLIMIT_NOFILE, resource.RLIMIT_NPROC, resource.RLIMIT_AS):
+        attempt("prlimit(agent) read", resource.prlimit, agent, lim)
+        try:
+            cur = resource.prlimit(agent, lim)
+        except OSError:
+            continue
+        attempt("prlimit(agent) set", resource.prlimit, agent, lim, cur)
+    attempt("getpriority(agent)", os.getpriority, os.PRIO_PROCESS, agent)
+    attempt("setpriority(agent)", os.setpriority, os.PRIO_PROCESS, agent, nice)
+    attempt("sched_getaffinity(agent)", os.sched_getaffinity, agent)
+    attempt("sched_setaffinity(agent)", os.sched_setaffinity, agent, os.sched_getaffinity(0))
+    attempt("sched_setscheduler(agent)", os.sched_setscheduler, agent, os.SCHED_OTHER, os.sched_param(0))
+    ioprio_get = {"x86_64": 252, "aarch64": 31}[platform.machine()]
+    if libc.syscall(ioprio_get, 1, agent) >= 0:
+        escaped("ioprio_get(agent)")
+if agent and platform.machine() == "x86_64":
+    # push rbx; eax, ebx, ecx, edx, esi = nr, a, b, c, d; int 0x80; pop rbx; ret
+    code = bytes([0x53, 0x89, 0xf8, 0x89, 0xf3, 0x49, 0x89, 0xc9, 0x89, 0xd1, 0x44, 0x89, 0xca, 0x44, 0x89, 0xc6, 0xcd, 0x80, 0x5b, 0xc3])
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    # Below 4 GiB (MAP_32BIT), as the compat ABI's pointers must be.
+    page = libc.mmap(None, 4096, 7, 0x22 | 0x40, -1, 0)
+    ctypes.memmove(page, code, len(code))
+    int80 = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_long, ctypes.c_long)(page)
+    mask = page + 2048
+    def compat(*a):
+        # In a child: where the kernel runs no IA-32 code, int 0x80 faults.
+        r, w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.close(r)
+            os.write(w, b"%d %d" % (int80(*(list(a) + [0] * (5 - len(a)))), os.getpid()))
+            os._exit(0)
+        os.close(w)
+        out = os.read(r, 64).split()
+        os.close(r)
+        os.waitpid(child, 0)
+        return [int(x) for x in out] or None
+    probe = compat(20)
+    if not probe:
+        print("COMPAT-ABI-ABSENT", flush=True)
+    elif probe[0] != probe[1]:
+        print("COMPAT-ABI-DENIED", probe[0], flush=True)
+    else:
+        if compat(340, agent, resource.RLIMIT_NOFILE, 0, 0)[0] == 0:
+            escaped("compat prlimit64(agent)")
+        if compat(96, 0, agent)[0] >= 0:
+            escaped("compat getpriority(agent)")
+        if compat(97, 0, agent, nice)[0] == 0:
+            escaped("compat setpriority(agent)")
+        if compat(242, 0, 128, mask)[0] <= 0:
+            print("OWN-AFFINITY-REFUSED", flush=True)
+        if compat(242, agent, 128, mask)[0] > 0:
+            escaped("compat sched_getaffinity(agent)")
+        if compat(241, agent, 128, mask)[0] == 0:
+            escaped("compat sched_setaffinity(agent)")
+        if compat(290, 1, agent)[0] >= 0:
+            escaped("compat ioprio_get(agent)")
+`
+
 // socketpairAttack makes unix socket pairs of every type and tries to reach
 // the host sockets in $SOCKS with them.
 const socketpairAttack = `
@@ -1157,6 +1262,7 @@ type hostFIFO struct {
 	path   string
 	// shadowed: bubblewrap hides it (ShadowDirs, or its own /dev/shm).
 	shadowed bool
+	mode     os.FileMode // 0: 0666, as a FIFO meant for other users is
 }
 
 // inView reports whether the jail of backend sees the FIFO: Landlock sees
@@ -1180,6 +1286,9 @@ func (fx *escapeFixture) makeFIFOs(t *testing.T) {
 		{vector: "fifo-dev-shm", path: filepath.Join("/dev/shm", name), shadowed: true},
 		{vector: "fifo-project", path: filepath.Join(fx.project, "fifo")},
 		{vector: "fifo-home-cache", path: filepath.Join(fx.home, ".cache", "fifo")},
+		// Neither in the project nor under HOME: as root a root-only FIFO
+		// in a root-only directory under /srv, as a service keeps one.
+		fx.outsideFIFO(t),
 	} {
 		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
 			t.Fatal(err)
@@ -1187,11 +1296,29 @@ func (fx *escapeFixture) makeFIFOs(t *testing.T) {
 		if err := unix.Mkfifo(f.path, 0o666); err != nil {
 			t.Fatalf("make a host FIFO: %v", err)
 		}
-		// Writable by anyone, as a FIFO meant for other users is.
-		os.Chmod(f.path, 0o666)
+		// Writable by anyone, as a FIFO meant for other users is, unless
+		// the vector says otherwise.
+		os.Chmod(f.path, cmp.Or(f.mode, 0o666))
 		t.Cleanup(func() { os.Remove(f.path) })
 		fx.fifos = append(fx.fifos, f)
 	}
+}
+
+// outsideFIFO is a host FIFO outside the project and HOME: as root, mode
+// 0600 in a directory of mode 0700 under /srv; else in a directory of
+// the test's.
+func (fx *escapeFixture) outsideFIFO(t *testing.T) hostFIFO {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return hostFIFO{vector: "fifo-outside", path: filepath.Join(testkit.HostDir(t), "fifo"), mode: 0o600}
+	}
+	dir := filepath.Join("/srv", fx.marker)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	fx.globs = append(fx.globs, filepath.Join("/srv", "*"+fx.marker+"*"))
+	return hostFIFO{vector: "fifo-outside", path: filepath.Join(dir, "fifo"), mode: 0o600}
 }
 
 // fifoReader is a host process's read end of a FIFO, counting what

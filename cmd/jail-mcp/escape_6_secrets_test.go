@@ -149,6 +149,7 @@ true
 		})
 	}
 	fx.vector(t, "deny-read", fx.denyRead)
+	fx.vector(t, "deny-families", fx.denyFamilies)
 	fx.vector(t, "deny-made-later", fx.denyMadeLater)
 	fx.vector(t, "other-project", fx.otherProject)
 	fx.vector(t, "http-token", fx.httpToken)
@@ -258,6 +259,96 @@ func (fx *escapeFixture) httpTokenFile(t *testing.T) {
 	}
 }
 
+// denyFamilyFiles are, per tool, files where it keeps a secret (its own
+// documentation's paths, see auth/deny.go), written out here rather than
+// taken from the list; denyFamilyRoot are the host's, which only root
+// reads.
+var (
+	denyFamilyFiles = map[string][]string{
+		"postgresql":  {".pgpass"},
+		"mysql":       {".my.cnf", ".mylogin.cnf"},
+		"glab":        {".config/glab-cli/config.yml"},
+		"terraform":   {".terraformrc", ".terraform.d/credentials.tfrc.json"},
+		"pulumi":      {".pulumi/credentials.json"},
+		"rclone":      {".config/rclone/rclone.conf"},
+		"s3cmd":       {".s3cfg"},
+		"kaggle":      {".kaggle/kaggle.json", ".config/kaggle/access_token"},
+		"huggingface": {".cache/huggingface/token", ".cache/huggingface/stored_tokens", ".huggingface/token"},
+		"sops-age":    {".config/sops/age/keys.txt"},
+		"maven":       {".m2/settings-security.xml"},
+		"rubygems":    {".gem/credentials", ".local/share/gem/credentials"},
+		"podman":      {".config/containers/auth.json"},
+		"atuin":       {".local/share/atuin/history.db", ".local/share/atuin/key"},
+		"thunderbird": {".thunderbird/x.default/logins.json", ".mozilla-thunderbird/x.default/key4.db", "snap/thunderbird/common/.thunderbird/x.default/key4.db"},
+	}
+	denyFamilyRoot = []string{"/etc/ssl/private", "/etc/letsencrypt/live/%s", "/etc/NetworkManager/system-connections"}
+)
+
+// denyFamilies: under the default --deny-read list, a jailed cat of each
+// family's secret file fails; with an empty --deny-read the same cat reads it
+// (the control). As root, the host's TLS keys and NetworkManager's
+// connections too.
+func (fx *escapeFixture) denyFamilies(t *testing.T) {
+	home, project := testkit.HostDir(t), testkit.NewProject(t)
+	env := slices.DeleteFunc(fx.env(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
+	env = append(env, "HOME="+home)
+	for _, v := range auth.DenyVars() {
+		env = append(env, v+"=")
+	}
+	canary := "jmc-family-" + uuid.NewString()
+	var files []string
+	for family, rels := range denyFamilyFiles {
+		for _, rel := range rels {
+			files = append(files, filepath.Join(home, rel))
+			writeFiles(t, home, map[string]string{rel: canary + " " + family + "\n"})
+		}
+	}
+	if os.Geteuid() == 0 {
+		for _, dir := range denyFamilyRoot {
+			dir = strings.ReplaceAll(dir, "%s", fx.marker)
+			f := filepath.Join(dir, fx.marker+"-secret")
+			created := dir
+			for p := dir; p != "/etc"; p = filepath.Dir(p) {
+				if _, err := os.Lstat(p); err != nil {
+					created = p
+				}
+			}
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f, []byte(canary+" root\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if created == dir {
+				t.Cleanup(func() { os.Remove(f) })
+			} else {
+				t.Cleanup(func() { os.RemoveAll(created) })
+			}
+			files = append(files, f)
+		}
+	}
+	slices.Sort(files)
+	script := `for f in "$@"; do if cat "$f" 2>/dev/null | grep -q "$C"; then echo "READ $f"; fi; done; echo done`
+	a := fx.start(t, project, env, "--session", "families", "--auth", "none")
+	ctl := fx.start(t, project, env, "--session", "families-control", "--auth", "none", "--deny-read", "")
+	// The canary reaches the jail only in its halves' variable C, whole
+	// in the command's environment: the files are what is read.
+	args := map[string]any{"argv": append([]string{"/bin/sh", "-c", script, "sh"}, files...), "env": map[string]any{"C": canary}}
+	res, _ := a.Exec(args)
+	read, _ := ctl.Exec(args)
+	for _, f := range files {
+		if !strings.Contains(read.Stdout, "READ "+f+"\n") {
+			t.Errorf("with --deny-read '' the jail does not read %s: the check proves less than it should\n%s", f, read.Stdout)
+		}
+		if strings.Contains(res.Stdout, "READ "+f+"\n") {
+			fx.escape(t, "the default --deny-read list lets a command read %s", f)
+		}
+	}
+	if !strings.HasSuffix(res.Stdout, "done\n") {
+		t.Errorf("the reads did not run to their end: %+v", res)
+	}
+}
+
 // denyDirs are the directories among the paths --deny-read hides by
 // default (the built-in list and the registry's credentials): the canary
 // goes in a file inside each. Every other path is a file, or a pattern
@@ -268,6 +359,9 @@ var denyDirs = []string{
 	".mozilla", ".config/google-chrome", ".config/chromium", ".config/BraveSoftware",
 	"snap/firefox/common/.mozilla", "snap/chromium/common/chromium",
 	".config/gh", ".config/git", ".config/opencode",
+	".config/glab-cli", ".config/rclone", ".kaggle", ".config/kaggle", ".huggingface",
+	".config/sops", ".local/share/atuin", ".thunderbird", ".mozilla-thunderbird",
+	"snap/thunderbird/common/.thunderbird",
 }
 
 // denyInstances name a file that each pattern of the default list
@@ -323,6 +417,9 @@ func (fx *escapeFixture) newCanaryHost(t *testing.T) *canaryHost {
 				h.env = append(h.env, p.Env+"=")
 			}
 		}
+	}
+	for _, v := range auth.DenyVars() {
+		h.env = append(h.env, v+"=")
 	}
 	plant := func(path, content string) {
 		t.Helper()
