@@ -52,12 +52,20 @@ func Apply(upper, project string, paths []string, dryRun bool) (*Applied, error)
 		return nil, fmt.Errorf("opening the project %s: %w", project, err)
 	}
 	defer root.Close()
+	extra, err := Extra(project)
+	if err != nil {
+		return nil, fmt.Errorf("finding what git reads and runs in the project: %w", err)
+	}
 
-	a := &applier{w: w, root: root, hooks: hooksDir(root, project), hostKinds: map[string]string{}}
+	a := &applier{w: w, root: root, hooks: extra, hostKinds: map[string]string{}}
 	res := &Applied{Changes: []Change{}, DryRun: dryRun}
 	sel := a.selectPaths(paths)
 	for _, i := range sel {
-		if reason := a.check(&w.entries[i], sel); reason != "" {
+		reason := a.check(&w.entries[i], sel)
+		if reason == "" {
+			reason = a.makesRepo(&w.entries[i], sel)
+		}
+		if reason != "" {
 			a.refused = append(a.refused, Refusal{Path: w.entries[i].Path, Reason: reason})
 		}
 	}
@@ -102,7 +110,8 @@ type applier struct {
 	w         *walker
 	root      *os.Root
 	ufd       int      // the upper directory
-	hooks     []string // the project's core.hooksPath, when inside it
+	hooks     []string // the project's further protected paths (Extra)
+	repos     *repoCheck
 	refused   []Refusal
 	hostKinds map[string]string // the host's type at a path, "" when absent
 	staging   string            // the staging directory, relative to the project
