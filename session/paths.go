@@ -131,7 +131,10 @@ func ResolveWritable(project, root string, rels []string) ([]string, error) {
 	if len(rels) > jail.MaxWritable {
 		return nil, fmt.Errorf("%d paths, more than %d", len(rels), jail.MaxWritable)
 	}
-	extra := layer.Extra(project)
+	extra, err := layer.Extra(project)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, rel := range rels {
 		c, err := layer.Clean(rel)

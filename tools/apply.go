@@ -23,7 +23,10 @@ func applyTool() mcp.Tool {
 			"lists, an ignored path is applied only when named). All or nothing: when any path is refused, nothing is " +
 			"written and each refusal says why. Never written: protected paths, what the host runs " +
 			"or trusts without a review (" + strings.Join(layer.ProtectedNames, ", ") + ", at any " +
-			"depth, and git's hooks directory), nor symlinks, devices, FIFOs or sockets. A " +
+			"depth, and what git reads or runs wherever its configuration names it: hooks directories, " +
+			"included configuration files), nor a directory git would take for a repository (HEAD beside " +
+			"objects and refs), nor symlinks, devices, FIFOs or sockets, nor files past --max-disk or the " +
+			"host's free space (apparent size; holes are kept). A " +
 			"conflict (the host's file changed since the view copied it) is refused: look at both " +
 			"and redo the change. What is applied leaves the session's layer (jail_diff no longer " +
 			"lists it). Refused while a command of the session runs (a job): let it end or kill " +

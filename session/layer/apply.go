@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -43,6 +42,13 @@ import (
 // on Linux 6.18). The caller applies between commands, with the view
 // unmounted.
 func Apply(upper, project string, paths []string, dryRun bool) (*Applied, error) {
+	return ApplyBounded(upper, project, paths, dryRun, 0)
+}
+
+// ApplyBounded is Apply, with the apparent size of the files written
+// bounded by maxBytes (0: no bound) and by the project's free space
+// (checkSize): a refusal, before anything is written.
+func ApplyBounded(upper, project string, paths []string, dryRun bool, maxBytes int64) (*Applied, error) {
 	w := &walker{apply: true}
 	if err := w.run(upper, project); err != nil {
 		return nil, err
@@ -52,14 +58,25 @@ func Apply(upper, project string, paths []string, dryRun bool) (*Applied, error)
 		return nil, fmt.Errorf("opening the project %s: %w", project, err)
 	}
 	defer root.Close()
+	extra, err := Extra(project)
+	if err != nil {
+		return nil, fmt.Errorf("finding what git reads and runs in the project: %w", err)
+	}
 
-	a := &applier{w: w, root: root, hooks: hooksDir(root, project), hostKinds: map[string]string{}}
+	a := &applier{w: w, root: root, hooks: extra, hostKinds: map[string]string{}}
 	res := &Applied{Changes: []Change{}, DryRun: dryRun}
 	sel := a.selectPaths(paths)
 	for _, i := range sel {
-		if reason := a.check(&w.entries[i], sel); reason != "" {
+		reason := a.check(&w.entries[i], sel)
+		if reason == "" {
+			reason = a.makesRepo(&w.entries[i], sel)
+		}
+		if reason != "" {
 			a.refused = append(a.refused, Refusal{Path: w.entries[i].Path, Reason: reason})
 		}
+	}
+	if len(a.refused) == 0 {
+		a.refused = a.checkSize(sel, project, maxBytes)
 	}
 	if len(a.refused) > 0 {
 		res.Refused = a.refused
@@ -102,7 +119,8 @@ type applier struct {
 	w         *walker
 	root      *os.Root
 	ufd       int      // the upper directory
-	hooks     []string // the project's core.hooksPath, when inside it
+	hooks     []string // the project's further protected paths (Extra)
+	repos     *repoCheck
 	refused   []Refusal
 	hostKinds map[string]string // the host's type at a path, "" when absent
 	staging   string            // the staging directory, relative to the project
@@ -380,7 +398,11 @@ func (a *applier) stageFile(e *entry, dst string) (stagedFile, error) {
 	if err != nil {
 		return stagedFile{}, err
 	}
-	_, err = io.Copy(out, io.LimitReader(src, st.Size))
+	if st.Size > e.Size {
+		err = errChanged // grown past what the apply's bounds counted
+	} else {
+		err = copySparse(out, src, st.Size)
+	}
 	if err == nil {
 		err = out.Chmod(fs.FileMode(perm(&st)))
 	}
@@ -483,7 +505,7 @@ func (a *applier) copyOver(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, in)
+	err = copySparse(out, in, fi.Size())
 	if err == nil {
 		err = out.Chmod(fi.Mode().Perm())
 	}

@@ -389,34 +389,6 @@ func TestApplySwapped(t *testing.T) {
 	}
 }
 
-func TestHooksDir(t *testing.T) {
-	project := t.TempDir()
-	tests := []struct {
-		config string
-		want   []string
-	}{
-		{"[core]\n\tbare = false\n", nil},
-		{"[core]\n\thooksPath = .githooks\n", []string{".githooks"}},
-		{"[core]\n\thooksPath = a\n[core]\n\thookspath = tools/hooks/\n", []string{"tools/hooks"}}, // the last wins, any case
-		{"[core]\n\thooksPath = " + filepath.Join(project, "abs") + "\n", []string{"abs"}},
-		{"[core]\n\thooksPath = .\n", []string{"."}},
-		{"[core]\n\thooksPath = /etc/hooks\n", nil},
-		{"[core]\n\thooksPath = ../elsewhere\n", nil},
-		{"[core\n", nil}, // not git's: git runs nothing either
-	}
-	for _, tt := range tests {
-		build(t, project, file(".git/config", tt.config))
-		root, err := os.OpenRoot(project)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := hooksDir(root, project); !slices.Equal(got, tt.want) {
-			t.Errorf("hooksDir with %q = %q, want %q", tt.config, got, tt.want)
-		}
-		root.Close()
-	}
-}
-
 func TestTooDeep(t *testing.T) {
 	up, project := setup(t, nil, nil)
 	p := up

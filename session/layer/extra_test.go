@@ -20,18 +20,20 @@ func TestExtra(t *testing.T) {
 		{name: "relative", files: map[string]string{".git/config": "[core]\n\thooksPath = .githooks\n"}, want: ".githooks"},
 		{name: "case and spaces", files: map[string]string{".git/config": "[CORE]\n  HooksPath=scripts/hooks  # ours\n"}, want: "scripts/hooks"},
 		{name: "quoted", files: map[string]string{".git/config": "[core]\n\thookspath = \"tools/git hooks\" ; comment\n"}, want: "tools/git hooks"},
-		{name: "last one wins", files: map[string]string{".git/config": "[core]\nhooksPath = a\n[core]\nhooksPath = b/c\n"}, want: "b/c"},
+		{name: "every one seen", files: map[string]string{".git/config": "[core]\nhooksPath = a\n[core]\nhooksPath = b/c\n"}, want: "a,b/c"},
 		{name: "subsection is not core", files: map[string]string{".git/config": "[core \"x\"]\nhooksPath = a\n"}},
 		{name: "other section", files: map[string]string{".git/config": "[alias]\nhooksPath = a\n"}},
 		{name: "dot dot stays in", files: map[string]string{".git/config": "[core]\nhooksPath = a/../b\n"}, want: "b"},
 		{name: "outside", files: map[string]string{".git/config": "[core]\nhooksPath = ../elsewhere\n"}},
 		{name: "absolute inside", absDir: "abs/hooks", want: "abs/hooks"},
-		// A .git file's repository is not followed (as Apply's check).
-		{name: "gitdir file", files: map[string]string{".git": "gitdir: .repo\n", ".repo/config": "[core]\nhooksPath = h\n"}},
+		// A .git file's repository is followed, and protected whole.
+		{name: "gitdir file", files: map[string]string{".git": "gitdir: .repo\n", ".repo/config": "[core]\nhooksPath = h\n"}, want: ".repo,h"},
+		{name: "hooks naming the project", files: map[string]string{".git/config": "[core]\n\thooksPath = .\n"}, want: "."},
+		{name: "trailing slash", files: map[string]string{".git/config": "[core]\n\thooksPath = a\n[core]\n\thookspath = tools/hooks/\n"}, want: "a,tools/hooks"},
 		{name: "submodules", files: map[string]string{
 			".git/config": "[core]\nhooksPath = .husky\n",
 			".gitmodules": "[submodule \"lib\"]\n\tpath = vendor/lib\n\turl = https://example.com/lib\n[submodule \"up\"]\n\tpath = ../up\n",
-		}, want: ".husky,vendor/lib/.git"},
+		}, want: "vendor/lib/.git"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			project := t.TempDir()
@@ -51,8 +53,9 @@ func TestExtra(t *testing.T) {
 			if tt.want != "" {
 				want = strings.Split(tt.want, ",")
 			}
-			if got := Extra(project); !slices.Equal(got, want) {
-				t.Errorf("Extra = %q, want %q", got, want)
+			got, err := Extra(project)
+			if err != nil || !slices.Equal(got, want) {
+				t.Errorf("Extra = %q, %v, want %q", got, err, want)
 			}
 		})
 	}

@@ -28,13 +28,30 @@ import (
 //   - .mcp.json, .claude, .codex, .gemini, .cursor, .vscode, .idea: the
 //     configuration of the assistants and editors on the host (MCP
 //     servers, hooks, tasks that run when a folder opens).
+//   - lefthook's and overcommit's configuration (lefthook.yml, and any
+//     [.]lefthook[-local].{yml,yaml,toml,json,jsonc} by lefthookName;
+//     .lefthook and .lefthook-local, its scripts; .overcommit.yml): what
+//     those hook runners run from git's hooks.
+//   - .devcontainer, .devcontainer.json: editors run its commands
+//     (initializeCommand on the host itself, postCreateCommand) when a
+//     folder opens. .github/workflows is not protected: workflows run on
+//     a forge's runners, only after a push, which the person reviews; a
+//     local runner (act) runs only when asked.
 //   - .envrc: direnv runs it when a shell enters the directory.
 //   - .agent-home: the sessions' jails.
 var ProtectedNames = []string{
 	".git", ".gitmodules", ".husky", ".pre-commit-config.yaml",
+	"lefthook.yml", ".lefthook.yml", "lefthook-local.yml", ".lefthook-local.yml",
+	".lefthook", ".lefthook-local", ".overcommit.yml",
 	".mcp.json", ".claude", ".codex", ".gemini", ".cursor", ".vscode", ".idea",
+	".devcontainer", ".devcontainer.json",
 	".envrc", ".agent-home",
 }
+
+// anyDepth marks an extra protected path that is protected wherever it
+// lies in the project: "**/.githooks" is .githooks and a/.githooks (a
+// relative core.hooksPath of every repository, nested ones too).
+const anyDepth = "**/"
 
 // ErrBadPath is a project path that is not a clean relative path.
 var ErrBadPath = errors.New("not a clean path inside the project")
@@ -76,13 +93,17 @@ func Clean(rel string) (string, error) {
 // paths of this project (the directory its .git/config names as
 // core.hooksPath), clean and relative, "." for the whole project; rel
 // holding one of them (a directory whose removal or replacement would take
-// it along) is protected too. Whether a directory holds a protected name
+// it along) is protected too. One marked anyDepth is protected at any
+// depth (rel is or lies in it, or in d/it for any directory d). Whether a directory holds a protected name
 // is for the caller to find on the host: the names are not paths.
 func Protected(rel string, extra ...string) (string, bool) {
 	if rel == "." {
 		return "", false
 	}
 	for _, c := range strings.Split(rel, "/") {
+		if lefthookName(c) {
+			return "lefthook's configuration", true
+		}
 		for _, n := range ProtectedNames {
 			if strings.EqualFold(c, n) {
 				return n, true
@@ -90,6 +111,12 @@ func Protected(rel string, extra ...string) (string, bool) {
 		}
 	}
 	for _, e := range extra {
+		if p, ok := strings.CutPrefix(e, anyDepth); ok {
+			if inAtAnyDepth(rel, p) {
+				return e, true
+			}
+			continue
+		}
 		if e == "." || strings.EqualFold(rel, e) || hasPrefixFold(rel, e+"/") || hasPrefixFold(e, rel+"/") {
 			return e, true
 		}
@@ -99,4 +126,38 @@ func Protected(rel string, extra ...string) (string, bool) {
 
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// inAtAnyDepth reports whether rel is or lies in p, or in d/p for some
+// directory d, letter case aside.
+func inAtAnyDepth(rel, p string) bool {
+	rc, pc := strings.Split(rel, "/"), strings.Split(p, "/")
+	for i := 0; i+len(pc) <= len(rc); i++ {
+		match := true
+		for j := range pc {
+			if !strings.EqualFold(rc[i+j], pc[j]) {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+// lefthookName reports whether c is one of the names lefthook reads its
+// configuration from, in any letter case.
+func lefthookName(c string) bool {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(strings.ToLower(c), "."), "lefthook")
+	if !ok {
+		return false
+	}
+	rest = strings.TrimPrefix(rest, "-local")
+	switch rest {
+	case ".yml", ".yaml", ".toml", ".json", ".jsonc":
+		return true
+	}
+	return false
 }
