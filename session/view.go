@@ -108,7 +108,7 @@ func (s *Session) apply(paths []string, dryRun bool) (*layer.Applied, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := layer.Apply(upper, s.m.cfg.Project, paths, dryRun)
+	a, err := layer.ApplyWith(upper, s.m.cfg.Project, paths, layer.ApplyOptions{DryRun: dryRun, Views: &s.views})
 	if !dryRun && a != nil && len(a.Refused) == 0 && len(a.Changes) > 0 {
 		// The server itself wrote the host's project: said in its log.
 		s.m.log.Info("applied the layer to the project", "session", s.Name, "paths", paths, "changes", len(a.Changes), "err", err)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 )
@@ -214,3 +215,51 @@ echo plain > plain.txt`, filepath.Join(victim, "file"), filepath.Join(home, ".gi
 		t.Fatalf("jail_apply plain.txt changed:\n%s", strings.Join(added, "\n"))
 	}
 }
+
+// TestOverlayApplyStaleView is an operator's atomic save (a new file
+// renamed over the old) while a job runs whose view has looked the file
+// up: the view still serves the old inode, and the job's write copies it
+// up after the host's change. jail_apply must refuse it as a conflict and
+// leave the host's new content (issue 44, point 5).
+func TestOverlayApplyStaleView(t *testing.T) {
+	project := testkit.NewProject(t)
+	writeFiles(t, project, map[string]string{"notes.txt": "old\n", "other.txt": "other\n"})
+	ts := testkit.Backends()[0].Start(t, project, testkit.ServerEnv(), "--overlay", "on")
+	id := ts.StartJob(map[string]any{"command": `cat notes.txt; echo looked; read go; echo job >> notes.txt; echo job >> other.txt; echo wrote`})
+	if got, _ := ts.ReadUntil(id, "looked", 30*time.Second); !strings.Contains(got, "old") {
+		t.Fatalf("the job did not read the file: %q", got)
+	}
+	// The editor's save: a new file renamed over the old one.
+	tmp := filepath.Join(project, ".notes.txt.swp")
+	if err := os.WriteFile(tmp, []byte("operator's edit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(project, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.Feed(id, "go\n", "wrote"); !strings.Contains(got, "wrote") {
+		t.Fatalf("the job did not write: %q", got)
+	}
+	if _, out := ts.ReadUntil(id, "\x00never", 30*time.Second); out.Running {
+		t.Fatal("the job still runs")
+	}
+	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"notes.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(testkit.ResultText(res), "conflict") {
+		t.Errorf("jail_apply of a copy of the replaced file was not refused as a conflict: %s", testkit.ResultText(res))
+	}
+	if got := testkit.MustRead(t, filepath.Join(project, "notes.txt")); got != "operator's edit\n" {
+		t.Errorf("the host's notes.txt holds %q: the operator's edit was reverted", got)
+	}
+	// What the host left alone applies.
+	res, err = ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"other.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("jail_apply other.txt: %v %s", err, testkit.ResultText(res))
+	}
+	if got := testkit.MustRead(t, filepath.Join(project, "other.txt")); got != "other\njob\n" {
+		t.Errorf("the host's other.txt holds %q", got)
+	}
+}
+

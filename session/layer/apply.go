@@ -43,6 +43,12 @@ import (
 // on Linux 6.18). The caller applies between commands, with the view
 // unmounted.
 func Apply(upper, project string, paths []string, dryRun bool) (*Applied, error) {
+	return ApplyWith(upper, project, paths, ApplyOptions{DryRun: dryRun})
+}
+
+// ApplyWith is Apply with options (see ApplyOptions).
+func ApplyWith(upper, project string, paths []string, opt ApplyOptions) (*Applied, error) {
+	dryRun := opt.DryRun
 	w := &walker{apply: true}
 	if err := w.run(upper, project); err != nil {
 		return nil, err
@@ -53,7 +59,7 @@ func Apply(upper, project string, paths []string, dryRun bool) (*Applied, error)
 	}
 	defer root.Close()
 
-	a := &applier{w: w, root: root, hooks: hooksDir(root, project), hostKinds: map[string]string{}}
+	a := &applier{w: w, root: root, hooks: hooksDir(root, project), hostKinds: map[string]string{}, views: opt.Views}
 	res := &Applied{Changes: []Change{}, DryRun: dryRun}
 	sel := a.selectPaths(paths)
 	for _, i := range sel {
@@ -105,6 +111,7 @@ type applier struct {
 	hooks     []string // the project's core.hooksPath, when inside it
 	refused   []Refusal
 	hostKinds map[string]string // the host's type at a path, "" when absent
+	views     *Views            // when the views that wrote the layer ran
 	staging   string            // the staging directory, relative to the project
 	staged    map[int]stagedFile
 	modes     []dirMode // the directories made or changed, in the order made
@@ -209,8 +216,9 @@ func (a *applier) check(e *entry, sel []int) string {
 	if e.Special && e.Change.Change != deleted {
 		return "special: a " + e.Type + " in the view is shown, never applied"
 	}
-	if e.host && e.ctime > e.born {
-		return "conflict: the host's entry changed after the view's copy of it was made"
+	if e.host && !a.views.HostUnchanged(e.born, e.ctime) {
+		return "conflict: the host's entry changed after the view's copy of it was made, " +
+			"or after the view that made it looked it up"
 	}
 	dir := path.Dir(e.rel)
 	if dir == "." {

@@ -1,0 +1,10 @@
+package layer
+
+// ApplyOptions are ApplyWith's choices.
+type ApplyOptions struct {
+	DryRun bool // check and list, write nothing
+	// Views is when the session's views ran (see Views): a host entry
+	// changed since the view that copied it may have looked it up is a
+	// conflict. Nil: only one changed after its copy was made is.
+	Views *Views
+}
