@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+	"github.com/jail-mcp/jail-mcp/tools"
 )
 
 // overlayAttacks attack the project view (--overlay, bubblewrap) from a
@@ -263,3 +264,49 @@ func TestOverlayApplyStaleView(t *testing.T) {
 	}
 }
 
+// TestOverlayApplyDigest: a command rewrites a file between the jail_diff
+// that was reviewed and the jail_apply. Passed jail_diff's digest,
+// jail_apply refuses and writes nothing; passed the digest of a fresh
+// jail_diff, it applies (issue 44, point 6).
+func TestOverlayApplyDigest(t *testing.T) {
+	project := testkit.NewProject(t)
+	writeFiles(t, project, map[string]string{"a.txt": "host\n"})
+	ts := testkit.Backends()[0].Start(t, project, testkit.ServerEnv(), "--overlay", "on")
+	if res, raw := ts.Exec(map[string]any{"command": "echo reviewed > a.txt"}); res.ExitCode != 0 {
+		t.Fatalf("write: %s", testkit.ResultText(raw))
+	}
+	reviewed, _ := testkit.DiffOf(ts, map[string]any{"patch": true})
+	if reviewed.Digest == "" || len(reviewed.Changes) != 1 || reviewed.Changes[0].Hash == "" {
+		t.Fatalf("jail_diff gives no digest or hash: %+v", reviewed)
+	}
+	// Same size, other bytes.
+	if res, raw := ts.Exec(map[string]any{"command": "echo injected > a.txt"}); res.ExitCode != 0 {
+		t.Fatalf("rewrite: %s", testkit.ResultText(raw))
+	}
+	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"a.txt"}, "digest": reviewed.Digest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(testkit.ResultText(res), "digest") {
+		t.Errorf("jail_apply with the digest of an older review was not refused: %s", testkit.ResultText(res))
+	}
+	if got := testkit.MustRead(t, filepath.Join(project, "a.txt")); got != "host\n" {
+		t.Fatalf("the host's a.txt holds %q after a refused apply", got)
+	}
+	fresh, _ := testkit.DiffOf(ts, map[string]any{})
+	if fresh.Digest == reviewed.Digest || fresh.Changes[0].Hash == reviewed.Changes[0].Hash {
+		t.Errorf("the rewrite left the digest or the hash as it was: %s %s", fresh.Digest, fresh.Changes[0].Hash)
+	}
+	res, err = ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"a.txt"}, "digest": fresh.Digest})
+	if err != nil || res.IsError {
+		t.Fatalf("jail_apply with the fresh digest: %v %s", err, testkit.ResultText(res))
+	}
+	var out tools.ApplyResult
+	testkit.DecodeResult(t, res, &out)
+	if out.Digest != fresh.Digest || len(out.Applied) != 1 || out.Applied[0].Hash != fresh.Changes[0].Hash {
+		t.Errorf("jail_apply's result does not show the digest and hashes it applied: %+v", out)
+	}
+	if got := testkit.MustRead(t, filepath.Join(project, "a.txt")); got != "injected\n" {
+		t.Errorf("the host's a.txt holds %q", got)
+	}
+}

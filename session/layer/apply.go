@@ -59,8 +59,11 @@ func ApplyWith(upper, project string, paths []string, opt ApplyOptions) (*Applie
 	}
 	defer root.Close()
 
+	if opt.Digest != "" && opt.Digest != w.dig.sum() {
+		return nil, fmt.Errorf("%w (given %.12s, the layer's now %.12s): review jail_diff again, and pass its digest", ErrDigest, opt.Digest, w.dig.sum())
+	}
 	a := &applier{w: w, root: root, hooks: hooksDir(root, project), hostKinds: map[string]string{}, views: opt.Views}
-	res := &Applied{Changes: []Change{}, DryRun: dryRun}
+	res := &Applied{Changes: []Change{}, DryRun: dryRun, Digest: w.dig.sum()}
 	sel := a.selectPaths(paths)
 	for _, i := range sel {
 		if reason := a.check(&w.entries[i], sel); reason != "" {

@@ -7,4 +7,7 @@ type ApplyOptions struct {
 	// changed since the view that copied it may have looked it up is a
 	// conflict. Nil: only one changed after its copy was made is.
 	Views *Views
+	// Digest, when set, is a Diff's: Apply refuses (ErrDigest) unless
+	// the layer still holds exactly what that Diff listed.
+	Digest string
 }

@@ -64,6 +64,7 @@ type walker struct {
 	sums       map[string]*Summary
 	opaque     map[string]bool // the upper directories marked opaque (Apply's walk)
 	patch      patcher
+	dig        digester
 	bufA, bufB []byte
 }
 
@@ -86,6 +87,7 @@ func Compute(upper, project string, opt Options) (*Diff, error) {
 	if opt.Patch {
 		d.Patch = w.patch.bytes()
 	}
+	d.Digest = w.dig.sum()
 	return d, nil
 }
 
@@ -252,9 +254,13 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 				return upperErr("looking at the upper layer's", p, err)
 			}
 		}
+		var view *side
+		if isReg(&ust) {
+			view = w.viewFile(&e, u, name, &ust)
+		}
 		w.emit(&e)
 		if (isReg(&ust) || isReg(&lst)) && w.patching(&e) {
-			w.patchFile(&e, u, l, name, &ust, &lst)
+			w.patchFile(&e, u, l, name, &ust, &lst, view)
 		}
 	}
 
@@ -316,9 +322,13 @@ func (w *walker) added(u dirRef, rel, name string, depth int, st *unix.Stat_t, i
 		}
 		e.Target = shown(target)
 	}
+	var view *side
+	if vk == "file" {
+		view = w.viewFile(&e, u, name, st)
+	}
 	w.emit(&e)
 	if vk == "file" && w.patching(&e) {
-		w.patchFile(&e, u, dirRef{}, name, st, nil)
+		w.patchFile(&e, u, dirRef{}, name, st, nil, view)
 	}
 	if vk != "dir" {
 		return nil
@@ -361,7 +371,7 @@ func (w *walker) deleted(l dirRef, rel, name string, depth int, st *unix.Stat_t,
 	}
 	w.emit(&e)
 	if isReg(st) && w.patching(&e) {
-		w.patchFile(&e, dirRef{}, l, name, nil, st)
+		w.patchFile(&e, dirRef{}, l, name, nil, st, nil)
 	}
 	if !isDir(st) {
 		return nil
@@ -462,6 +472,7 @@ func (w *walker) same(u, l dirRef, name string, ust, lst *unix.Stat_t) bool {
 }
 
 func (w *walker) emit(e *entry) {
+	w.dig.add(e)
 	if e.ignored != "" && !w.opt.All && !w.apply {
 		w.summarise(e)
 		return
@@ -506,8 +517,8 @@ func (w *walker) patching(e *entry) bool {
 }
 
 // patchFile adds the patch of a file change; ust and lst are nil for the
-// side that has no entry.
-func (w *walker) patchFile(e *entry, u, l dirRef, name string, ust, lst *unix.Stat_t) {
+// side that has no entry; view is the view's side when already read.
+func (w *walker) patchFile(e *entry, u, l dirRef, name string, ust, lst *unix.Stat_t, pre *side) {
 	if w.patch.full() {
 		w.patch.add("-") // counted, never read
 		return
@@ -516,7 +527,10 @@ func (w *walker) patchFile(e *entry, u, l dirRef, name string, ust, lst *unix.St
 	if lst != nil && isReg(lst) {
 		host = readSide(l.fd, name, lst)
 	}
-	if ust != nil && isReg(ust) {
+	switch {
+	case pre != nil:
+		view = *pre
+	case ust != nil && isReg(ust):
 		view = readSide(u.fd, name, ust)
 	}
 	s, err := filePatch(e.rel, host, view)

@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// viewSlack widens each view's span: a file system stamps times from a
-// clock that lags the server's by up to a tick (coarse timestamps), and a
-// rename on the host sets the new file's change time a moment before
-// the server's watch of the project can see it.
+// viewSlack widens each view's span when looking for the spans an upper
+// entry's birth falls in: a file system stamps times from a clock that
+// lags the server's by up to a tick (coarse timestamps). A wider span
+// only lowers floors.
 const viewSlack = int64(100 * time.Millisecond)
 
 // maxViewSpans bounds the spans kept; past it the oldest two are merged
@@ -47,7 +47,9 @@ type Views struct {
 }
 
 // viewSpan is one call's time, in nanoseconds since the epoch: from its
-// start (less viewSlack) to its end, 0 while it runs.
+// start, as a file system would stamp it (fsNow), to its end, 0 while it
+// runs. A host change stamped later than from was made after the call
+// began (one in the same tick, after it, is stamped equal: missed).
 type viewSpan struct{ from, end int64 }
 
 // Begin records that a call starts to use a view now, before the call
@@ -61,7 +63,7 @@ func (v *Views) Begin() func() {
 	}
 	id := v.next
 	v.next++
-	v.spans[id] = viewSpan{from: time.Now().UnixNano() - viewSlack}
+	v.spans[id] = viewSpan{from: fsNow()}
 	return sync.OnceFunc(func() {
 		v.mu.Lock()
 		defer v.mu.Unlock()
