@@ -59,6 +59,7 @@ type walker struct {
 	opt        Options
 	apply      bool // Apply's walk: every change, with its times, no patch
 	ig         ignorer
+	track      tracked // what the host's git index tracks: never ignored
 	comps      []string // the components of the path being looked at
 	entries    []entry
 	sums       map[string]*Summary
@@ -106,6 +107,7 @@ func (w *walker) run(upper, project string) error {
 	defer l.Close()
 	w.bufA, w.bufB = make([]byte, 64<<10), make([]byte, 64<<10)
 	w.sums = map[string]*Summary{}
+	w.track = readTracked(lfd)
 	// The kernel does not honour an opaque mark on the upper directory
 	// itself: the root always merges the host's.
 	return w.dir(dirRef{u, ufd}, dirRef{l, lfd}, "", 0, false, 0, "")
@@ -133,9 +135,9 @@ func (w *walker) dir(u, l dirRef, rel string, depth int, hidden bool, hiddenBorn
 	if ignored == "" {
 		var ps []gitignore.Pattern
 		if depth == 0 {
-			ps = parseIgnore(w.viewRead(u, l, hidden, ".git", "info", "exclude"), nil)
+			ps = parseIgnore(hostIgnore(l, ".git", "info", "exclude"), nil)
 		}
-		ps = append(ps, parseIgnore(w.viewRead(u, l, hidden, ".gitignore"), w.comps[:depth])...)
+		ps = append(ps, parseIgnore(hostIgnore(l, ".gitignore"), w.comps[:depth])...)
 		mark := w.ig.push(ps)
 		defer w.ig.pop(mark)
 	}
@@ -561,72 +563,6 @@ func readSide(dirfd int, name string, st *unix.Stat_t) side {
 	return s
 }
 
-// viewRead reads the file at path (its components, from the directory
-// of u and l) as the view shows it: the upper's where the upper has an
-// entry, the host's where not and the host's shows (not hidden); nothing
-// for a whiteout, a missing file, one that is not regular (git does not
-// follow a linked .gitignore) or one larger than maxIgnoreFile.
-func (w *walker) viewRead(u, l dirRef, hidden bool, path ...string) []byte {
-	ufd, lfd := u.fd, -1
-	if l.ok() && !hidden {
-		lfd = l.fd
-	}
-	var opened []*os.File
-	defer func() {
-		for _, f := range opened {
-			f.Close()
-		}
-	}()
-	for i, c := range path {
-		last := i == len(path)-1
-		var ust unix.Stat_t
-		uok := false
-		if ufd >= 0 {
-			ust, uok, _ = lstat(ufd, c)
-		}
-		if uok {
-			if isWhiteout(&ust) {
-				return nil
-			}
-			if last {
-				return readSmall(ufd, c, &ust)
-			}
-			f, fd, err := openDir(ufd, c)
-			if err != nil {
-				return nil
-			}
-			opened = append(opened, f)
-			if isOpaque(fd) {
-				lfd = -1
-			}
-			ufd = fd
-		} else {
-			ufd = -1
-		}
-		if lfd < 0 {
-			if !uok {
-				return nil
-			}
-			continue
-		}
-		if last {
-			st, ok, _ := lstat(lfd, c)
-			if !ok {
-				return nil
-			}
-			return readSmall(lfd, c, &st)
-		}
-		f, fd, err := openDir(lfd, c)
-		if err != nil {
-			lfd = -1
-			continue
-		}
-		opened = append(opened, f)
-		lfd = fd
-	}
-	return nil
-}
-
 func readSmall(dirfd int, name string, st *unix.Stat_t) []byte {
 	if st.Size > maxIgnoreFile {
 		return nil
@@ -655,6 +591,9 @@ func (w *walker) at(depth int, name string) []string {
 func (w *walker) ignoredAt(ignored, p string, depth int, name string, dir bool) string {
 	if ignored != "" {
 		return ignored
+	}
+	if name == ".gitignore" || w.track[p] {
+		return "" // a rule changed, or a path git lists whatever ignores it
 	}
 	if w.ig.ignored(w.at(depth, name), dir) {
 		return p
