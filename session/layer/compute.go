@@ -59,7 +59,7 @@ type walker struct {
 	opt        Options
 	apply      bool // Apply's walk: every change, with its times, no patch
 	ig         ignorer
-	track      tracked // what the host's git index tracks: never ignored
+	track      tracked  // what the host's git index tracks: never ignored
 	comps      []string // the components of the path being looked at
 	entries    []entry
 	sums       map[string]*Summary
