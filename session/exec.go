@@ -200,6 +200,11 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 		credEnv = s.maskEnv(credEnv)
 		host = s.maskHostEnv(host)
 	}
+	if cfg.Overlay {
+		// Begun before the call learns its view, ended after everything
+		// it ran is gone (deferred first, run last).
+		defer s.views.Begin()()
+	}
 	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: callEnv(host, s.Path, credEnv, req.Env), ViewGen: s.m.viewGen()}
 
 	var runner jail.Runner

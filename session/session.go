@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/jail-mcp/jail-mcp/session/layer"
 )
 
 // Session is one jail and the commands running in it.
@@ -27,6 +29,9 @@ type Session struct {
 	// Reset, so a reset never empties a jail under a live command (and by
 	// an Apply of the project view's layer, view.go).
 	resetMu sync.RWMutex
+	// views records when calls used the project view (--overlay), for
+	// jail_apply's conflicts (layer.Views).
+	views layer.Views
 
 	mu      sync.Mutex
 	nextID  uint64

@@ -35,6 +35,8 @@ type DiffResult struct {
 	// OutputPath is the file in the jail that holds the whole patch, when
 	// it was cut.
 	OutputPath string
+	// Digest binds a jail_apply to this listing (layer.Diff.Digest).
+	Digest string
 }
 
 // Diff compares the session's layer with the project.
@@ -54,7 +56,7 @@ func (s *Session) Diff(opt layer.Options) (DiffResult, error) {
 	if err != nil {
 		return DiffResult{}, fmt.Errorf("compare the layer of %s with the project: %w", s.Path, err)
 	}
-	r := DiffResult{Changes: d.Changes, Ignored: d.Ignored, PatchBytes: len(d.Patch)}
+	r := DiffResult{Changes: d.Changes, Ignored: d.Ignored, PatchBytes: len(d.Patch), Digest: d.Digest}
 	s.boundPatch(d.Patch, &r)
 	return r, nil
 }
@@ -74,6 +76,13 @@ const applyWait = 5 * time.Second
 // it wrote leaves the layer. With an error once writing began, the
 // result lists what was written.
 func (s *Session) Apply(paths []string, dryRun bool) (*layer.Applied, error) {
+	return s.ApplyReviewed(paths, dryRun, "")
+}
+
+// ApplyReviewed is Apply bound to a review: with digest (a jail_diff's,
+// layer.Diff.Digest) set, it refuses unless the layer still holds what
+// that jail_diff listed.
+func (s *Session) ApplyReviewed(paths []string, dryRun bool, digest string) (*layer.Applied, error) {
 	if !s.m.cfg.Overlay {
 		return nil, ErrNoView
 	}
@@ -81,7 +90,7 @@ func (s *Session) Apply(paths []string, dryRun bool) (*layer.Applied, error) {
 		// Only reads: beside commands, as a diff.
 		s.resetMu.RLock()
 		defer s.resetMu.RUnlock()
-		return s.apply(paths, true)
+		return s.apply(paths, true, digest)
 	}
 	// Held exclusively, as by a reset (which then waits, and so does the
 	// session's end): no command runs, none starts, and no other apply
@@ -100,15 +109,15 @@ func (s *Session) Apply(paths []string, dryRun bool) (*layer.Applied, error) {
 	s.stopAgents()
 	s.cleanViews()
 	defer func() { go s.Warm() }()
-	return s.apply(paths, false)
+	return s.apply(paths, false, digest)
 }
 
-func (s *Session) apply(paths []string, dryRun bool) (*layer.Applied, error) {
+func (s *Session) apply(paths []string, dryRun bool, digest string) (*layer.Applied, error) {
 	upper, err := s.layerUpper()
 	if err != nil {
 		return nil, err
 	}
-	a, err := layer.ApplyBounded(upper, s.m.cfg.Project, paths, dryRun, s.m.cfg.MaxDisk)
+	a, err := layer.ApplyWith(upper, s.m.cfg.Project, paths, layer.ApplyOptions{DryRun: dryRun, Views: &s.views, Digest: digest, MaxBytes: s.m.cfg.MaxDisk})
 	if !dryRun && a != nil && len(a.Refused) == 0 && len(a.Changes) > 0 {
 		// The server itself wrote the host's project: said in its log.
 		s.m.log.Info("applied the layer to the project", "session", s.Name, "paths", paths, "changes", len(a.Changes), "err", err)

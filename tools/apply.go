@@ -30,7 +30,9 @@ func applyTool() mcp.Tool {
 			"conflict (the host's file changed since the view copied it) is refused: look at both " +
 			"and redo the change. What is applied leaves the session's layer (jail_diff no longer " +
 			"lists it). Refused while a command of the session runs (a job): let it end or kill " +
-			"it first. dry_run: true says what would be applied or refused and writes nothing."),
+			"it first. dry_run: true says what would be applied or refused and writes nothing. " +
+			"digest: jail_diff's digest; passing it binds the apply to that review: refused, writing " +
+			"nothing, when the layer no longer holds exactly what that jail_diff listed."),
 		applyInputSchema, applyOutputSchema,
 		annotations("Apply changes to the project", false, true, false, false))
 }
@@ -38,6 +40,7 @@ func applyTool() mcp.Tool {
 type applyParams struct {
 	Paths  []string `json:"paths"`
 	DryRun bool     `json:"dry_run"`
+	Digest string   `json:"digest"`
 }
 
 // Refusal is a path jail_apply did not write, and why.
@@ -52,6 +55,7 @@ type ApplyResult struct {
 	Applied []layer.Change `json:"applied"`
 	Refused []Refusal      `json:"refused"`
 	DryRun  bool           `json:"dry_run"`
+	Digest  string         `json:"digest"`
 }
 
 // Apply is the jail_apply tool.
@@ -72,11 +76,11 @@ func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return refuse("refused: %v", err), nil
 	}
-	a, err := s.Apply(p.Paths, p.DryRun)
+	a, err := s.ApplyReviewed(p.Paths, p.DryRun, p.Digest)
 	if err != nil && (a == nil || len(a.Changes) == 0) {
 		return refuseView(err), nil
 	}
-	out := ApplyResult{Session: s.Name, Applied: a.Changes, Refused: []Refusal{}, DryRun: a.DryRun}
+	out := ApplyResult{Session: s.Name, Applied: a.Changes, Refused: []Refusal{}, DryRun: a.DryRun, Digest: a.Digest}
 	for _, r := range a.Refused {
 		out.Refused = append(out.Refused, Refusal{Path: r.Path, Reason: r.Reason})
 	}
@@ -121,5 +125,6 @@ func renderApply(a ApplyResult) string {
 		}
 		b.WriteString(changeLine(c) + "\n")
 	}
+	b.WriteString(digestLine(a.Digest))
 	return b.String()
 }

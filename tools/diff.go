@@ -28,6 +28,8 @@ func diffTool() mcp.Tool {
 			"(node_modules/, build output) are summarised, one entry per ignored directory with its " +
 			"file count and bytes, unless all is true. patch: true adds a unified patch of the " +
 			"changed text files (its head when long; the whole patch is then kept in output_path). " +
+			"Each file shows the sha256 of its bytes (hash), and the result a digest of everything " +
+			"listed: pass it to jail_apply to apply only what was reviewed. " +
 			"Review the changes before jail_apply; jail_reset discards them all."),
 		diffInputSchema, diffOutputSchema,
 		annotations("Changes in the project view", true, false, true, false))
@@ -48,6 +50,7 @@ type DiffResult struct {
 	PatchBytes     int             `json:"patch_bytes"`
 	PatchTruncated bool            `json:"patch_truncated"`
 	OutputPath     string          `json:"output_path"`
+	Digest         string          `json:"digest"`
 }
 
 // Diff is the jail_diff tool.
@@ -67,6 +70,7 @@ func (h *Handler) Diff(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	out := DiffResult{
 		Session: s.Name, Jail: s.Path, Changes: d.Changes, Ignored: d.Ignored,
 		Patch: d.Patch, PatchBytes: d.PatchBytes, PatchTruncated: d.PatchTruncated, OutputPath: d.OutputPath,
+		Digest: d.Digest,
 	}
 	if out.Changes == nil {
 		out.Changes = []layer.Change{}
@@ -123,6 +127,7 @@ func renderDiff(d DiffResult, patch bool) string {
 	if more := len(d.Changes) + len(d.Ignored) - lines; more > 0 {
 		fmt.Fprintf(&b, "... %d more (changes and ignored list them all)\n", more)
 	}
+	b.WriteString(digestLine(d.Digest))
 	switch {
 	case !patch:
 	case d.PatchBytes == 0:
@@ -162,6 +167,9 @@ func changeLine(c layer.Change) string {
 	if c.Special {
 		notes = append(notes, "never applied")
 	}
+	if c.Hash != "" {
+		notes = append(notes, "sha256 "+c.Hash[:min(12, len(c.Hash))])
+	}
 	if len(notes) > 0 {
 		line += " (" + strings.Join(notes, ", ") + ")"
 	}
@@ -190,4 +198,12 @@ func plural(n int, thing string) string {
 		return "1 " + thing
 	}
 	return humanize.Comma(int64(n)) + " " + thing + "s"
+}
+
+// digestLine is the line that gives a result's digest.
+func digestLine(digest string) string {
+	if digest == "" {
+		return ""
+	}
+	return "digest " + digest + " (jail_apply's digest: applies only what this listed)\n"
 }

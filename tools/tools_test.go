@@ -280,7 +280,7 @@ func TestOutputSchemasRequireEveryProperty(t *testing.T) {
 	// tells of some kinds only (layer.Change).
 	optional := map[string][]string{
 		"/$defs/promise": {"note"},
-		"/$defs/change":  {"host_type", "host_size", "mode", "special", "target"},
+		"/$defs/change":  {"host_type", "host_size", "mode", "special", "target", "hash"},
 	}
 	srv, _ := newViewServer(t) // every tool
 	for name, tool := range decodeTools(t, listTools(t, srv)) {

@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+	"github.com/jail-mcp/jail-mcp/tools"
 )
 
 // overlayAttacks attack the project view (--overlay, bubblewrap) from a
@@ -212,5 +214,99 @@ echo plain > plain.txt`, filepath.Join(victim, "file"), filepath.Join(home, ".gi
 	added := treeDiff(before, after)
 	if len(added) != 1 || !strings.HasPrefix(added[0], filepath.Join(project, "plain.txt")+": added") {
 		t.Fatalf("jail_apply plain.txt changed:\n%s", strings.Join(added, "\n"))
+	}
+}
+
+// TestOverlayApplyStaleView is an operator's atomic save (a new file
+// renamed over the old) while a job runs whose view has looked the file
+// up: the view still serves the old inode, and the job's write copies it
+// up after the host's change. jail_apply must refuse it as a conflict and
+// leave the host's new content (issue 44, point 5).
+func TestOverlayApplyStaleView(t *testing.T) {
+	project := testkit.NewProject(t)
+	writeFiles(t, project, map[string]string{"notes.txt": "old\n", "other.txt": "other\n"})
+	ts := testkit.Backends()[0].Start(t, project, testkit.ServerEnv(), "--overlay", "on")
+	id := ts.StartJob(map[string]any{"command": `cat notes.txt; echo looked; read go; echo job >> notes.txt; echo job >> other.txt; echo wrote`})
+	if got, _ := ts.ReadUntil(id, "looked", 30*time.Second); !strings.Contains(got, "old") {
+		t.Fatalf("the job did not read the file: %q", got)
+	}
+	// The editor's save: a new file renamed over the old one.
+	tmp := filepath.Join(project, ".notes.txt.swp")
+	if err := os.WriteFile(tmp, []byte("operator's edit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(project, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.Feed(id, "go\n", "wrote"); !strings.Contains(got, "wrote") {
+		t.Fatalf("the job did not write: %q", got)
+	}
+	if _, out := ts.ReadUntil(id, "\x00never", 30*time.Second); out.Running {
+		t.Fatal("the job still runs")
+	}
+	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"notes.txt"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(testkit.ResultText(res), "conflict") {
+		t.Errorf("jail_apply of a copy of the replaced file was not refused as a conflict: %s", testkit.ResultText(res))
+	}
+	if got := testkit.MustRead(t, filepath.Join(project, "notes.txt")); got != "operator's edit\n" {
+		t.Errorf("the host's notes.txt holds %q: the operator's edit was reverted", got)
+	}
+	// What the host left alone applies.
+	res, err = ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"other.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("jail_apply other.txt: %v %s", err, testkit.ResultText(res))
+	}
+	if got := testkit.MustRead(t, filepath.Join(project, "other.txt")); got != "other\njob\n" {
+		t.Errorf("the host's other.txt holds %q", got)
+	}
+}
+
+// TestOverlayApplyDigest: a command rewrites a file between the jail_diff
+// that was reviewed and the jail_apply. Passed jail_diff's digest,
+// jail_apply refuses and writes nothing; passed the digest of a fresh
+// jail_diff, it applies (issue 44, point 6).
+func TestOverlayApplyDigest(t *testing.T) {
+	project := testkit.NewProject(t)
+	writeFiles(t, project, map[string]string{"a.txt": "host\n"})
+	ts := testkit.Backends()[0].Start(t, project, testkit.ServerEnv(), "--overlay", "on")
+	if res, raw := ts.Exec(map[string]any{"command": "echo reviewed > a.txt"}); res.ExitCode != 0 {
+		t.Fatalf("write: %s", testkit.ResultText(raw))
+	}
+	reviewed, _ := testkit.DiffOf(ts, map[string]any{"patch": true})
+	if reviewed.Digest == "" || len(reviewed.Changes) != 1 || reviewed.Changes[0].Hash == "" {
+		t.Fatalf("jail_diff gives no digest or hash: %+v", reviewed)
+	}
+	// Same size, other bytes.
+	if res, raw := ts.Exec(map[string]any{"command": "echo injected > a.txt"}); res.ExitCode != 0 {
+		t.Fatalf("rewrite: %s", testkit.ResultText(raw))
+	}
+	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"a.txt"}, "digest": reviewed.Digest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(testkit.ResultText(res), "digest") {
+		t.Errorf("jail_apply with the digest of an older review was not refused: %s", testkit.ResultText(res))
+	}
+	if got := testkit.MustRead(t, filepath.Join(project, "a.txt")); got != "host\n" {
+		t.Fatalf("the host's a.txt holds %q after a refused apply", got)
+	}
+	fresh, _ := testkit.DiffOf(ts, map[string]any{})
+	if fresh.Digest == reviewed.Digest || fresh.Changes[0].Hash == reviewed.Changes[0].Hash {
+		t.Errorf("the rewrite left the digest or the hash as it was: %s %s", fresh.Digest, fresh.Changes[0].Hash)
+	}
+	res, err = ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"a.txt"}, "digest": fresh.Digest})
+	if err != nil || res.IsError {
+		t.Fatalf("jail_apply with the fresh digest: %v %s", err, testkit.ResultText(res))
+	}
+	var out tools.ApplyResult
+	testkit.DecodeResult(t, res, &out)
+	if out.Digest != fresh.Digest || len(out.Applied) != 1 || out.Applied[0].Hash != fresh.Changes[0].Hash {
+		t.Errorf("jail_apply's result does not show the digest and hashes it applied: %+v", out)
+	}
+	if got := testkit.MustRead(t, filepath.Join(project, "a.txt")); got != "injected\n" {
+		t.Errorf("the host's a.txt holds %q", got)
 	}
 }

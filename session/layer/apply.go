@@ -42,13 +42,18 @@ import (
 // on Linux 6.18). The caller applies between commands, with the view
 // unmounted.
 func Apply(upper, project string, paths []string, dryRun bool) (*Applied, error) {
-	return ApplyBounded(upper, project, paths, dryRun, 0)
+	return ApplyWith(upper, project, paths, ApplyOptions{DryRun: dryRun})
 }
 
 // ApplyBounded is Apply, with the apparent size of the files written
-// bounded by maxBytes (0: no bound) and by the project's free space
-// (checkSize): a refusal, before anything is written.
+// bounded by maxBytes (see ApplyOptions.MaxBytes).
 func ApplyBounded(upper, project string, paths []string, dryRun bool, maxBytes int64) (*Applied, error) {
+	return ApplyWith(upper, project, paths, ApplyOptions{DryRun: dryRun, MaxBytes: maxBytes})
+}
+
+// ApplyWith is Apply with options (see ApplyOptions).
+func ApplyWith(upper, project string, paths []string, opt ApplyOptions) (*Applied, error) {
+	dryRun, maxBytes := opt.DryRun, opt.MaxBytes
 	w := &walker{apply: true}
 	if err := w.run(upper, project); err != nil {
 		return nil, err
@@ -63,8 +68,11 @@ func ApplyBounded(upper, project string, paths []string, dryRun bool, maxBytes i
 		return nil, fmt.Errorf("finding what git reads and runs in the project: %w", err)
 	}
 
-	a := &applier{w: w, root: root, hooks: extra, hostKinds: map[string]string{}}
-	res := &Applied{Changes: []Change{}, DryRun: dryRun}
+	if opt.Digest != "" && opt.Digest != w.dig.sum() {
+		return nil, fmt.Errorf("%w (given %.12s, the layer's now %.12s): review jail_diff again, and pass its digest", ErrDigest, opt.Digest, w.dig.sum())
+	}
+	a := &applier{w: w, root: root, hooks: extra, hostKinds: map[string]string{}, views: opt.Views}
+	res := &Applied{Changes: []Change{}, DryRun: dryRun, Digest: w.dig.sum()}
 	sel := a.selectPaths(paths)
 	for _, i := range sel {
 		reason := a.check(&w.entries[i], sel)
@@ -123,6 +131,7 @@ type applier struct {
 	repos     *repoCheck
 	refused   []Refusal
 	hostKinds map[string]string // the host's type at a path, "" when absent
+	views     *Views            // when the views that wrote the layer ran
 	staging   string            // the staging directory, relative to the project
 	staged    map[int]stagedFile
 	modes     []dirMode // the directories made or changed, in the order made
@@ -227,8 +236,9 @@ func (a *applier) check(e *entry, sel []int) string {
 	if e.Special && e.Change.Change != deleted {
 		return "special: a " + e.Type + " in the view is shown, never applied"
 	}
-	if e.host && e.ctime > e.born {
-		return "conflict: the host's entry changed after the view's copy of it was made"
+	if e.host && !a.views.HostUnchanged(e.born, e.ctime) {
+		return "conflict: the host's entry changed after the view's copy of it was made, " +
+			"or after the view that made it looked it up"
 	}
 	dir := path.Dir(e.rel)
 	if dir == "." {

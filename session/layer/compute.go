@@ -59,11 +59,13 @@ type walker struct {
 	opt        Options
 	apply      bool // Apply's walk: every change, with its times, no patch
 	ig         ignorer
+	track      tracked  // what the host's git index tracks: never ignored
 	comps      []string // the components of the path being looked at
 	entries    []entry
 	sums       map[string]*Summary
 	opaque     map[string]bool // the upper directories marked opaque (Apply's walk)
 	patch      patcher
+	dig        digester
 	bufA, bufB []byte
 }
 
@@ -86,6 +88,7 @@ func Compute(upper, project string, opt Options) (*Diff, error) {
 	if opt.Patch {
 		d.Patch = w.patch.bytes()
 	}
+	d.Digest = w.dig.sum()
 	return d, nil
 }
 
@@ -104,6 +107,7 @@ func (w *walker) run(upper, project string) error {
 	defer l.Close()
 	w.bufA, w.bufB = make([]byte, 64<<10), make([]byte, 64<<10)
 	w.sums = map[string]*Summary{}
+	w.track = readTracked(lfd)
 	// The kernel does not honour an opaque mark on the upper directory
 	// itself: the root always merges the host's.
 	return w.dir(dirRef{u, ufd}, dirRef{l, lfd}, "", 0, false, 0, "")
@@ -131,9 +135,9 @@ func (w *walker) dir(u, l dirRef, rel string, depth int, hidden bool, hiddenBorn
 	if ignored == "" {
 		var ps []gitignore.Pattern
 		if depth == 0 {
-			ps = parseIgnore(w.viewRead(u, l, hidden, ".git", "info", "exclude"), nil)
+			ps = parseIgnore(hostIgnore(l, ".git", "info", "exclude"), nil)
 		}
-		ps = append(ps, parseIgnore(w.viewRead(u, l, hidden, ".gitignore"), w.comps[:depth])...)
+		ps = append(ps, parseIgnore(hostIgnore(l, ".gitignore"), w.comps[:depth])...)
 		mark := w.ig.push(ps)
 		defer w.ig.pop(mark)
 	}
@@ -252,9 +256,13 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 				return upperErr("looking at the upper layer's", p, err)
 			}
 		}
+		var view *side
+		if isReg(&ust) {
+			view = w.viewFile(&e, u, name, &ust)
+		}
 		w.emit(&e)
 		if (isReg(&ust) || isReg(&lst)) && w.patching(&e) {
-			w.patchFile(&e, u, l, name, &ust, &lst)
+			w.patchFile(&e, u, l, name, &ust, &lst, view)
 		}
 	}
 
@@ -316,9 +324,13 @@ func (w *walker) added(u dirRef, rel, name string, depth int, st *unix.Stat_t, i
 		}
 		e.Target = shown(target)
 	}
+	var view *side
+	if vk == "file" {
+		view = w.viewFile(&e, u, name, st)
+	}
 	w.emit(&e)
 	if vk == "file" && w.patching(&e) {
-		w.patchFile(&e, u, dirRef{}, name, st, nil)
+		w.patchFile(&e, u, dirRef{}, name, st, nil, view)
 	}
 	if vk != "dir" {
 		return nil
@@ -361,7 +373,7 @@ func (w *walker) deleted(l dirRef, rel, name string, depth int, st *unix.Stat_t,
 	}
 	w.emit(&e)
 	if isReg(st) && w.patching(&e) {
-		w.patchFile(&e, dirRef{}, l, name, nil, st)
+		w.patchFile(&e, dirRef{}, l, name, nil, st, nil)
 	}
 	if !isDir(st) {
 		return nil
@@ -462,6 +474,7 @@ func (w *walker) same(u, l dirRef, name string, ust, lst *unix.Stat_t) bool {
 }
 
 func (w *walker) emit(e *entry) {
+	w.dig.add(e)
 	if e.ignored != "" && !w.opt.All && !w.apply {
 		w.summarise(e)
 		return
@@ -506,8 +519,8 @@ func (w *walker) patching(e *entry) bool {
 }
 
 // patchFile adds the patch of a file change; ust and lst are nil for the
-// side that has no entry.
-func (w *walker) patchFile(e *entry, u, l dirRef, name string, ust, lst *unix.Stat_t) {
+// side that has no entry; view is the view's side when already read.
+func (w *walker) patchFile(e *entry, u, l dirRef, name string, ust, lst *unix.Stat_t, pre *side) {
 	if w.patch.full() {
 		w.patch.add("-") // counted, never read
 		return
@@ -516,7 +529,10 @@ func (w *walker) patchFile(e *entry, u, l dirRef, name string, ust, lst *unix.St
 	if lst != nil && isReg(lst) {
 		host = readSide(l.fd, name, lst)
 	}
-	if ust != nil && isReg(ust) {
+	switch {
+	case pre != nil:
+		view = *pre
+	case ust != nil && isReg(ust):
 		view = readSide(u.fd, name, ust)
 	}
 	s, err := filePatch(e.rel, host, view)
@@ -547,72 +563,6 @@ func readSide(dirfd int, name string, st *unix.Stat_t) side {
 	return s
 }
 
-// viewRead reads the file at path (its components, from the directory
-// of u and l) as the view shows it: the upper's where the upper has an
-// entry, the host's where not and the host's shows (not hidden); nothing
-// for a whiteout, a missing file, one that is not regular (git does not
-// follow a linked .gitignore) or one larger than maxIgnoreFile.
-func (w *walker) viewRead(u, l dirRef, hidden bool, path ...string) []byte {
-	ufd, lfd := u.fd, -1
-	if l.ok() && !hidden {
-		lfd = l.fd
-	}
-	var opened []*os.File
-	defer func() {
-		for _, f := range opened {
-			f.Close()
-		}
-	}()
-	for i, c := range path {
-		last := i == len(path)-1
-		var ust unix.Stat_t
-		uok := false
-		if ufd >= 0 {
-			ust, uok, _ = lstat(ufd, c)
-		}
-		if uok {
-			if isWhiteout(&ust) {
-				return nil
-			}
-			if last {
-				return readSmall(ufd, c, &ust)
-			}
-			f, fd, err := openDir(ufd, c)
-			if err != nil {
-				return nil
-			}
-			opened = append(opened, f)
-			if isOpaque(fd) {
-				lfd = -1
-			}
-			ufd = fd
-		} else {
-			ufd = -1
-		}
-		if lfd < 0 {
-			if !uok {
-				return nil
-			}
-			continue
-		}
-		if last {
-			st, ok, _ := lstat(lfd, c)
-			if !ok {
-				return nil
-			}
-			return readSmall(lfd, c, &st)
-		}
-		f, fd, err := openDir(lfd, c)
-		if err != nil {
-			lfd = -1
-			continue
-		}
-		opened = append(opened, f)
-		lfd = fd
-	}
-	return nil
-}
-
 func readSmall(dirfd int, name string, st *unix.Stat_t) []byte {
 	if st.Size > maxIgnoreFile {
 		return nil
@@ -641,6 +591,9 @@ func (w *walker) at(depth int, name string) []string {
 func (w *walker) ignoredAt(ignored, p string, depth int, name string, dir bool) string {
 	if ignored != "" {
 		return ignored
+	}
+	if name == ".gitignore" || w.track[p] {
+		return "" // a rule changed, or a path git lists whatever ignores it
 	}
 	if w.ig.ignored(w.at(depth, name), dir) {
 		return p

@@ -97,24 +97,25 @@ func TestCompute(t *testing.T) {
 			file("src/.gitignore", "gen/\n"), file("src/gen/out.txt", "out"), file("src/main.go", "package main\n\nfunc main() {}\n"),
 			whiteout("src/x.log"), file(".git/index", "idx"),
 		},
-		want: []string{"added file keep.log", "added file src/.gitignore", "modified file src/main.go"},
+		// The view's new src/.gitignore ignores nothing: the rules are
+		// the host's.
+		want: []string{"added file keep.log", "added file src/.gitignore", "added dir src/gen", "added file src/gen/out.txt", "modified file src/main.go"},
 		ignored: []Summary{
 			{".git/", "added", 1, 3},
 			{"node_modules/", "added", 2, 15},
 			{"secret.txt", "added", 1, 1},
-			{"src/", "added", 1, 3},
 			{"x.log", "added", 1, 3},
 		},
 	}, {
-		name: "gitignore as the view shows it",
+		name: "gitignore as the host has it",
 		host: []node{file(".gitignore", "*.tmp\n"), file("d/.gitignore", "*.out\n"), file("old.tmp", "o")},
 		upper: []node{
 			file(".gitignore", "*.bak\n"), whiteout("d/.gitignore"),
 			file("a.tmp", "a"), file("a.bak", "b"), file("d/x.out", "x"), whiteout("old.tmp"),
 		},
 		// Sorted component by component: a directory's entries follow it.
-		want:    []string{"modified file .gitignore", "added file a.tmp", "deleted file d/.gitignore", "added file d/x.out", "deleted file old.tmp"},
-		ignored: []Summary{{"a.bak", "added", 1, 1}},
+		want:    []string{"modified file .gitignore", "added file a.bak", "deleted file d/.gitignore"},
+		ignored: []Summary{{"a.tmp", "added", 1, 1}, {"d/", "added", 1, 1}, {"old.tmp", "deleted", 1, 1}},
 	}, {
 		name:  "gitignore with All",
 		host:  []node{file(".gitignore", "node_modules/\n")},

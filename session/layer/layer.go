@@ -23,6 +23,7 @@ type Change struct {
 	Mode     string `json:"mode,omitempty"`    // permission bits in the view when they differ from the host's, e.g. "0755"
 	Special  bool   `json:"special,omitempty"` // a symlink, device, FIFO or socket in the view: shown, never applied
 	Target   string `json:"target,omitempty"`  // a symlink's target (see shown)
+	Hash     string `json:"hash,omitempty"`    // the sha256 of a regular file's bytes in the view (digest.go)
 }
 
 // Summary is what the view changes under one top directory (or file) of
@@ -40,6 +41,7 @@ type Diff struct {
 	Changes []Change  // sorted by path, component by component: a directory's entries follow it
 	Ignored []Summary // sorted by Dir
 	Patch   []byte    // the whole unified patch when Options.Patch (the caller bounds it)
+	Digest  string    // binds an Apply to this listing (digest.go)
 }
 
 // Refusal is a path Apply would not write, and why.
@@ -53,6 +55,7 @@ type Applied struct {
 	Changes []Change  // what was (or, dry run, would be) written to the project
 	Refused []Refusal // when any, nothing was written
 	DryRun  bool
+	Digest  string // the layer's digest when Apply looked (digest.go)
 }
 
 // The kinds of change.

@@ -1,0 +1,80 @@
+//go:build linux || darwin
+
+package layer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"golang.org/x/sys/unix"
+)
+
+// The digest binds a jail_apply to the jail_diff that was reviewed: a
+// sha256 over every change the walk found, in its order (path, kind,
+// type, permission bits, size, link target, and the view's bytes), so
+// that a command that rewrites the layer in between makes another one.
+// A regular file's bytes count by their sha256 (Change.Hash, shown in
+// both results); one under an ignored path, which jail_diff summarises
+// without reading, by the upper file's inode and change time, which no
+// write leaves as they were and no command can set. The digest is the
+// same with or without Options.All and Patch, and Apply's walk finds the
+// same changes in the same order.
+
+// ErrDigest refuses an Apply whose digest is not the layer's.
+var ErrDigest = errors.New("the layer changed since the jail_diff that gave this digest")
+
+// digester sums the changes of a walk.
+type digester struct{ h hash.Hash }
+
+func (d *digester) add(e *entry) {
+	if d.h == nil {
+		d.h = sha256.New()
+	}
+	id := e.Hash
+	switch {
+	case e.ignored != "" && e.upper == upFile && e.Change.Change != deleted:
+		id = fmt.Sprintf("id:%d:%d", e.ino, e.uctime)
+	case id == "" && e.Type == "file" && e.Change.Change != deleted:
+		id = fmt.Sprintf("unread:%d:%d", e.ino, e.uctime)
+	}
+	fmt.Fprintf(d.h, "%q %s %s %o %d %q %s\n", e.rel, e.Change.Change, e.Type, e.perm, e.Size, e.Target, id)
+}
+
+func (d *digester) sum() string {
+	if d.h == nil {
+		d.h = sha256.New()
+	}
+	return hex.EncodeToString(d.h.Sum(nil))
+}
+
+// viewFile sets e.Hash, the sha256 of the view's regular file name of u
+// (stat st), unless it lies under an ignored path that is not listed;
+// when its patch is wanted it is read once, for both, and returned, so
+// that the patch shows the bytes the hash binds.
+func (w *walker) viewFile(e *entry, u dirRef, name string, st *unix.Stat_t) *side {
+	if e.ignored != "" && !w.opt.All {
+		return nil
+	}
+	if w.patching(e) && !w.patch.full() && st.Size <= maxText {
+		s := readSide(u.fd, name, st)
+		if s.size <= maxText {
+			sum := sha256.Sum256(s.data)
+			e.Hash = hex.EncodeToString(sum[:])
+		}
+		return &s
+	}
+	f, err := openFile(u.fd, name, st)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, st.Size)); err == nil {
+		e.Hash = hex.EncodeToString(h.Sum(nil))
+	}
+	return nil
+}

@@ -1,0 +1,47 @@
+package layer
+
+import (
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestIgnoreRulesFromHost: a command that changes .gitignore or
+// .git/info/exclude in the view hides nothing from the listing, a file
+// the host's git index tracks is listed even under an ignored path, and
+// a changed .gitignore is itself listed (issue 44, point 7).
+func TestIgnoreRulesFromHost(t *testing.T) {
+	tmp := t.TempDir()
+	project := filepath.Join(tmp, "project")
+	up := filepath.Join(tmp, "jail", ".overlay", "upper")
+	build(t, project,
+		file(".gitignore", "build/\n"),
+		file("src/a.go", "package a\n"), file("other.txt", "o\n"),
+		file("build/keep.txt", "tracked\n"), file("build/out.o", "obj\n"),
+	)
+	git := exec.Command("sh", "-euc", `git init -q . && git add -f .gitignore src/a.go other.txt build/keep.txt`)
+	git.Dir = project
+	if out, err := git.CombinedOutput(); err != nil {
+		t.Fatalf("git: %v\n%s", err, out)
+	}
+	inView(t, project, up, `
+		printf 'build/\nsrc/\n.gitignore\n' > .gitignore
+		echo other.txt >> .git/info/exclude
+		echo changed >> src/a.go
+		echo changed >> other.txt
+		echo changed >> build/keep.txt
+		echo changed >> build/out.o
+	`)
+	for _, opt := range []Options{{}, {Patch: true}} {
+		d, err := Compute(up, project, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"modified file .gitignore", "modified file build/keep.txt", "modified file other.txt", "modified file src/a.go"}
+		got := briefs(d.Changes)
+		if !slices.Equal(got, want) {
+			t.Errorf("changes:\n got %q\nwant %q\nignored %+v", got, want, d.Ignored)
+		}
+	}
+}
