@@ -472,7 +472,7 @@ func (o *overlayState) mountView(name string) error {
 			return fmt.Errorf("overlay: bind the writable %s over the view: %w", o.inPlace[i], err)
 		}
 	}
-	if err := maskUnread(o.unread, o.siblings); err != nil {
+	if err := maskUnread(append(o.unread, linkedUnread(o.unread, o.project)...), o.siblings); err != nil {
 		return err
 	}
 	// The other sessions' jails: an empty tmpfs over their directory,
@@ -545,6 +545,33 @@ func maskUnread(unread []string, siblings string) error {
 		}
 	}
 	return nil
+}
+
+// linkedUnread are the places in the project that unread's links lead to
+// as the view shows them now (the host's ln -sf config/production.env
+// .env, made after the session started): masked too, as the read view
+// hides what a hidden path leads to. A link's own path cannot be masked
+// (a mount follows it), and the view grants the project whole. A place
+// that is or holds the project stays shown.
+func linkedUnread(unread []string, project string) []string {
+	var out []string
+	for _, h := range unread {
+		matches := []string{h}
+		if _, pat := filepath.Split(h); isPattern(pat) {
+			matches, _ = filepath.Glob(h)
+		}
+		for _, m := range matches {
+			if fi, err := os.Lstat(m); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				continue
+			}
+			r, err := filepath.EvalSymlinks(m)
+			if err != nil || r == project || !within(r, project) {
+				continue
+			}
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // emptyFileMount mounts a small tmpfs nowhere (a detached mount) holding

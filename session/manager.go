@@ -187,7 +187,7 @@ func New(cfg Config) (*Manager, error) {
 		for _, w := range cfg.Writable {
 			skip = append(skip, filepath.Join(cfg.Project, w))
 		}
-		m.views = newViewWatch(cfg.Project, skip, maxViewWatches, m.renewViews)
+		m.views = newViewWatch(cfg.Project, skip, maxViewWatches, m.renewViews, log)
 	}
 	m.hostEnv = sync.OnceValue(func() map[string]string { return viewEnv(hostEnv(cfg.Environ, cfg.PassEnv), m.caches) })
 	if cfg.MaxDisk > 0 || cfg.MaxFiles > 0 {

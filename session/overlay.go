@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jail-mcp/jail-mcp/jail"
 )
@@ -230,4 +231,18 @@ func (m *Manager) viewGen() uint64 {
 		return 0
 	}
 	return m.views.current()
+}
+
+// ViewWatch says, under --overlay, whether the server's watch of the
+// project sees every change ("watching"), or is blind and why: every call
+// then gets a view of its own (a mount per call), until it sees all again.
+func (m *Manager) ViewWatch() string {
+	if m.views == nil {
+		return ""
+	}
+	why, since := m.views.state()
+	if why == "" {
+		return "watching"
+	}
+	return fmt.Sprintf("blind since %s (%s): every call gets a view of its own until the watch sees all again", since.Format(time.RFC3339), why)
 }

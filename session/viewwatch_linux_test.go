@@ -12,7 +12,7 @@ import (
 // directories' entries, at once for the next call (a change not read
 // yet), not with a write into a file in place nor a change in a skipped
 // directory; agents are told after viewQuiet; past its bound the watch is
-// blind (0).
+// blind (0), and sees all again once back within it.
 func TestViewWatch(t *testing.T) {
 	project := t.TempDir()
 	for _, d := range []string{"a/b", ".agent-home/s", "node_modules"} {
@@ -20,7 +20,7 @@ func TestViewWatch(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(project, "a/f"), []byte("0"), 0o644)
 	var told atomic.Uint64
-	w := newViewWatch(project, []string{filepath.Join(project, ".agent-home"), filepath.Join(project, "node_modules")}, 100, func(g uint64) { told.Store(g) })
+	w := newViewWatch(project, []string{filepath.Join(project, ".agent-home"), filepath.Join(project, "node_modules")}, 100, func(g uint64) { told.Store(g) }, nil)
 	defer w.close()
 	g := w.current()
 	if g == 0 {
@@ -80,5 +80,30 @@ func TestViewWatch(t *testing.T) {
 	}
 	if w.current() != 0 {
 		t.Fatal("a watch past its bound is not blind")
+	}
+	// Back within it: it sees all again, with a new number.
+	if err := os.RemoveAll(filepath.Join(project, "many")); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && w.current() == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := w.current(); n <= g {
+		t.Fatalf("the watch back within its bound numbers %d, want more than %d", n, g)
+	}
+	if why, _ := w.state(); why != "" {
+		t.Fatalf("the watch back within its bound is blind: %s", why)
+	}
+	// A directory removed is no blindness (the kernel drops its watch).
+	g = w.current()
+	if err := os.RemoveAll(filepath.Join(project, "a/c")); err != nil {
+		t.Fatal(err)
+	}
+	changed("a directory removed")
+	os.WriteFile(filepath.Join(project, "a/y"), nil, 0o644) // an event after the removal's
+	changed("a file made after")
+	if why, _ := w.state(); why != "" {
+		t.Fatalf("a directory removed made the watch blind: %s", why)
 	}
 }

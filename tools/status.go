@@ -61,6 +61,7 @@ type StatusResult struct {
 	Hint       string              `json:"hint"`
 	Network    bool                `json:"network"`
 	Overlay    bool                `json:"overlay"`
+	ViewWatch  string              `json:"view_watch"` // Manager.ViewWatch, "" without the view
 	Allow      []string            `json:"network_allow"`
 	Gaps       []string            `json:"network_gaps"`
 	Writable   []string            `json:"writable"`
@@ -108,7 +109,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	out := StatusResult{
 		Session: s.Name, Project: cfg.Project, Jail: s.Path,
 		Backend: cfg.Backend.Name(), Available: !jail.IsRefusing(cfg.Backend), Confined: cfg.Backend.Confined(),
-		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network, Overlay: cfg.Overlay, Allow: []string{}, Gaps: []string{},
+		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network, Overlay: cfg.Overlay, ViewWatch: h.Manager.ViewWatch(), Allow: []string{}, Gaps: []string{},
 		Auth: authEntries(h.Manager, s), Usage: usage, Running: s.Running(),
 		Limits: Limits{
 			TimeoutMS: cfg.Timeout.Milliseconds(), MaxTimeoutMS: cfg.MaxTimeout.Milliseconds(),
@@ -186,6 +187,9 @@ func renderStatus(s StatusResult) string {
 	}
 	if s.Overlay {
 		b.WriteString("project view on (--overlay): commands write the project copy-on-write, their changes stay in this session's layer; jail_diff lists them, jail_apply copies them to the host\n")
+		if s.ViewWatch != "" && s.ViewWatch != "watching" {
+			fmt.Fprintf(&b, "project watch %s\n", s.ViewWatch)
+		}
 	}
 	if len(s.Writable) > 0 {
 		fmt.Fprintf(&b, "written in place, on the host (--writable): %s\n", strings.Join(s.Writable, ", "))

@@ -151,6 +151,7 @@ true
 	fx.vector(t, "deny-read", fx.denyRead)
 	fx.vector(t, "deny-families", fx.denyFamilies)
 	fx.vector(t, "deny-made-later", fx.denyMadeLater)
+	fx.vector(t, "deny-linked-later", fx.denyLinkedLater)
 	fx.vector(t, "other-project", fx.otherProject)
 	fx.vector(t, "http-token", fx.httpToken)
 	fx.vector(t, "http-session-ids", fx.httpSessionIDs)
@@ -816,6 +817,40 @@ func (fx *escapeFixture) denyMadeLater(t *testing.T) {
 				t.Errorf("call %d does not read what the host made before it in the project and the home: %q %q %s", i, res.Stdout, res.Stderr, testkit.ResultText(raw))
 			}
 			read(i+1, res.Stdout, denied...)
+		}
+	}
+}
+
+// denyLinkedLater: a denied file of the project that the host turns into
+// a link after the session started (ln -sf config/production.env .env)
+// is read through the link by no call: what it leads to is hidden, as
+// the read view hides what a denied path leads to. Under bubblewrap with
+// the project view, whose views mask the denied paths as each view is
+// made; under landlock, by the read view.
+func (fx *escapeFixture) denyLinkedLater(t *testing.T) {
+	project := testkit.NewProject(t)
+	canary := "jmc-linked-" + uuid.NewString()
+	writeFiles(t, project, map[string]string{".env": "DEV=1\n", "config/production.env": canary + "\n"})
+	args := []string{"--session", "linked", "--auth", "none", "--deny-read", "default,.env"}
+	if !fx.landlock() {
+		args = append(args, "--overlay", "on")
+	}
+	ts := fx.start(t, project, fx.env(), args...)
+	read := `cat .env 2>/dev/null | grep -q -F -e "$C" && echo "read .env"; true`
+	vars := map[string]any{"C": canary}
+	if res, raw := ts.Exec(map[string]any{"command": read + "; cat .env", "env": vars}); res.Stdout != "" {
+		t.Fatalf("the denied .env is read before it is a link: %s", testkit.ResultText(raw))
+	}
+	env := filepath.Join(project, ".env")
+	if err := os.Remove(env); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("config/production.env", env); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if res, raw := ts.Exec(map[string]any{"command": read, "env": vars}); strings.Contains(res.Stdout, "read .env") {
+			fx.escape(t, "call %d reads the denied .env through the link the host made: %s", i, testkit.ResultText(raw))
 		}
 	}
 }
