@@ -143,7 +143,7 @@ func TestOverlayTools(t *testing.T) {
 		t.Errorf("a patch without patch: %+v", d)
 	}
 	text := testkit.ResultText(raw)
-	for _, line := range []string{"\nM a.go (", "\nA b.txt (2 B)\n", "\nD c.txt\n", "\nA node_modules/: 1 file, "} {
+	for _, line := range []string{"\nM a.go (", "\nA b.txt (2 B, sha256 0263829989b6)\n", "\nD c.txt\n", "\nA node_modules/: 1 file, "} {
 		if !strings.Contains(text, line) {
 			t.Errorf("jail_diff's text has no %q:\n%s", line, text)
 		}

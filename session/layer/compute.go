@@ -137,7 +137,14 @@ func (w *walker) dir(u, l dirRef, rel string, depth int, hidden bool, hiddenBorn
 		if depth == 0 {
 			ps = parseIgnore(hostIgnore(l, ".git", "info", "exclude"), nil)
 		}
-		ps = append(ps, parseIgnore(hostIgnore(l, ".gitignore"), w.comps[:depth])...)
+		rules := hostIgnore(l, ".gitignore")
+		if !l.ok() && depth > 0 {
+			// A directory new in the view: its own rules (pytest's
+			// .pytest_cache/.gitignore, "*"), which can hide only what
+			// is new in it, never a host path.
+			rules = viewIgnore(u, ".gitignore")
+		}
+		ps = append(ps, parseIgnore(rules, w.comps[:depth])...)
 		mark := w.ig.push(ps)
 		defer w.ig.pop(mark)
 	}
@@ -197,7 +204,7 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 		return w.deleted(l, rel, name, depth, &lst, upWhiteout, b, ignored)
 	}
 	if !lok {
-		return w.added(u, rel, name, depth, &ust, ignored)
+		return w.added(u, rel, name, depth, &ust, ignored, !l.ok())
 	}
 
 	vk, hk := kind(&ust), kind(&lst)
@@ -207,7 +214,7 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 		host: true, ctime: lst.Ctim.Nano(),
 		ino: ust.Ino, uctime: ust.Ctim.Nano(),
 	}
-	e.ignored = w.ignoredAt(ignored, p, depth, name, vk == "dir")
+	e.ignored = w.ignoredAt(ignored, p, depth, name, vk == "dir", false)
 	if isReg(&ust) {
 		e.Size = ust.Size
 	}
@@ -302,8 +309,9 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 }
 
 // added lists the upper entry name of u, with stat st, which the host
-// lacks, and, for a directory, everything below it.
-func (w *walker) added(u dirRef, rel, name string, depth int, st *unix.Stat_t, ignored string) error {
+// lacks, and, for a directory, everything below it; newDir: the host
+// lacks the directory it is in too.
+func (w *walker) added(u dirRef, rel, name string, depth int, st *unix.Stat_t, ignored string, newDir bool) error {
 	p := join(rel, name)
 	vk := kind(st)
 	e := entry{
@@ -311,7 +319,7 @@ func (w *walker) added(u dirRef, rel, name string, depth int, st *unix.Stat_t, i
 		rel:    p, upper: upperKind(st), perm: perm(st),
 		ino: st.Ino, uctime: st.Ctim.Nano(),
 	}
-	e.ignored = w.ignoredAt(ignored, p, depth, name, vk == "dir")
+	e.ignored = w.ignoredAt(ignored, p, depth, name, vk == "dir", newDir)
 	e.Special = vk != "file" && vk != "dir"
 	e.Mode = newMode(st)
 	switch vk {
@@ -367,7 +375,7 @@ func (w *walker) deleted(l dirRef, rel, name string, depth int, st *unix.Stat_t,
 		Change: Change{Path: shown(p), Change: deleted, Type: kind(st)},
 		rel:    p, upper: up, host: true, ctime: st.Ctim.Nano(), born: bornAt,
 	}
-	e.ignored = w.ignoredAt(ignored, p, depth, name, isDir(st))
+	e.ignored = w.ignoredAt(ignored, p, depth, name, isDir(st), false)
 	if isReg(st) {
 		e.HostSize = st.Size
 	}
@@ -587,12 +595,14 @@ func (w *walker) at(depth int, name string) []string {
 }
 
 // ignoredAt is the outermost ignored path at or above p, the entry name
-// at depth, given ignored, the one above it.
-func (w *walker) ignoredAt(ignored, p string, depth int, name string, dir bool) string {
+// at depth, given ignored, the one above it. newDir: p lies in a
+// directory the host lacks, whose .gitignore is a rule of that directory
+// alone, ignored as its other new files may be.
+func (w *walker) ignoredAt(ignored, p string, depth int, name string, dir, newDir bool) string {
 	if ignored != "" {
 		return ignored
 	}
-	if name == ".gitignore" || w.track[p] {
+	if name == ".gitignore" && !newDir || w.track[p] {
 		return "" // a rule changed, or a path git lists whatever ignores it
 	}
 	if w.ig.ignored(w.at(depth, name), dir) {

@@ -13,9 +13,11 @@ import (
 )
 
 // Which changes are summarised as ignored is decided by the host's
-// project alone: its .gitignore files and .git/info/exclude, never the
-// view's, which a command writes (a "*" added to a .gitignore in the view
-// would hide every change from the review), and never for a path the
+// project: its .gitignore files and .git/info/exclude, never the view's,
+// which a command writes (a "*" added to a .gitignore in the view would
+// hide every change from the review), but in a directory new in the view,
+// whose own .gitignore can hide only what is new in it; and never for a
+// path the
 // host's git index tracks (git lists a tracked file's change whatever
 // ignores it). A .gitignore the view changes is listed itself, wherever
 // git would look at it: applied, it changes the host's rules.
@@ -59,6 +61,20 @@ func readTracked(lfd int) tracked {
 		}
 	}
 	return t
+}
+
+// viewIgnore reads the ignore file name of the view's directory u, a
+// directory the host does not have; nothing when it is missing, not
+// regular, or too large.
+func viewIgnore(u dirRef, name string) []byte {
+	if !u.ok() {
+		return nil
+	}
+	st, ok, err := lstat(u.fd, name)
+	if err != nil || !ok {
+		return nil
+	}
+	return readSmall(u.fd, name, &st)
 }
 
 // hostIgnore reads the ignore file at path (its components) below the

@@ -32,16 +32,27 @@ func TestIgnoreRulesFromHost(t *testing.T) {
 		echo changed >> other.txt
 		echo changed >> build/keep.txt
 		echo changed >> build/out.o
+		mkdir -p .cache/v src/new && printf '*\n' > .cache/.gitignore && echo c > .cache/v/x
+		printf '*\n' > src/new/.gitignore && echo n > src/new/n.go
 	`)
 	for _, opt := range []Options{{}, {Patch: true}} {
 		d, err := Compute(up, project, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"modified file .gitignore", "modified file build/keep.txt", "modified file other.txt", "modified file src/a.go"}
+		// A directory new in the view keeps its own rules (pytest's
+		// cache): what it hides is new, and summarised, not hidden.
+		want := []string{"added dir .cache", "modified file .gitignore", "modified file build/keep.txt", "modified file other.txt", "modified file src/a.go", "added dir src/new"}
 		got := briefs(d.Changes)
 		if !slices.Equal(got, want) {
 			t.Errorf("changes:\n got %q\nwant %q\nignored %+v", got, want, d.Ignored)
+		}
+		var sums []string
+		for _, ig := range d.Ignored {
+			sums = append(sums, ig.Dir)
+		}
+		if want := []string{".cache/", ".git/", "build/", "src/"}; !slices.Equal(sums, want) {
+			t.Errorf("ignored summaries %+v, want %q", d.Ignored, want)
 		}
 	}
 }
