@@ -343,6 +343,10 @@ func (m *Manager) Open(name string) (*Session, error) {
 		return nil, fmt.Errorf("open jail %s: removed by jail-mcp prune meanwhile; open it again", path)
 	}
 	s := &Session{m: m, Name: name, Path: path, root: root, lock: lock, running: map[uint64]*call{}, agents: map[agentKey]*agentSlot{}}
+	if m.cfg.Overlay {
+		// Calls' starts stamped as the jail's file system stamps changes.
+		s.views.StampIn(path)
+	}
 	if m.masking != nil {
 		s.mask = newSessionMask(m.masking.ca)
 	}

@@ -94,6 +94,7 @@ func (s *Session) Close() error {
 	}
 	s.killAll(errClosed)
 	s.m.forget(s)
+	defer s.views.Close()
 	s.resetMu.Lock()
 	defer s.resetMu.Unlock()
 	s.stopAgents()

@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// viewSlack widens each view's span when looking for the spans an upper
+// ViewSlack widens each view's span when looking for the spans an upper
 // entry's birth falls in: a file system stamps times from a clock that
 // lags the server's by up to a tick (coarse timestamps). A wider span
 // only lowers floors.
-const viewSlack = int64(100 * time.Millisecond)
+const ViewSlack = int64(100 * time.Millisecond)
 
 // maxViewSpans bounds the spans kept; past it the oldest two are merged
 // into one, which only adds conflicts.
@@ -44,12 +44,53 @@ type Views struct {
 	mu    sync.Mutex
 	next  uint64
 	spans map[uint64]viewSpan
+	// clock stamps a call's start as the file system stamps a change
+	// (StampIn); without it, fsNow.
+	clock    fileClock
+	hasClock bool
+}
+
+// StampIn makes v stamp each call's start in dir's file system, as it
+// stamps a change of a file (an unnamed file of v's own there): a host
+// change made before the call then has an earlier change time, one made
+// after it a later or, on a file system without multigrain stamps, the
+// same. Without it (or when dir takes no unnamed file), the kernel's
+// coarse clock, which a multigrain file system's stamps may run ahead
+// of. Call it before the first Begin.
+func (v *Views) StampIn(dir string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.hasClock {
+		v.clock.close()
+	}
+	v.clock, v.hasClock = openFileClock(dir), true
+}
+
+// Close lets go of v's file clock.
+func (v *Views) Close() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.hasClock {
+		v.clock.close()
+		v.clock, v.hasClock = -1, false
+	}
+}
+
+// now is the start of a call, as v stamps it. Callers hold mu.
+func (v *Views) now() int64 {
+	if v.hasClock {
+		if t, ok := v.clock.now(); ok {
+			return t
+		}
+	}
+	return fsNow()
 }
 
 // viewSpan is one call's time, in nanoseconds since the epoch: from its
-// start, as a file system would stamp it (fsNow), to its end, 0 while it
-// runs. A host change stamped later than from was made after the call
-// began (one in the same tick, after it, is stamped equal: missed).
+// start, as a file system would stamp a change made then (Views.now), to
+// its end, 0 while it runs. A host change stamped later than from was made
+// after the call began (one in the same tick, after it, may be stamped
+// equal: missed).
 type viewSpan struct{ from, end int64 }
 
 // Begin records that a call starts to use a view now, before the call
@@ -63,7 +104,7 @@ func (v *Views) Begin() func() {
 	}
 	id := v.next
 	v.next++
-	v.spans[id] = viewSpan{from: fsNow()}
+	v.spans[id] = viewSpan{from: v.now()}
 	return sync.OnceFunc(func() {
 		v.mu.Lock()
 		defer v.mu.Unlock()
@@ -107,7 +148,7 @@ func (v *Views) Floor(born int64) int64 {
 	defer v.mu.Unlock()
 	floor := born
 	for _, s := range v.spans {
-		if s.from-viewSlack <= born && (s.end == 0 || born <= s.end+viewSlack) {
+		if s.from-ViewSlack <= born && (s.end == 0 || born <= s.end+ViewSlack) {
 			floor = min(floor, s.from)
 		}
 	}
@@ -117,8 +158,11 @@ func (v *Views) Floor(born int64) int64 {
 // HostUnchanged reports whether the host entry, with change time ctime,
 // is still the one the view copied into an upper entry born at born: the
 // host has not changed it since the earliest the view may have looked it
-// up. Issue 46 uses it too, to tell a copy whose host entry stayed as it
-// was from one the host edited.
+// up. A change stamped the same as a call's start is taken for one made
+// before it (one the host made after, in the same tick of the file
+// system's clock, is missed), so that the usual sequence (the host
+// writes, a call runs at once) is no conflict. Issue 46 uses it too, to
+// tell a copy whose host entry stayed as it was from one the host edited.
 func (v *Views) HostUnchanged(born, ctime int64) bool {
 	return ctime <= v.Floor(born)
 }

@@ -14,9 +14,9 @@ func TestViewsFloor(t *testing.T) {
 	a := time.Now().UnixNano()
 	endB := v.Begin()
 	endA()
-	afterA := time.Now().UnixNano() + 2*viewSlack
+	afterA := time.Now().UnixNano() + 2*ViewSlack
 	endB()
-	late := time.Now().UnixNano() + 10*viewSlack
+	late := time.Now().UnixNano() + 10*ViewSlack
 	if f := v.Floor(a); f > a {
 		t.Errorf("floor of an entry born during call A is %d, want A's start (before %d)", f, a)
 	}
