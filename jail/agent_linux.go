@@ -621,7 +621,7 @@ func (a *agentClient) Run(c Call) (Process, error) {
 					return Exit{Code: -1, Signal: syscall.SIGKILL}, a.Err()
 				}
 			}
-			return Exit{Code: call.exit.Code, Signal: syscall.Signal(call.exit.Signal), RefusedWrite: call.exit.Refused, RefusedWrites: call.exit.RefusedN}, nil
+			return Exit{Code: call.exit.Code, Signal: syscall.Signal(call.exit.Signal), RefusedWrite: call.exit.Refused, RefusedWrites: call.exit.RefusedN, Stopped: call.exit.Stopped}, nil
 		},
 		Kill: func() {
 			select {

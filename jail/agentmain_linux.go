@@ -103,6 +103,8 @@ type agent struct {
 	// memory, and over maxShared no call starts.
 	shm       int
 	maxShared int64
+	// maxWatches bounds the inotify watches of a call (0: none).
+	maxWatches int
 
 	// ov is the project view (--overlay), which each call's thread
 	// enters (overlay_linux.go); nil: none.
@@ -114,8 +116,12 @@ type agent struct {
 type agentRun struct {
 	wake   int
 	killed atomic.Bool
-	mu     sync.Mutex
-	sigs   []unix.Signal
+	// stopped, when set, says why the agent ended the call: an inode its
+	// read view granted was moved into a denied path (viewguard_linux.go),
+	// or it held more inotify watches than its share (inotify_linux.go).
+	stopped atomic.Pointer[string]
+	mu      sync.Mutex
+	sigs    []unix.Signal
 }
 
 func (a *agent) send(m agentMsg, files ...*os.File) error {
@@ -159,8 +165,9 @@ func (a *agent) serve() int {
 	if a.view != nil && a.spareN == 0 {
 		env := []string{"PATH=" + m.CallPath}
 		go func() {
-			if fd, _, err := a.views.ruleset(*a.view, callShown(*a.view, env, nil)); err == nil {
+			if fd, _, held, err := a.views.ruleset(*a.view, callShown(*a.view, env, nil)); err == nil {
 				unix.Close(fd)
+				held.release()
 			}
 		}()
 	}
@@ -259,6 +266,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 	default:
 		return fmt.Errorf("agent: unknown kind %q", m.Kind)
 	}
+	a.maxWatches = max(m.MaxWatches, 0)
 	a.view = &readView{hidden: m.Hidden, shown: append(m.Shown, m.Writable...), jail: m.Jail, writable: m.Writable, registry: m.Jails}
 	if a.ov != nil {
 		a.view.opaque = m.Project
@@ -444,7 +452,8 @@ type armedView struct {
 	key    string
 	stamps []dirStamp
 	watch  *writeWatch
-	view   *view // the project view it entered (--overlay), or nil
+	view   *view       // the project view it entered (--overlay), or nil
+	held   *heldGrants // what the read view granted by rules of its own
 }
 
 // fits reports whether av is the read view of a call that shows extra,
@@ -455,9 +464,13 @@ func (av *armedView) fits(extra []string) bool {
 
 // drop lets go of what av holds, on a thread that will not run a call.
 func (av *armedView) drop() {
-	if av != nil && av.watch != nil {
+	if av == nil {
+		return
+	}
+	if av.watch != nil {
 		av.watch.end()
 	}
+	av.held.release()
 }
 
 // arm enters, on the calling spare thread, the read view of a call of
@@ -470,19 +483,24 @@ func (a *agent) arm() *armedView {
 	extra := callShown(*a.view, []string{"PATH=" + a.callPath}, nil)
 	var stamps []dirStamp
 	var v *view
+	var held *heldGrants
 	if a.ov != nil {
 		var err error
-		if v, stamps, err = a.enterView(extra, a.ov.known()); err != nil {
+		if v, stamps, held, err = a.enterView(extra, a.ov.known()); err != nil {
 			return nil
 		}
 	} else {
-		fd, st, err := a.views.ruleset(*a.view, extra)
-		if err != nil || restrictThread(fd) != nil {
+		fd, st, h, err := a.views.ruleset(*a.view, extra)
+		if err != nil {
 			return nil
 		}
-		stamps = st
+		if restrictThread(fd) != nil {
+			h.release()
+			return nil
+		}
+		stamps, held = st, h
 	}
-	av := &armedView{key: viewKey(extra), stamps: stamps, view: v}
+	av := &armedView{key: viewKey(extra), stamps: stamps, view: v, held: held}
 	if a.project != "" {
 		// A hint, as for a plain call's.
 		av.watch, _ = startWriteWatch(a.project, a.view.jail, a.view.writable...)
@@ -595,16 +613,18 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 	}
 	defer closeFiles(files)
 	var watch *writeWatch
+	var held *heldGrants
+	defer func() { held.release() }()
 	if av != nil {
-		watch = av.watch
+		watch, held = av.watch, av.held
 	} else {
 		var fd int
 		var err error
 		switch {
 		case a.ov != nil:
-			_, _, err = a.enterView(extra, m.ViewGen)
+			_, _, held, err = a.enterView(extra, m.ViewGen)
 		case a.view != nil:
-			fd, _, err = a.views.ruleset(*a.view, extra)
+			fd, _, held, err = a.views.ruleset(*a.view, extra)
 		default:
 			fd, err = scopeRuleset(nil)
 		}
@@ -663,8 +683,9 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 	closeFiles(files)
 	files = nil
 	a.send(agentMsg{T: msgStarted, ID: m.ID, Pid: cmd.Process.Pid, Used: used})
+	stopGuard := a.watchCall(m.ID, r, held.guard())
 	if pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
-		var memfds MemfdScan
+		memfds := MemfdScan{WatchBound: a.maxWatches}
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
 		if watch != nil {
 			fds = append(fds, unix.PollFd{Fd: int32(watch.listener), Events: unix.POLLIN})
@@ -712,6 +733,10 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 				c.Memory += c.Shared
 			}
 			a.send(agentMsg{T: msgTree, ID: m.ID, Procs: c.Tasks, RSS: c.Memory, Shared: c.Shared})
+			if why := overWatches(memfds.Watches(), a.maxWatches); why != "" {
+				r.stopped.CompareAndSwap(nil, &why)
+				break
+			}
 			next = time.Now().Add(TreeInterval)
 		}
 		unix.Close(pidfd)
@@ -721,7 +746,11 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 	unix.Kill(cmd.Process.Pid, unix.SIGKILL)
 	cmd.Wait()
 	killDomain()
+	stopGuard()
 	out = agentMsg{T: msgExited, ID: m.ID, Code: -1}
+	if why := r.stopped.Load(); why != nil {
+		out.Stopped = *why
+	}
 	if watch != nil {
 		out.Refused, out.RefusedN = watch.end()
 		watch = nil

@@ -44,6 +44,9 @@ type agentMsg struct {
 	// MaxShared: bwrap's agent starts no call while its sandbox's own
 	// shared memory (Count.Shared) holds more bytes; 0: no bound.
 	MaxShared int64 `json:"max_shared,omitempty"`
+	// MaxWatches: the inotify watches a call may hold (CallWatchBound);
+	// 0: no bound.
+	MaxWatches int `json:"max_watches,omitempty"`
 	// CallPath: the PATH of the session's calls by default (Spec.CallPath).
 	CallPath string `json:"call_path,omitempty"`
 	// Jails is Spec.Jails: the registry of this user's projects' jails.
@@ -100,6 +103,10 @@ type agentMsg struct {
 	// many (the call's write watch).
 	Refused  string `json:"refused,omitempty"`
 	RefusedN int    `json:"refused_n,omitempty"`
+	// Stopped says why the agent ended the call: an inode its read view
+	// granted was moved into a denied path while it ran, or it held more
+	// inotify watches than its share.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // Message types.

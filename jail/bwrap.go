@@ -169,7 +169,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 		case <-time.After(initGrace):
 		}
 	}
-	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Writable: spec.WritablePaths(), Network: spec.Network, ABI: b.abi, MaxShared: spec.MaxMemory,
+	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Writable: spec.WritablePaths(), Network: spec.Network, ABI: b.abi, MaxShared: spec.MaxMemory, MaxWatches: CallWatchBound(),
 		Project: spec.Project, CallPath: spec.CallPath, Jails: spec.Jails, Hidden: viewHidden("bwrap", spec.Siblings, spec.Unread...), Shown: viewShown("bwrap", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
 	var serve func(net.Listener)
 	if spec.Egress != nil {

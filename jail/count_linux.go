@@ -50,6 +50,12 @@ type MemfdScan struct {
 	seen   map[uint64]bool
 	buf    []byte
 	names  []string
+	// The inotify watches the call's processes hold, counted by the same
+	// scan (inotify.go): as of the last scan, and so far in this one.
+	watches, watchesFound int
+	watchBuf              []byte
+	// WatchBound: past it, a scan stops counting (0: counts all).
+	WatchBound int
 }
 
 // Look starts a look at the call: it reports whether this look scans
@@ -63,6 +69,7 @@ func (m *MemfdScan) Look() bool {
 		return false
 	}
 	m.looked, m.since, m.low, m.found, m.scan = true, 0, sh, 0, true
+	m.watchesFound = 0
 	if m.seen == nil {
 		m.seen = map[uint64]bool{}
 	}
@@ -74,6 +81,7 @@ func (m *MemfdScan) Look() bool {
 // this look scans.
 func (m *MemfdScan) Add(pid string) {
 	dev, ok := memfdDev()
+	anon, _ := anonInodeDev()
 	if !m.scan || !ok {
 		return
 	}
@@ -99,7 +107,12 @@ func (m *MemfdScan) Add(pid string) {
 			if unix.Statx(dfd, name, unix.AT_STATX_DONT_SYNC, unix.STATX_INO|unix.STATX_BLOCKS, &st) != nil {
 				continue
 			}
-			if uint64(st.Dev_major)<<32|uint64(st.Dev_minor) != dev || m.seen[st.Ino] {
+			fdev := uint64(st.Dev_major)<<32 | uint64(st.Dev_minor)
+			if fdev == anon && anon != 0 {
+				m.addWatches(pid, dfd, name)
+				continue
+			}
+			if fdev != dev || m.seen[st.Ino] {
 				continue
 			}
 			m.seen[st.Ino] = true
@@ -113,9 +126,14 @@ func (m *MemfdScan) Add(pid string) {
 func (m *MemfdScan) Bytes() int64 {
 	if m.scan {
 		m.bytes, m.scan = m.found, false
+		m.watches = m.watchesFound
 	}
 	return m.bytes
 }
+
+// Watches is how many inotify watches the call's processes held at the
+// last scan (after Bytes ended the look).
+func (m *MemfdScan) Watches() int { return m.watches }
 
 // memfdDev is the device of every memfd (the kernel's internal shmem
 // mount), from one made to see it.

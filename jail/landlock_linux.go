@@ -197,7 +197,7 @@ func (l *landlockJail) Runner(spec Spec, launch Launcher) (Runner, error) {
 		// agent starts.
 		return startGuard(guardR)
 	}
-	cfg := agentMsg{T: msgConfig, Kind: "landlock", Jail: spec.Jail, Writable: spec.WritablePaths(), Network: spec.Network, ABI: l.abi, Root: l.root,
+	cfg := agentMsg{T: msgConfig, Kind: "landlock", Jail: spec.Jail, Writable: spec.WritablePaths(), Network: spec.Network, ABI: l.abi, Root: l.root, MaxWatches: CallWatchBound(),
 		Project: spec.Project, CallPath: spec.CallPath, Jails: spec.Jails, Hidden: viewHidden("landlock", spec.Siblings, spec.Unread...), Shown: viewShown("landlock", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
 	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, kill: kill, confine: confine, place: spec.Place}, launch, cfg, append([]*os.File{jail}, writable...))
 	guardR.Close()

@@ -254,6 +254,7 @@ func (o *overlayState) endIfUnused(v *view) {
 	unix.Close(v.rules)
 	for _, r := range v.views {
 		unix.Close(r.fd)
+		r.held.release()
 	}
 	v.ns, v.rules, v.views = -1, -1, nil
 	o.dead = append(o.dead, v.work)
@@ -263,6 +264,7 @@ func (o *overlayState) endIfUnused(v *view) {
 type viewRules struct {
 	fd     int
 	stamps []dirStamp
+	held   *heldGrants
 }
 
 // makeView makes a view on a thread of its own, which ends once the view
@@ -299,11 +301,12 @@ func (o *overlayState) makeView(gen uint64) (*view, error) {
 // sandbox's own directories and the view writable), the read view of a
 // call that shows extra, and the filter that denies new namespaces. It
 // returns the view, which the thread leaves when it ends (threadEnd), and
-// the directories the read view listed.
-func (a *agent) enterView(extra []string, gen uint64) (*view, []dirStamp, error) {
+// the directories the read view listed, and what it granted by rules of
+// their own, held (a reference of the caller's to release).
+func (a *agent) enterView(extra []string, gen uint64) (*view, []dirStamp, *heldGrants, error) {
 	v, err := a.ov.current(gen)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	a.ov.mu.Lock()
 	a.ov.entered[unix.Gettid()] = v
@@ -311,19 +314,19 @@ func (a *agent) enterView(extra []string, gen uint64) (*view, []dirStamp, error)
 	// A mount namespace is entered by a thread that shares no file
 	// system attributes (the Go runtime's threads share them).
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
-		return nil, nil, fmt.Errorf("overlay: a thread of its own: %w", err)
+		return nil, nil, nil, fmt.Errorf("overlay: a thread of its own: %w", err)
 	}
 	if err := unix.Setns(v.ns, unix.CLONE_NEWNS); err != nil {
-		return nil, nil, fmt.Errorf("overlay: enter the view: %w", err)
+		return nil, nil, nil, fmt.Errorf("overlay: enter the view: %w", err)
 	}
 	if err := dropCapabilitiesThread(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return nil, nil, fmt.Errorf("no_new_privs: %w", err)
+		return nil, nil, nil, fmt.Errorf("no_new_privs: %w", err)
 	}
 	if err := ll.LandlockRestrictSelf(v.rules, 0); err != nil {
-		return nil, nil, fmt.Errorf("landlock restrict: %w", err)
+		return nil, nil, nil, fmt.Errorf("landlock restrict: %w", err)
 	}
 	// The read view names the view's own entries: made in it, kept for
 	// the next call of the same view that fits it.
@@ -332,28 +335,32 @@ func (a *agent) enterView(extra []string, gen uint64) (*view, []dirStamp, error)
 	r, ok := v.views[key]
 	a.ov.mu.Unlock()
 	if !ok || !fresh(r.stamps) {
-		fd, stamps, err := viewRuleset(*a.view, extra)
+		fd, stamps, held, err := viewRuleset(*a.view, extra)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		r = viewRules{fd: fd, stamps: stamps}
+		r = viewRules{fd: fd, stamps: stamps, held: held}
 		a.ov.mu.Lock()
 		if old, had := v.views[key]; had && v.views != nil {
 			unix.Close(old.fd)
+			old.held.release()
 		}
 		if v.views != nil {
 			v.views[key] = r
+		} else {
+			defer unix.Close(fd)
+			defer held.release()
 		}
 		a.ov.mu.Unlock()
 	}
 	if err := ll.LandlockRestrictSelf(r.fd, 0); err != nil {
-		return nil, nil, fmt.Errorf("landlock restrict: %w", err)
+		return nil, nil, nil, fmt.Errorf("landlock restrict: %w", err)
 	}
 	stamps := r.stamps
 	if err := loadSeccompThread(a.ov.filter); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return v, stamps, nil
+	return v, stamps, r.held.hold(), nil
 }
 
 // threadEnd is deferred by every thread that may run a call: it leaves

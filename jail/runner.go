@@ -38,6 +38,11 @@ type Exit struct {
 	// session agent's write watch saw them (none without agents).
 	RefusedWrite  string
 	RefusedWrites int
+	// Stopped, when set, says why the session agent ended the command:
+	// the host moved a file or directory its read view granted into a
+	// denied path while it ran, or it held more inotify watches than its
+	// share of the user's.
+	Stopped string
 }
 
 // Process is a started command.

@@ -296,8 +296,10 @@ func stampOf(path string) (dirStamp, bool) {
 // granted as view v with extra shown; renames and links across
 // directories granted in the jail and the writable directories, where the
 // agent's layer allows them (a layer denies them wherever it does not
-// grant them, handled or not). It returns the directories it listed.
-func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
+// grant them, handled or not). It returns the directories it listed, and
+// the inodes it granted by rules of their own, held (one reference, the
+// caller's).
+func viewRuleset(v readView, extra []string) (int, []dirStamp, *heldGrants, error) {
 	v.hidden = append(append(slices.Clone(v.hidden), v.registeredJails()...), v.linkedHidden()...)
 	attr := ll.RulesetAttr{
 		HandledAccessFS: ll.AccessFSReadFile | ll.AccessFSRefer,
@@ -305,8 +307,10 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 	}
 	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
-		return -1, nil, fmt.Errorf("landlock call ruleset: %w", err)
+		return -1, nil, nil, fmt.Errorf("landlock call ruleset: %w", err)
 	}
+	held := &heldGrants{view: v}
+	held.refs.Store(1)
 	shown := append(slices.Clone(v.shown), extra...)
 	marked := append(slices.Clone(v.hidden), shown...)
 	var stamps []dirStamp
@@ -323,18 +327,23 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 		if err != nil {
 			return nil // gone meanwhile: nothing to grant
 		}
-		defer unix.Close(f)
 		var st unix.Stat_t
 		if unix.Fstat(f, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			unix.Close(f)
 			return nil // a link: what it points to decides
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			access &= ll.AccessFSReadFile // a file takes file rights only
 		}
 		err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: access, ParentFd: f}, 0)
-		if err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("landlock rule for %s: %w", path, err)
+		if err != nil {
+			unix.Close(f)
+			if !errors.Is(err, unix.EINVAL) {
+				return fmt.Errorf("landlock rule for %s: %w", path, err)
+			}
+			return nil
 		}
+		held.keep(f, path) // the guard's (viewguard_linux.go)
 		return nil
 	}
 	// walk decides dir, shown or not: whole when nothing marked lies
@@ -426,9 +435,11 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, error) {
 	}
 	if err != nil {
 		unix.Close(fd)
-		return -1, nil, err
+		held.release()
+		return -1, nil, nil, err
 	}
-	return fd, stamps, nil
+	held.stampDirs()
+	return fd, stamps, held, nil
 }
 
 // viewCache keeps the last call ruleset for as long as the directories it
@@ -439,29 +450,36 @@ type viewCache struct {
 	key    string
 	fd     int
 	stamps []dirStamp
+	held   *heldGrants
 }
 
 // viewKey names the view of a call that shows extra, of one agent.
 func viewKey(extra []string) string { return strings.Join(extra, "\x00") }
 
 // ruleset returns a ruleset of v with extra shown, a descriptor of the
-// caller's to close, and the directories it was made from as they were.
-func (c *viewCache) ruleset(v readView, extra []string) (int, []dirStamp, error) {
+// caller's to close, the directories it was made from as they were, and
+// what it granted by rules of their own, held (a reference of the
+// caller's to release).
+func (c *viewCache) ruleset(v readView, extra []string) (int, []dirStamp, *heldGrants, error) {
 	key := viewKey(extra)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !(c.ok && c.key == key && fresh(c.stamps)) {
-		fd, stamps, err := viewRuleset(v, extra)
+		fd, stamps, held, err := viewRuleset(v, extra)
 		if err != nil {
-			return -1, nil, err
+			return -1, nil, nil, err
 		}
 		if c.ok {
 			unix.Close(c.fd)
+			c.held.release()
 		}
-		c.ok, c.key, c.fd, c.stamps = true, key, fd, stamps
+		c.ok, c.key, c.fd, c.stamps, c.held = true, key, fd, stamps, held
 	}
 	fd, err := unix.Dup(c.fd)
-	return fd, c.stamps, err
+	if err != nil {
+		return -1, nil, nil, err
+	}
+	return fd, c.stamps, c.held.hold(), nil
 }
 
 // fresh reports whether every listed directory is as it was.

@@ -33,21 +33,23 @@ func BenchmarkViewRuleset(b *testing.B) {
 	b.Run("miss", func(b *testing.B) {
 		v := benchView(b)
 		for b.Loop() {
-			fd, _, err := viewRuleset(v, nil)
+			fd, _, held, err := viewRuleset(v, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			unix.Close(fd)
+			held.release()
 		}
 	})
 	hit := func(b *testing.B, v readView) {
 		var c viewCache
 		for b.Loop() {
-			fd, _, err := c.ruleset(v, callShown(v, []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"}, nil))
+			fd, _, held, err := c.ruleset(v, callShown(v, []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"}, nil))
 			if err != nil {
 				b.Fatal(err)
 			}
 			unix.Close(fd)
+			held.release()
 		}
 	}
 	b.Run("hit", func(b *testing.B) { hit(b, benchView(b)) })

@@ -91,6 +91,11 @@ type Result struct {
 	// on a backend without agents.
 	RefusedWrite  string
 	RefusedWrites int
+	// Stopped, when set, says why the session agent ended the command:
+	// the host moved what its read view granted into a denied path while
+	// it ran (a rule of the view would have let it read there), or it held
+	// more inotify watches than its share of the user's.
+	Stopped string
 	// Refusals are the connections the proxy of an allowlist refused
 	// while the command ran (in its session agent, all of its calls').
 	Refusals   []egress.Refusal

@@ -184,6 +184,9 @@ func resultWarnings(r *session.Result) []string {
 	if note := agentNote(r); note != "" {
 		w = append(w, "session "+r.Session+": "+note)
 	}
+	if r.Stopped != "" {
+		w = append(w, "session "+r.Session+": "+r.Stopped)
+	}
 	if n := len(r.Refusals); n > 0 {
 		w = append(w, fmt.Sprintf("session %s: the allowlist refused %d connection(s) of a command, the first to %s:%d (%s)", r.Session, n, r.Refusals[0].Host, r.Refusals[0].Port, r.Refusals[0].Reason))
 	}
@@ -227,6 +230,9 @@ func renderExec(r *session.Result) string {
 	b.WriteString(r.Status() + "\n")
 	if note := r.RefusedWriteNote(); note != "" {
 		b.WriteString(note + "\n")
+	}
+	if r.Stopped != "" {
+		b.WriteString("ended: " + r.Stopped + "\n")
 	}
 	writeRefusals(&b, r.Refusals)
 	writeStreams(&b, "--- %s (%d bytes) ---\n", r.Stdout, r.Stderr)

@@ -200,6 +200,9 @@ func renderJob(r session.JobRead) string {
 		if note := res.RefusedWriteNote(); note != "" {
 			b.WriteString("\n" + note)
 		}
+		if res.Stopped != "" {
+			b.WriteString("\nended: " + res.Stopped)
+		}
 	}
 	b.WriteString("\n")
 	writeStreams(&b, "--- new %s (%d bytes in all) ---\n", r.Stdout, r.Stderr)

@@ -152,6 +152,7 @@ true
 	fx.vector(t, "deny-families", fx.denyFamilies)
 	fx.vector(t, "deny-made-later", fx.denyMadeLater)
 	fx.vector(t, "deny-linked-later", fx.denyLinkedLater)
+	fx.vector(t, "deny-moved-during-call", fx.denyMovedDuringCall)
 	fx.vector(t, "other-project", fx.otherProject)
 	fx.vector(t, "http-token", fx.httpToken)
 	fx.vector(t, "http-session-ids", fx.httpSessionIDs)
@@ -852,6 +853,61 @@ func (fx *escapeFixture) denyLinkedLater(t *testing.T) {
 		if res, raw := ts.Exec(map[string]any{"command": read, "env": vars}); strings.Contains(res.Stdout, "read .env") {
 			fx.escape(t, "call %d reads the denied .env through the link the host made: %s", i, testkit.ResultText(raw))
 		}
+	}
+}
+
+// denyMovedDuringCall: a file or directory of the home that a running
+// job's read view granted, which the host then moves into a denied path
+// (onto ~/.pgpass, into ~/.ssh), would stay readable to that job there
+// (Landlock's rules follow the inode), and so would what the host writes
+// into it next: the session agent ends the job, and its result says why.
+// The next call reads neither. Without the guard the job runs on (it
+// sleeps for ten minutes) and the wait for its end fails.
+func (fx *escapeFixture) denyMovedDuringCall(t *testing.T) {
+	for _, tc := range []struct{ name, from, to string }{
+		{"file", "stage.txt", ".pgpass"},
+		{"dir", "stagedir", ".ssh/stagedir"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home, project := testkit.HostDir(t), testkit.NewProject(t)
+			canary := "jmc-moved-" + uuid.NewString()
+			writeFiles(t, home, map[string]string{"stage.txt": "staged\n", "stagedir/notes": "staged\n", ".ssh/known_hosts": "host\n", "other.txt": "other\n"})
+			env := slices.DeleteFunc(fx.env(), func(kv string) bool { return strings.HasPrefix(kv, "HOME=") })
+			ts := fx.start(t, project, append(env, "HOME="+home), "--session", "moved", "--auth", "none", "--deny-read", "default")
+			id := ts.StartJob(map[string]any{"command": "echo ready; exec sleep 600"})
+			if out, _ := ts.ReadUntil(id, "ready", time.Minute); !strings.Contains(out, "ready") {
+				t.Fatalf("the job did not start: %q", out)
+			}
+			// A move the guard lets be: to a place the view shows.
+			if err := os.Rename(filepath.Join(home, "other.txt"), filepath.Join(home, "stagedir-other.txt")); err != nil {
+				t.Fatal(err)
+			}
+			to := filepath.Join(home, tc.to)
+			if err := os.Rename(filepath.Join(home, tc.from), to); err != nil {
+				t.Fatal(err)
+			}
+			_, out := ts.ReadUntil(id, "never printed", 2*time.Minute)
+			if out.Running {
+				fx.escape(t, "the job runs on, two minutes after the host moved %s to %s, which its read view still lets it read", tc.from, tc.to)
+				ts.Job(map[string]any{"job_id": id, "signal": "KILL"})
+				return
+			}
+			res, raw := ts.Job(map[string]any{"job_id": id})
+			text := testkit.ResultText(raw)
+			if !strings.Contains(text, "ended: the host moved "+filepath.Join(home, tc.from)+" to "+to) {
+				t.Errorf("the job's result does not say why it ended: %s (%+v)", text, res)
+			}
+			target := to
+			if tc.name == "dir" {
+				target = filepath.Join(to, "notes")
+			}
+			if err := os.WriteFile(target, []byte(canary+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if r, raw := ts.Exec(map[string]any{"command": `cat "$F" 2>/dev/null; true`, "env": map[string]any{"F": target}}); strings.Contains(r.Stdout, canary) {
+				fx.escape(t, "the next call reads %s: %s", target, testkit.ResultText(raw))
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+	"github.com/jail-mcp/jail-mcp/session/layer"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -57,13 +59,14 @@ func inotifyUserns(cmd *exec.Cmd) {
 	cmd.Path = unshare
 }
 
-// TestOverlayBlindWatch: a command uses up the user's inotify watches
-// (they are the user's, whoever adds them), so that the server's watch of
-// the project cannot watch a directory the host makes; the watch says it
-// is blind, every call then reads the project as it is (a view of its
-// own), jail_apply never writes over what the host made there, and once
-// the watches are free again the watch sees all again. The server runs in
-// a user namespace of its own with few watches.
+// TestOverlayBlindWatch: a program of the host's uses up the user's
+// inotify watches (they are the user's, whoever adds them), so that the
+// server's watch of the project cannot watch a directory the host makes;
+// the watch says it is blind, every call then reads the project as it is
+// (a view of its own), jail_apply never writes over what the host made
+// there, and once the watches are free again the watch sees all again.
+// The server runs in a user namespace of its own with few watches, the
+// host's program in that namespace too.
 func TestOverlayBlindWatch(t *testing.T) {
 	project := testkit.NewProject(t)
 	writeFiles(t, project, map[string]string{"keep.txt": "keep\n"})
@@ -73,12 +76,30 @@ func TestOverlayBlindWatch(t *testing.T) {
 		t.Fatalf("view_watch %q at the start, want watching", st.ViewWatch)
 	}
 	py := testkit.Python3(t)
-	id := ts.StartJob(map[string]any{"command": `"$PY" -c "$SCRIPT" "$TMPDIR/watches"`, "env": map[string]any{"PY": py, "SCRIPT": exhaustInotify}})
-	out, _ := ts.ReadUntil(id, "held", time.Minute)
-	if !strings.Contains(out, "held") {
-		t.Fatalf("the job that uses up the watches: %q", out)
+	// The host's program, in the server's user namespace.
+	host := exec.Command("nsenter", fmt.Sprintf("--user=/proc/%d/ns/user", ts.Cmd.Process.Pid), "--preserve-credentials", "--", py, "-c", exhaustInotify, filepath.Join(t.TempDir(), "watches"))
+	stdout, err := host.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("the job: %s", strings.TrimSpace(out))
+	host.Stderr = os.Stderr
+	if err := host.Start(); err != nil {
+		t.Fatalf("nsenter: %v", err)
+	}
+	stopped := false
+	stopHost := func() {
+		if !stopped {
+			stopped = true
+			host.Process.Kill()
+			host.Wait()
+		}
+	}
+	defer stopHost()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if !strings.HasPrefix(line, "held") {
+		t.Fatalf("the host's program that uses up the watches: %q %v", line, err)
+	}
+	t.Logf("the host's program: %s", strings.TrimSpace(line))
 
 	// A directory, then a file in it, made by the host.
 	dir := filepath.Join(project, "made")
@@ -89,6 +110,11 @@ func TestOverlayBlindWatch(t *testing.T) {
 	if res, raw := ts.Exec(map[string]any{"command": "cat made/f 2>&1; ls -a made"}); res.ExitCode != 0 {
 		t.Fatalf("a call: %s", testkit.ResultText(raw))
 	}
+	// A copy made within layer.ViewSlack of a call's end may be that
+	// call's, whose view looked made/f up before the host made it: a
+	// conflict. The host writes, and the calls after run, once that call
+	// is out of reach (a wait that only a faster machine shortens).
+	time.Sleep(2 * time.Duration(layer.ViewSlack))
 	writeFiles(t, project, map[string]string{"made/f": "host-1\n"})
 	if res, raw := ts.Exec(map[string]any{"command": "cat made/f"}); res.Stdout != "host-1\n" {
 		t.Errorf("a call after the host wrote made/f reads %q, want host-1: %s", res.Stdout, testkit.ResultText(raw))
@@ -98,9 +124,9 @@ func TestOverlayBlindWatch(t *testing.T) {
 	if res, raw := ts.Exec(map[string]any{"command": "echo view >> made/f"}); res.ExitCode != 0 {
 		t.Fatalf("append: %s", testkit.ResultText(raw))
 	}
-	// The job ends (jail_apply waits for that): its watches are free,
-	// and the watch sees all again.
-	ts.Job(map[string]any{"job_id": id, "signal": "KILL"})
+	// The host's program ends: its watches are free, and the watch sees
+	// all again.
+	stopHost()
 	waitWatch(t, ts, "watching")
 	var applied tools.ApplyResult
 	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"made"}})
@@ -135,6 +161,39 @@ func TestOverlayBlindWatch(t *testing.T) {
 	if res, raw := ts.Exec(map[string]any{"command": "cat later/g made/h"}); res.Stdout != "host-3\nhost-4\n" {
 		t.Errorf("a call after the watch saw all again reads %q: %s", res.Stdout, testkit.ResultText(raw))
 	}
+}
+
+// TestCallWatchBound: a jailed command (a job) that takes every inotify
+// watch it can is ended once it holds more than its share, a quarter of
+// the user's, and its result says so; the project's watch then sees all
+// again. Without the bound the job holds them until it ends (it sleeps
+// for ten minutes after), and the wait for its end fails. Each backend's
+// server runs in a user namespace of its own with watchLimit watches.
+func TestCallWatchBound(t *testing.T) {
+	py := testkit.Python3(t)
+	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
+		project := testkit.NewProject(t)
+		args := []string{"--session", "watches"}
+		if b.Name == "bwrap" {
+			args = append(args, "--overlay", "on")
+		}
+		ts := b.StartWith(t, project, testkit.ServerEnv(), inotifyUserns, args...)
+		job := ts.StartJob(map[string]any{"command": `"$PY" -c "$SCRIPT" "$TMPDIR/watches"; sleep 600`, "env": map[string]any{"PY": py, "SCRIPT": exhaustInotify}})
+		if _, end := ts.ReadUntil(job, "never printed", 2*time.Minute); end.Running {
+			t.Errorf("a jailed command that takes every inotify watch runs on, two minutes later")
+			ts.Job(map[string]any{"job_id": job, "signal": "KILL"})
+			return
+		}
+		if _, raw := ts.Job(map[string]any{"job_id": job}); !strings.Contains(testkit.ResultText(raw), fmt.Sprintf("inotify watches, over its share of %d", watchLimit/4)) {
+			t.Errorf("the job over its share of the watches: %s", testkit.ResultText(raw))
+		}
+		if b.Name == "bwrap" {
+			waitWatch(t, ts, "watching")
+		}
+		if res, raw := ts.Exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
+			t.Errorf("a call after: %s", testkit.ResultText(raw))
+		}
+	})
 }
 
 // waitWatch waits until jail_status's view_watch begins with want.
