@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -72,9 +73,53 @@ func (w *walker) viewFile(e *entry, u dirRef, name string, st *unix.Stat_t) *sid
 		return nil
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, io.LimitReader(f, st.Size)); err == nil {
-		e.Hash = hex.EncodeToString(h.Sum(nil))
+	if sum, err := sumFile(f, st.Size); err == nil {
+		e.Hash = sum
 	}
 	return nil
+}
+
+// sumFile is the sha256 of the first size bytes of f; of a file with
+// holes, the sha256 of its length, and of each data extent's offset,
+// length and bytes, so that a file of a few blocks made a terabyte long
+// (truncate) is read for its blocks, not its length. A file system that
+// does not tell holes reports one data extent: the plain sha256.
+func sumFile(f *os.File, size int64) (string, error) {
+	var extents [][2]int64
+	fd := int(f.Fd())
+	for off := int64(0); off < size; {
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			break // a hole to the end
+		}
+		if err != nil {
+			extents = [][2]int64{{0, size}}
+			break
+		}
+		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
+		if err != nil {
+			hole = size
+		}
+		if data >= size {
+			break
+		}
+		hole = min(hole, size)
+		extents = append(extents, [2]int64{data, hole})
+		off = hole
+	}
+	h := sha256.New()
+	if len(extents) == 1 && extents[0] == [2]int64{0, size} || size == 0 {
+		if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {
+			return "", err
+		}
+		return hex.EncodeToString(h.Sum(nil)), nil
+	}
+	fmt.Fprintf(h, "sparse %d\n", size)
+	for _, x := range extents {
+		fmt.Fprintf(h, "%d %d\n", x[0], x[1]-x[0])
+		if _, err := io.Copy(h, io.NewSectionReader(f, x[0], x[1]-x[0])); err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
