@@ -138,7 +138,11 @@ func (m *MemfdScan) Watches() int { return m.watches }
 // memfdDev is the device of every memfd (the kernel's internal shmem
 // mount), from one made to see it.
 var memfdDev = sync.OnceValues(func() (uint64, bool) {
-	fd, err := unix.MemfdCreate("jail-mcp-probe", unix.MFD_CLOEXEC)
+	return devOf(unix.MemfdCreate("jail-mcp-probe", unix.MFD_CLOEXEC))
+})
+
+// devOf is the device of the file fd, made to see it, which it closes.
+func devOf(fd int, err error) (uint64, bool) {
 	if err != nil {
 		return 0, false
 	}
@@ -148,7 +152,7 @@ var memfdDev = sync.OnceValues(func() (uint64, bool) {
 		return 0, false
 	}
 	return uint64(st.Dev_major)<<32 | uint64(st.Dev_minor), true
-})
+}
 
 // hostShmem is the host's Shmem of /proc/meminfo, in bytes.
 func hostShmem() (int64, bool) {

@@ -29,16 +29,7 @@ const watchShare = 4
 // anonInodeDev is the device of the kernel's anonymous inodes, which an
 // inotify instance is one of, from an eventfd made to see it.
 var anonInodeDev = sync.OnceValues(func() (uint64, bool) {
-	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		return 0, false
-	}
-	defer unix.Close(fd)
-	var st unix.Statx_t
-	if unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO, &st) != nil {
-		return 0, false
-	}
-	return uint64(st.Dev_major)<<32 | uint64(st.Dev_minor), true
+	return devOf(unix.Eventfd(0, unix.EFD_CLOEXEC))
 })
 
 var (

@@ -83,30 +83,14 @@ func (w *walker) viewFile(e *entry, u dirRef, name string, st *unix.Stat_t) *sid
 // holes, the sha256 of its length, and of each data extent's offset,
 // length and bytes, so that a file of a few blocks made a terabyte long
 // (truncate) is read for its blocks, not its length. A file system that
-// does not tell holes reports one data extent: the plain sha256.
+// does not tell holes reports one data extent (dataExtents): the plain
+// sha256.
 func sumFile(f *os.File, size int64) (string, error) {
 	var extents [][2]int64
-	fd := int(f.Fd())
-	for off := int64(0); off < size; {
-		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break // a hole to the end
-		}
-		if err != nil {
-			extents = [][2]int64{{0, size}}
-			break
-		}
-		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
-		if err != nil {
-			hole = size
-		}
-		if data >= size {
-			break
-		}
-		hole = min(hole, size)
-		extents = append(extents, [2]int64{data, hole})
-		off = hole
-	}
+	dataExtents(f, size, func(data, end int64) error {
+		extents = append(extents, [2]int64{data, end})
+		return nil
+	})
 	h := sha256.New()
 	if len(extents) == 1 && extents[0] == [2]int64{0, size} || size == 0 {
 		if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {

@@ -15,33 +15,45 @@ import (
 // errChanged is a file of the layer that changed while it was copied.
 var errChanged = fmt.Errorf("%w: it changed while copied", errNotRegular)
 
-// copySparse copies the first size bytes of src to dst, an empty file,
-// keeping src's holes: only the data extents SEEK_DATA and SEEK_HOLE
-// find are copied, and dst's length is set at the end. A file of a few
-// blocks made 96 MiB long with truncate stays a few blocks on the host.
-// A file system that does not tell holes reports one data extent.
-func copySparse(dst, src *os.File, size int64) error {
-	sfd := int(src.Fd())
+// dataExtents calls fn for each data extent [data, end) of the first
+// size bytes of f, in order, as SEEK_DATA and SEEK_HOLE find them; a file
+// system that does not tell holes gives one extent, the whole file.
+func dataExtents(f *os.File, size int64, fn func(data, end int64) error) error {
+	fd := int(f.Fd())
 	for off := int64(0); off < size; {
-		data, err := unix.Seek(sfd, off, unix.SEEK_DATA)
+		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
 		if errors.Is(err, unix.ENXIO) {
-			break // a hole to the end
+			return nil // a hole to the end
 		}
 		if err != nil {
 			data = off
 		}
-		hole, err := unix.Seek(sfd, data, unix.SEEK_HOLE)
+		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
 		if err != nil {
 			hole = size
 		}
 		if data >= size {
-			break
+			return nil
 		}
 		hole = min(hole, size)
-		if err := copyRange(dst, src, data, hole-data); err != nil {
+		if err := fn(data, hole); err != nil {
 			return err
 		}
 		off = hole
+	}
+	return nil
+}
+
+// copySparse copies the first size bytes of src to dst, an empty file,
+// keeping src's holes: only the data extents are copied (dataExtents),
+// and dst's length is set at the end. A file of a few blocks made 96 MiB
+// long with truncate stays a few blocks on the host.
+func copySparse(dst, src *os.File, size int64) error {
+	err := dataExtents(src, size, func(data, end int64) error {
+		return copyRange(dst, src, data, end-data)
+	})
+	if err != nil {
+		return err
 	}
 	return dst.Truncate(size)
 }
