@@ -74,6 +74,18 @@ func ApplyWith(upper, project string, paths []string, opt ApplyOptions) (*Applie
 	a := &applier{w: w, root: root, hooks: extra, hostKinds: map[string]string{}, views: opt.Views}
 	res := &Applied{Changes: []Change{}, DryRun: dryRun, Digest: w.dig.sum()}
 	sel := a.selectPaths(paths)
+	// A repository nested in the project, above a path applied: what its
+	// own configuration names is git's configuration too, for a git run
+	// there.
+	rels := make([]string, 0, len(sel))
+	for _, i := range sel {
+		rels = append(rels, w.entries[i].rel)
+	}
+	nested, err := NestedExtra(project, rels)
+	if err != nil {
+		return nil, fmt.Errorf("finding what git reads and runs in the project: %w", err)
+	}
+	a.hooks = append(a.hooks, nested...)
 	for _, i := range sel {
 		reason := a.check(&w.entries[i], sel)
 		if reason == "" {

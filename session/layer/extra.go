@@ -4,6 +4,7 @@ package layer
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"path"
@@ -66,4 +67,28 @@ func evalOr(p string) string {
 		return r
 	}
 	return p
+}
+
+// NestedExtra are the further protected paths of the repositories nested
+// in project that hold any of the paths rel (relative, clean): for each
+// directory above one that holds a .git on the host, what its
+// configuration names (gitProtectedFrom), as git run there reads it. An
+// error is a configuration that cannot be read.
+func NestedExtra(project string, rel []string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range rel {
+		for d := path.Dir(p); d != "." && d != "/" && !seen[d]; d = path.Dir(d) {
+			seen[d] = true
+			if _, err := os.Lstat(filepath.Join(project, filepath.FromSlash(d), ".git")); err != nil {
+				continue
+			}
+			more, err := gitProtectedFrom(project, filepath.Join(project, filepath.FromSlash(d)))
+			if err != nil {
+				return nil, fmt.Errorf("the repository at %s: %w", d, err)
+			}
+			out = append(out, more...)
+		}
+	}
+	return out, nil
 }

@@ -73,12 +73,19 @@ type gitScan struct {
 // applies in every repository. A configuration file that exists but
 // cannot be read or parsed is an error: what it names is unknown.
 func gitProtected(project string) ([]string, error) {
+	return gitProtectedFrom(project, project)
+}
+
+// gitProtectedFrom is gitProtected for the repository git finds from dir,
+// a directory of the project (a repository nested in it): what lies in
+// the project of what that repository's configuration names.
+func gitProtectedFrom(project, dir string) ([]string, error) {
 	s := &gitScan{bases: []string{filepath.Clean(project)}}
 	if r := evalOr(project); r != s.bases[0] {
 		s.bases = append(s.bases, r)
 	}
 	s.home, _ = lookupEnv("HOME")
-	repos, err := discover(s.bases[0])
+	repos, err := discover(filepath.Clean(dir))
 	if err != nil {
 		return nil, err
 	}

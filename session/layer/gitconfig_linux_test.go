@@ -58,6 +58,15 @@ func TestApplyGitConfig(t *testing.T) {
 		paths:   []string{"."},
 		refused: []refusal{{"shared.inc", "protected: shared.inc"}},
 	}, {
+		name: "a nested repository's include and hooks",
+		host: []node{
+			file("vendor/lib/.git/config", "[include]\n\tpath = ../lib.gitconfig\n[core]\n\thooksPath = tools/hooks\n"),
+			file("vendor/lib/README", "r"),
+		},
+		upper:   []node{file("vendor/lib/lib.gitconfig", "[core]\n\tfsmonitor = touch /tmp/pwned\n"), exe("vendor/lib/tools/hooks/pre-commit", "x"), file("vendor/lib/ok", "ok")},
+		paths:   []string{"vendor"},
+		refused: []refusal{{"vendor/lib/lib.gitconfig", "protected: vendor/lib/lib.gitconfig"}, {"vendor/lib/tools/hooks", "protected: vendor/lib/tools/hooks"}, {"vendor/lib/tools/hooks/pre-commit", "protected: vendor/lib/tools/hooks"}},
+	}, {
 		name:    "a global hooksPath into the project",
 		home:    []node{file(".gitconfig", "[core]\n\thooksPath = {project}/hooks\n")},
 		upper:   []node{exe("hooks/pre-commit", "x")},
