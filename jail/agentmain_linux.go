@@ -684,63 +684,7 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 	files = nil
 	a.send(agentMsg{T: msgStarted, ID: m.ID, Pid: cmd.Process.Pid, Used: used})
 	stopGuard := a.watchCall(m.ID, r, held.guard())
-	if pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0); err == nil {
-		memfds := MemfdScan{WatchBound: a.maxWatches}
-		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
-		if watch != nil {
-			fds = append(fds, unix.PollFd{Fd: int32(watch.listener), Events: unix.POLLIN})
-		}
-		// The count is due every TreeInterval, whatever else comes: a
-		// command that floods the watch with writes, or the server with
-		// signals, must not keep its tree from being counted.
-		next := time.Now().Add(TreeInterval)
-		for {
-			n, err := unix.Poll(fds, max(int(time.Until(next).Milliseconds()), 0))
-			if err != nil && err != unix.EINTR {
-				break
-			}
-			if n > 0 && len(fds) > 2 && fds[2].Revents != 0 {
-				// Writes the watch looks at, which wait for it: a bounded
-				// number a round.
-				watch.pending(watchRound)
-				fds[2].Revents = 0
-			}
-			if n > 0 && fds[1].Revents&unix.POLLIN != 0 && !r.killed.Load() {
-				// Signals for the call: every process of its domain that
-				// this thread may signal, which is the call's and nothing
-				// else (the agent itself is the caller).
-				var b [8]byte
-				unix.Read(r.wake, b[:])
-				r.mu.Lock()
-				sigs := r.sigs
-				r.sigs = nil
-				r.mu.Unlock()
-				for _, sig := range sigs {
-					unix.Kill(-1, sig)
-				}
-				fds[1].Revents = 0
-			}
-			if n > 0 && (fds[0].Revents != 0 || fds[1].Revents != 0) {
-				// The command exited, or the call is killed.
-				break
-			}
-			if time.Now().Before(next) {
-				continue
-			}
-			_, c := domainCount(false, &memfds)
-			if a.shm >= 0 {
-				c.Shared = sandboxShared(a.shm)
-				c.Memory += c.Shared
-			}
-			a.send(agentMsg{T: msgTree, ID: m.ID, Procs: c.Tasks, RSS: c.Memory, Shared: c.Shared})
-			if why := overWatches(memfds.Watches(), a.maxWatches); why != "" {
-				r.stopped.CompareAndSwap(nil, &why)
-				break
-			}
-			next = time.Now().Add(TreeInterval)
-		}
-		unix.Close(pidfd)
-	}
+	a.follow(m.ID, cmd.Process.Pid, r, watch)
 	// The command first, so that it is reaped here (with its status) and
 	// not among the zombies killDomain reaps; then whatever it left.
 	unix.Kill(cmd.Process.Pid, unix.SIGKILL)
@@ -763,6 +707,72 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 		}
 	}
 	return out, false
+}
+
+// follow watches call id's command (pid) until it exits or the call is
+// killed: it passes the call's signals on, lets its write watch look at
+// the writes that wait for it, and counts its tree every TreeInterval,
+// ending the call over its share of inotify watches.
+func (a *agent) follow(id uint64, pid int, r *agentRun, watch *writeWatch) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(pidfd)
+	memfds := MemfdScan{WatchBound: a.maxWatches}
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}, {Fd: int32(r.wake), Events: unix.POLLIN}}
+	if watch != nil {
+		fds = append(fds, unix.PollFd{Fd: int32(watch.listener), Events: unix.POLLIN})
+	}
+	// The count is due every TreeInterval, whatever else comes: a
+	// command that floods the watch with writes, or the server with
+	// signals, must not keep its tree from being counted.
+	next := time.Now().Add(TreeInterval)
+	for {
+		n, err := unix.Poll(fds, max(int(time.Until(next).Milliseconds()), 0))
+		if err != nil && err != unix.EINTR {
+			break
+		}
+		if n > 0 && len(fds) > 2 && fds[2].Revents != 0 {
+			// Writes the watch looks at, which wait for it: a bounded
+			// number a round.
+			watch.pending(watchRound)
+			fds[2].Revents = 0
+		}
+		if n > 0 && fds[1].Revents&unix.POLLIN != 0 && !r.killed.Load() {
+			// Signals for the call: every process of its domain that
+			// this thread may signal, which is the call's and nothing
+			// else (the agent itself is the caller).
+			var b [8]byte
+			unix.Read(r.wake, b[:])
+			r.mu.Lock()
+			sigs := r.sigs
+			r.sigs = nil
+			r.mu.Unlock()
+			for _, sig := range sigs {
+				unix.Kill(-1, sig)
+			}
+			fds[1].Revents = 0
+		}
+		if n > 0 && (fds[0].Revents != 0 || fds[1].Revents != 0) {
+			// The command exited, or the call is killed.
+			break
+		}
+		if time.Now().Before(next) {
+			continue
+		}
+		_, c := domainCount(false, &memfds)
+		if a.shm >= 0 {
+			c.Shared = sandboxShared(a.shm)
+			c.Memory += c.Shared
+		}
+		a.send(agentMsg{T: msgTree, ID: id, Procs: c.Tasks, RSS: c.Memory, Shared: c.Shared})
+		if why := overWatches(memfds.Watches(), a.maxWatches); why != "" {
+			r.stopped.CompareAndSwap(nil, &why)
+			break
+		}
+		next = time.Now().Add(TreeInterval)
+	}
 }
 
 // kill wakes a call's thread to kill it.

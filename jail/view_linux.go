@@ -322,30 +322,7 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, *heldGrants, erro
 		}
 		return ll.AccessFSReadFile
 	}
-	grant := func(path string, access uint64) error {
-		f, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil // gone meanwhile: nothing to grant
-		}
-		var st unix.Stat_t
-		if unix.Fstat(f, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
-			unix.Close(f)
-			return nil // a link: what it points to decides
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			access &= ll.AccessFSReadFile // a file takes file rights only
-		}
-		err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: access, ParentFd: f}, 0)
-		if err != nil {
-			unix.Close(f)
-			if !errors.Is(err, unix.EINVAL) {
-				return fmt.Errorf("landlock rule for %s: %w", path, err)
-			}
-			return nil
-		}
-		held.keep(f, path) // the guard's (viewguard_linux.go)
-		return nil
-	}
+	grant := func(path string, access uint64) error { return grantPath(fd, held, path, access) }
 	// walk decides dir, shown or not: whole when nothing marked lies
 	// below it, else entry by entry.
 	var walk func(dir string, show bool) error
@@ -440,6 +417,34 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, *heldGrants, erro
 	}
 	held.stampDirs()
 	return fd, stamps, held, nil
+}
+
+// grantPath adds to ruleset fd a rule that grants access beneath path
+// (file rights only for a file; nothing for a link, or a path gone), and
+// keeps the rule's inode in held, for the guard (viewguard_linux.go).
+func grantPath(fd int, held *heldGrants, path string, access uint64) error {
+	f, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // gone meanwhile: nothing to grant
+	}
+	var st unix.Stat_t
+	if unix.Fstat(f, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		unix.Close(f)
+		return nil // a link: what it points to decides
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		access &= ll.AccessFSReadFile // a file takes file rights only
+	}
+	err = ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{AllowedAccess: access, ParentFd: f}, 0)
+	if err != nil {
+		unix.Close(f)
+		if !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("landlock rule for %s: %w", path, err)
+		}
+		return nil
+	}
+	held.keep(f, path)
+	return nil
 }
 
 // viewCache keeps the last call ruleset for as long as the directories it
