@@ -24,10 +24,10 @@ func TestProcessBound(t *testing.T) {
 			t.Fatalf("limit %q, want procs; %+v %q", res.Limit, res, res.Stderr.Text)
 		}
 		// With cgroups every call has its own (a session agent's call,
-		// nested in the agent's): the kernel refuses the fork.
-		if m.cg != nil && !strings.Contains(res.Stderr.Text, "fork") {
-			t.Errorf("with cgroups the kernel should have refused a fork: %q", res.Stderr.Text)
-		}
+		// nested in the agent's): the kernel refuses the fork, which
+		// Limit "procs" already says (from the cgroup's events). The
+		// shell's own "Cannot fork" line is not looked for: the call is
+		// killed at the bound, often before the shell wrote it.
 		if left := survivors(t, marker); len(left) > 0 {
 			t.Errorf("left running: %v", left)
 		}
