@@ -330,37 +330,72 @@ func (a *agent) enterView(extra []string, gen uint64) (*view, []dirStamp, *heldG
 	}
 	// The read view names the view's own entries: made in it, kept for
 	// the next call of the same view that fits it.
-	key := viewKey(extra)
-	a.ov.mu.Lock()
+	fd, stamps, held, err := a.ov.viewRules(v, viewKey(extra), func() (int, []dirStamp, *heldGrants, error) {
+		return viewRuleset(*a.view, extra)
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer unix.Close(fd)
+	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
+		held.release()
+		return nil, nil, nil, fmt.Errorf("landlock restrict: %w", err)
+	}
+	if err := loadSeccompThread(a.ov.filter); err != nil {
+		held.release()
+		return nil, nil, nil, err
+	}
+	return v, stamps, held, nil
+}
+
+// viewRules returns the read view of v named key: a descriptor of its
+// ruleset, the caller's to close, the directories it was made from as
+// they were, and what it granted, held (a reference of the caller's).
+// It is the one v keeps while those directories are as they were, else
+// one made by build, kept in its place. The descriptor and the reference
+// are taken under mu, where another thread's replacement closes the
+// ones v kept: never a closed or reused number, never a released hold.
+func (o *overlayState) viewRules(v *view, key string, build func() (int, []dirStamp, *heldGrants, error)) (int, []dirStamp, *heldGrants, error) {
+	o.mu.Lock()
 	r, ok := v.views[key]
-	a.ov.mu.Unlock()
-	if !ok || !fresh(r.stamps) {
-		fd, stamps, held, err := viewRuleset(*a.view, extra)
-		if err != nil {
-			return nil, nil, nil, err
+	fd, held := -1, (*heldGrants)(nil)
+	if ok {
+		if d, err := unix.Dup(r.fd); err == nil {
+			fd, held = d, r.held.hold()
 		}
-		r = viewRules{fd: fd, stamps: stamps, held: held}
-		a.ov.mu.Lock()
-		if old, had := v.views[key]; had && v.views != nil {
+	}
+	o.mu.Unlock()
+	if fd >= 0 && fresh(r.stamps) {
+		return fd, r.stamps, held, nil
+	}
+	if fd >= 0 {
+		unix.Close(fd)
+		held.release()
+	}
+	nfd, stamps, nheld, err := build()
+	if err != nil {
+		return -1, nil, nil, err
+	}
+	fd, err = unix.Dup(nfd)
+	if err != nil {
+		unix.Close(nfd)
+		nheld.release()
+		return -1, nil, nil, fmt.Errorf("read view: %w", err)
+	}
+	held = nheld.hold()
+	o.mu.Lock()
+	if v.views != nil {
+		if old, had := v.views[key]; had {
 			unix.Close(old.fd)
 			old.held.release()
 		}
-		if v.views != nil {
-			v.views[key] = r
-		} else {
-			defer unix.Close(fd)
-			defer held.release()
-		}
-		a.ov.mu.Unlock()
+		v.views[key] = viewRules{fd: nfd, stamps: stamps, held: nheld}
+	} else {
+		unix.Close(nfd)
+		nheld.release()
 	}
-	if err := ll.LandlockRestrictSelf(r.fd, 0); err != nil {
-		return nil, nil, nil, fmt.Errorf("landlock restrict: %w", err)
-	}
-	stamps := r.stamps
-	if err := loadSeccompThread(a.ov.filter); err != nil {
-		return nil, nil, nil, err
-	}
-	return v, stamps, r.held.hold(), nil
+	o.mu.Unlock()
+	return fd, stamps, held, nil
 }
 
 // threadEnd is deferred by every thread that may run a call: it leaves
