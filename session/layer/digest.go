@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -79,29 +80,66 @@ func (w *walker) viewFile(e *entry, u dirRef, name string, st *unix.Stat_t) *sid
 	return nil
 }
 
-// sumFile is the sha256 of the first size bytes of f; of a file with
-// holes, the sha256 of its length, and of each data extent's offset,
-// length and bytes, so that a file of a few blocks made a terabyte long
-// (truncate) is read for its blocks, not its length. A file system that
-// does not tell holes reports one data extent (dataExtents): the plain
-// sha256.
+// plainMax is the longest file whose hash is the sha256 of its bytes;
+// a longer one's is the sha256 of its blocks' (sumFile).
+const plainMax = 256 << 20
+
+// hashBlock is the block of a long file's hash.
+const hashBlock = 1 << 20
+
+// zeroBlock is the sha256 of a block of zeros: a hole's.
+var zeroBlock = sync.OnceValue(func() [32]byte { return sha256.Sum256(make([]byte, hashBlock)) })
+
+// sumFile is the hash of the first size bytes of f: up to plainMax, the
+// sha256 of the bytes; beyond, the sha256 of a line naming the length
+// and of each 1 MiB block's sha256 in order, where a block that lies in
+// a hole is not read (its sum is that of zeros). It depends on the bytes
+// alone, never on where the file system keeps holes, and a file of a few
+// blocks made a terabyte long (truncate) is read for its blocks.
 func sumFile(f *os.File, size int64) (string, error) {
-	var extents [][2]int64
-	dataExtents(f, size, func(data, end int64) error {
-		extents = append(extents, [2]int64{data, end})
-		return nil
-	})
 	h := sha256.New()
-	if len(extents) == 1 && extents[0] == [2]int64{0, size} || size == 0 {
+	if size <= plainMax {
 		if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {
 			return "", err
 		}
 		return hex.EncodeToString(h.Sum(nil)), nil
 	}
-	fmt.Fprintf(h, "sparse %d\n", size)
-	for _, x := range extents {
-		fmt.Fprintf(h, "%d %d\n", x[0], x[1]-x[0])
-		if _, err := io.Copy(h, io.NewSectionReader(f, x[0], x[1]-x[0])); err != nil {
+	fmt.Fprintf(h, "sha256 of %d-byte blocks, %d bytes\n", hashBlock, size)
+	buf := make([]byte, hashBlock)
+	next := int64(0) // the first block not yet summed
+	block := func() error {
+		n := min(hashBlock, size-next*hashBlock)
+		if _, err := f.ReadAt(buf[:n], next*hashBlock); err != nil {
+			return err
+		}
+		sum := sha256.Sum256(buf[:n])
+		h.Write(sum[:])
+		next++
+		return nil
+	}
+	err := dataExtents(f, size, func(data, end int64) error {
+		for ; (next+1)*hashBlock <= data; next++ {
+			z := zeroBlock()
+			h.Write(z[:])
+		}
+		for next*hashBlock < end {
+			if err := block(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	for next*hashBlock < size {
+		if (next+1)*hashBlock <= size {
+			z := zeroBlock()
+			h.Write(z[:])
+			next++
+			continue
+		}
+		if err := block(); err != nil { // the last, short one
 			return "", err
 		}
 	}

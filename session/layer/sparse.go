@@ -29,8 +29,8 @@ func dataExtents(f *os.File, size int64, fn func(data, end int64) error) error {
 			data = off
 		}
 		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
-		if err != nil {
-			hole = size
+		if err != nil || hole <= data {
+			hole = size // never an empty extent: off always moves on
 		}
 		if data >= size {
 			return nil

@@ -2,6 +2,9 @@ package layer
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,5 +113,66 @@ func TestApplyBound(t *testing.T) {
 	res, err = ApplyBounded(up, project, []string{"a.txt", "mid.img"}, false, 64<<20)
 	if err != nil || len(res.Refused) != 0 || len(res.Changes) != 2 {
 		t.Fatalf("ApplyBounded of what fits = %+v, %v", res, err)
+	}
+}
+
+// TestSumFileBytesAlone: a long file's hash is its bytes', block by
+// block, whatever the file system keeps as holes: a hole filled with
+// written zeros leaves it as it was, and a byte changed in a hole does not.
+func TestSumFileBytesAlone(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "long.img")
+	size := int64(plainMax + 3<<20 + 12345)
+	if used := makeSparse(t, name, size, 3); used > 1<<20 {
+		t.Skipf("this file system keeps no holes (%d bytes on disk)", used)
+	}
+	// What the hash is, from the bytes alone.
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := sha256.New()
+	fmt.Fprintf(want, "sha256 of %d-byte blocks, %d bytes\n", hashBlock, size)
+	buf := make([]byte, hashBlock)
+	for off := int64(0); off < size; off += hashBlock {
+		n := min(hashBlock, size-off)
+		if _, err := f.ReadAt(buf[:n], off); err != nil {
+			t.Fatal(err)
+		}
+		s := sha256.Sum256(buf[:n])
+		want.Write(s[:])
+	}
+	sum := func() string {
+		t.Helper()
+		got, err := sumFile(f, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := sum(); got != hex.EncodeToString(want.Sum(nil)) {
+		t.Fatalf("sumFile = %s, want the blocks' %x", got, want.Sum(nil))
+	}
+	before := sum()
+	w, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// Zeros written over a hole, across a block's edge, and in the last,
+	// short block.
+	for _, off := range []int64{5 << 20, 7<<20 - 100, size - 10} {
+		if _, err := w.WriteAt(make([]byte, 100)[:min(100, size-off)], off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sum(); got != before {
+		t.Errorf("zeros written over holes changed the hash: %s, was %s", got, before)
+	}
+	if _, err := w.WriteAt([]byte{1}, 9<<20); err != nil {
+		t.Fatal(err)
+	}
+	if got := sum(); got == before {
+		t.Errorf("a byte written in a hole left the hash as it was")
 	}
 }
