@@ -82,6 +82,10 @@ type Outcome struct {
 	// refused the command a write to, RefusedWrites how many.
 	RefusedWrite  string `json:"refused_write"`
 	RefusedWrites int    `json:"refused_writes"`
+	// Stopped: why the session agent ended the command, when it did
+	// (an inode of its read view moved to a denied path, or its share
+	// of inotify watches passed).
+	Stopped string `json:"stopped"`
 }
 
 // newOutcome is an Outcome with a command's output and where it ran.
@@ -101,6 +105,7 @@ func (o *Outcome) ended(res *session.Result) {
 		o.Refusals = res.Refusals
 	}
 	o.RefusedWrite, o.RefusedWrites = res.RefusedWrite, res.RefusedWrites
+	o.Stopped = res.Stopped
 }
 
 // ExecResult is the structured result of jailed_exec.

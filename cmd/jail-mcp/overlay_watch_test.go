@@ -184,8 +184,9 @@ func TestCallWatchBound(t *testing.T) {
 			ts.Job(map[string]any{"job_id": job, "signal": "KILL"})
 			return
 		}
-		if _, raw := ts.Job(map[string]any{"job_id": job}); !strings.Contains(testkit.ResultText(raw), fmt.Sprintf("inotify watches, over its share of %d", watchLimit/4)) {
-			t.Errorf("the job over its share of the watches: %s", testkit.ResultText(raw))
+		share := fmt.Sprintf("inotify watches, over its share of %d", watchLimit/4)
+		if res, raw := ts.Job(map[string]any{"job_id": job}); !strings.Contains(testkit.ResultText(raw), share) || !strings.Contains(res.Stopped, share) {
+			t.Errorf("the job over its share of the watches (stopped %q): %s", res.Stopped, testkit.ResultText(raw))
 		}
 		if b.Name == "bwrap" {
 			waitWatch(t, ts, "watching")
