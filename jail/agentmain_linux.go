@@ -685,12 +685,12 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 	a.send(agentMsg{T: msgStarted, ID: m.ID, Pid: cmd.Process.Pid, Used: used})
 	stopGuard := a.watchCall(m.ID, r, held.guard())
 	a.follow(m.ID, cmd.Process.Pid, r, watch)
+	stopGuard() // before the kills below, which are not the guard's
 	// The command first, so that it is reaped here (with its status) and
 	// not among the zombies killDomain reaps; then whatever it left.
 	unix.Kill(cmd.Process.Pid, unix.SIGKILL)
 	cmd.Wait()
 	killDomain()
-	stopGuard()
 	out = agentMsg{T: msgExited, ID: m.ID, Code: -1}
 	if why := r.stopped.Load(); why != nil {
 		out.Stopped = *why

@@ -424,8 +424,13 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, *heldGrants, erro
 // keeps the rule's inode in held, for the guard (viewguard_linux.go).
 func grantPath(fd int, held *heldGrants, path string, access uint64) error {
 	f, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil // gone meanwhile: nothing to grant
+	switch {
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EACCES):
+		return nil // gone meanwhile, or out of the server's reach: nothing to grant
+	case err != nil:
+		// Out of descriptors or memory: a view short of a grant would
+		// fail the call's reads with no word; it fails to start instead.
+		return fmt.Errorf("read view: hold %s: %w", path, err)
 	}
 	var st unix.Stat_t
 	if unix.Fstat(f, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {

@@ -28,6 +28,10 @@ import (
 // directories that held what its view granted.
 const guardInterval = TreeInterval
 
+// guardFull is every how many looks the guard reads where each held
+// inode is, whatever the stamps say.
+const guardFull = 10
+
 // heldGrants are the inodes a read view granted by rules of their own,
 // each held open (O_PATH), the directories that held them as they were,
 // and the view as it was made. Shared by the calls of the view, with a
@@ -127,8 +131,10 @@ func (g *heldGrants) guard() *viewGuard {
 }
 
 // check names an inode of the view moved into a denied path, when one
-// of the directories that held them changed since it last looked.
-func (w *viewGuard) check() string {
+// of the directories that held them changed since it last looked, or
+// always when full: a move between a grant's open and its directory's
+// stamp, or within one tick of a coarse clock, changes no stamp.
+func (w *viewGuard) check(full bool) string {
 	changed := false
 	for i, s := range w.dirs {
 		now, ok := stampOf(s.path)
@@ -140,7 +146,7 @@ func (w *viewGuard) check() string {
 			w.dirs[i] = now
 		}
 	}
-	if !changed {
+	if !changed && !full {
 		return ""
 	}
 	return w.g.moved()
@@ -162,16 +168,21 @@ func (a *agent) watchCall(id uint64, r *agentRun, w *viewGuard) (stop func()) {
 		return func() {}
 	}
 	done := make(chan struct{})
-	ended := make(chan struct{})
 	go func() {
-		defer close(ended)
 		defer w.end()
 		t := time.NewTicker(guardInterval)
 		defer t.Stop()
-		for {
-			// At once (what moved since the view was made), then
-			// every guardInterval.
-			if why := w.check(); why != "" {
+		for n := 0; ; n++ {
+			// At once, everything (what moved since the view was
+			// made), then what the stamps say every guardInterval, and
+			// everything every guardFull of them.
+			why := w.check(n%guardFull == 0)
+			select {
+			case <-done:
+				return // the call ended first: its result stands
+			default:
+			}
+			if why != "" {
 				r.stopped.CompareAndSwap(nil, &why)
 				a.kill(id)
 				return
@@ -183,5 +194,7 @@ func (a *agent) watchCall(id uint64, r *agentRun, w *viewGuard) (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done); <-ended }
+	// Not waited for: a look stuck on a hung file system must not hold
+	// the call's end; the goroutine lets go of its own reference.
+	return func() { close(done) }
 }
