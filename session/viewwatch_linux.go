@@ -56,10 +56,14 @@ const viewEvents = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.I
 
 // viewWatch watches a project's directories but those skipped.
 type viewWatch struct {
-	project  string
-	stop     int // an eventfd: close asks serve to end, which closes fd
-	skip     []string
-	max      int
+	project string
+	stop    int // an eventfd: close asks serve to end, which closes fd
+	skip    []string
+	max     int
+	// tooMany: the last arm found more than max directories; the next
+	// counts them first, taking no watch while there are still too
+	// many (serve's goroutine alone, or newViewWatch before it).
+	tooMany  bool
 	onChange func(gen uint64) // after viewQuiet, with the number then
 	log      *slog.Logger
 
@@ -112,16 +116,40 @@ func newViewWatch(project string, skip []string, max int, onChange func(uint64),
 // arm makes an instance and watches every directory, or says why it
 // could not (the instance then closed, its watches let go).
 func (w *viewWatch) arm() (*armed, string) {
+	tooMany := fmt.Sprintf("more than %d directories", w.max)
+	if w.tooMany && w.count() > w.max {
+		return nil, tooMany
+	}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return nil, "no inotify instance: " + err.Error()
 	}
 	a := &armed{fd: fd, dirs: map[int32]string{}, deleted: map[int32]bool{}}
-	if why := w.add(a, w.project); why != "" {
+	why := w.add(a, w.project)
+	w.tooMany = why == tooMany
+	if why != "" {
 		unix.Close(fd)
 		return nil, why
 	}
 	return a, ""
+}
+
+// count is how many directories add would watch, up to max+1.
+func (w *viewWatch) count() int {
+	n := 0
+	filepath.WalkDir(w.project, func(p string, d os.DirEntry, err error) error {
+		switch {
+		case err != nil || !d.IsDir():
+			return nil
+		case slices.Contains(w.skip, p):
+			return filepath.SkipDir
+		case n > w.max:
+			return filepath.SkipAll
+		}
+		n++
+		return nil
+	})
+	return n
 }
 
 // add watches dir and every directory below it; it says why when it
