@@ -107,7 +107,7 @@ func (w *walker) run(upper, project string) error {
 	defer l.Close()
 	w.bufA, w.bufB = make([]byte, 64<<10), make([]byte, 64<<10)
 	w.sums = map[string]*Summary{}
-	w.track = readTracked(lfd)
+	w.track = readTracked(project)
 	// The kernel does not honour an opaque mark on the upper directory
 	// itself: the root always merges the host's.
 	return w.dir(dirRef{u, ufd}, dirRef{l, lfd}, "", 0, false, 0, "")
@@ -135,14 +135,14 @@ func (w *walker) dir(u, l dirRef, rel string, depth int, hidden bool, hiddenBorn
 	if ignored == "" {
 		var ps []gitignore.Pattern
 		if depth == 0 {
-			ps = parseIgnore(hostIgnore(l, ".git", "info", "exclude"), nil)
+			ps = parseIgnore(readIgnore(l, ".git", "info", "exclude"), nil)
 		}
-		rules := hostIgnore(l, ".gitignore")
+		rules := readIgnore(l, ".gitignore")
 		if !l.ok() && depth > 0 {
 			// A directory new in the view: its own rules (pytest's
 			// .pytest_cache/.gitignore, "*"), which can hide only what
 			// is new in it, never a host path.
-			rules = viewIgnore(u, ".gitignore")
+			rules = readIgnore(u, ".gitignore")
 		}
 		ps = append(ps, parseIgnore(rules, w.comps[:depth])...)
 		mark := w.ig.push(ps)

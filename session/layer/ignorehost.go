@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
+	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"golang.org/x/sys/unix"
@@ -31,56 +33,51 @@ const maxIndex = 256 << 20
 // directory above one.
 type tracked map[string]bool
 
-// readTracked reads the host's .git/index below the project's directory
-// lfd with go-git's decoder, never by running git (whose configuration
-// names programs). Nil when there is none or it cannot be read.
-func readTracked(lfd int) tracked {
-	g, gfd, err := openDir(lfd, ".git")
-	if err != nil {
+// readTracked reads the index of the repository git uses in project
+// (discover: a .git directory or file above it, a linked worktree's
+// gitdir, GIT_DIR), with go-git's decoder, never by running git (whose
+// configuration names programs): the paths it tracks below the project,
+// relative to it. Nil when there is none or it cannot be read.
+func readTracked(project string) tracked {
+	repos, err := discover(project)
+	if err != nil || len(repos) == 0 || repos[0].top == "" {
 		return nil
 	}
-	defer g.Close()
-	var st unix.Stat_t
-	st, ok, err := lstat(gfd, "index")
-	if err != nil || !ok || st.Size > maxIndex {
+	r := repos[0] // GIT_DIR's when set, as git takes it
+	prefix, err := filepath.Rel(r.top, project)
+	if err != nil || prefix == ".." || strings.HasPrefix(prefix, "../") {
 		return nil
 	}
-	f, err := openFile(gfd, "index", &st)
+	prefix = strings.TrimPrefix(prefix+"/", "./")
+	f, err := os.OpenFile(filepath.Join(r.gitdir, "index"), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxIndex {
+		return nil
+	}
 	idx := &index.Index{}
 	if err := index.NewDecoder(bufio.NewReader(io.LimitReader(f, maxIndex))).Decode(idx); err != nil {
 		return nil
 	}
 	t := tracked{}
 	for _, e := range idx.Entries {
-		for p := e.Name; p != "." && p != "/" && p != "" && !t[p]; p = path.Dir(p) {
+		name, ok := strings.CutPrefix(e.Name, prefix)
+		if !ok {
+			continue
+		}
+		for p := name; p != "." && p != "/" && p != "" && !t[p]; p = path.Dir(p) {
 			t[p] = true
 		}
 	}
 	return t
 }
 
-// viewIgnore reads the ignore file name of the view's directory u, a
-// directory the host does not have; nothing when it is missing, not
-// regular, or too large.
-func viewIgnore(u dirRef, name string) []byte {
-	if !u.ok() {
-		return nil
-	}
-	st, ok, err := lstat(u.fd, name)
-	if err != nil || !ok {
-		return nil
-	}
-	return readSmall(u.fd, name, &st)
-}
-
-// hostIgnore reads the ignore file at path (its components) below the
-// host's directory l, as the host has it; nothing when l is not a host
-// directory, or the file is missing, not regular, or too large.
-func hostIgnore(l dirRef, path ...string) []byte {
+// readIgnore reads the ignore file at path (its components) below the
+// directory l, the host's or the view's (a directory new in it); nothing
+// when l is none, or the file is missing, not regular, or too large.
+func readIgnore(l dirRef, path ...string) []byte {
 	if !l.ok() {
 		return nil
 	}

@@ -56,3 +56,28 @@ func TestIgnoreRulesFromHost(t *testing.T) {
 		}
 	}
 }
+
+// TestTrackedBelowRepository: a path the host's index tracks is listed,
+// never summarised, when the project is a directory of the repository
+// and when it is a linked worktree (its .git a file).
+func TestTrackedBelowRepository(t *testing.T) {
+	tmp := t.TempDir()
+	repo := filepath.Join(tmp, "repo")
+	build(t, repo, file("proj/.gitignore", "build/\n"), file("proj/build/keep.txt", "tracked\n"), file("proj/build/out.o", "obj\n"))
+	git := exec.Command("sh", "-euc", `git init -q . && git add -f proj/.gitignore proj/build/keep.txt && git -c user.name=t -c user.email=t@t commit -qm init && git worktree add -q ../wt`)
+	git.Dir = repo
+	if out, err := git.CombinedOutput(); err != nil {
+		t.Fatalf("git: %v\n%s", err, out)
+	}
+	for _, project := range []string{filepath.Join(repo, "proj"), filepath.Join(tmp, "wt", "proj")} {
+		up := filepath.Join(t.TempDir(), "upper")
+		inView(t, project, up, `echo changed >> build/keep.txt; echo changed >> build/out.o`)
+		d, err := Compute(up, project, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := briefs(d.Changes), []string{"modified file build/keep.txt"}; !slices.Equal(got, want) {
+			t.Errorf("%s: changes %q, want %q (ignored %+v)", project, got, want, d.Ignored)
+		}
+	}
+}
