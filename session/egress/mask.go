@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/jail-mcp/jail-mcp/auth"
 )
 
 // Secret is one masked credential value (issue 31): the jail holds its
@@ -24,7 +26,8 @@ type Secret struct {
 	Hosts []string
 	// TokenPaths are the URL paths on Hosts whose request bodies get the
 	// value too (token endpoints: "/v1/oauth/token"); elsewhere only
-	// the authentication headers do.
+	// the authentication headers do. Their answers' tokens are minted
+	// placeholders (issues).
 	TokenPaths []string
 	// Value is the real value, read when needed (a host file's current
 	// token). An error: the request is not sent.
@@ -33,6 +36,19 @@ type Secret struct {
 	// a request that carries it is answered by the proxy, never sent, so
 	// that the jail never invalidates the operator's own login.
 	NoRefresh bool
+}
+
+// issues reports whether path is a token endpoint of s, whose answer's
+// tokens the proxy mints placeholders for: one of its TokenPaths, or,
+// for a secret with none (a variable bound to hosts the operator named,
+// whose token endpoints nobody listed), a path named as a token
+// endpoint is (auth.TokenEndpoint), so that a token such a credential
+// obtains does not reach the jail as it is.
+func (s *Secret) issues(path string) bool {
+	if len(s.TokenPaths) == 0 {
+		return auth.TokenEndpoint(path)
+	}
+	return slices.Contains(s.TokenPaths, path)
 }
 
 // Masks is one session's table of placeholders; safe for concurrent use.
