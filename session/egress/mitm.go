@@ -825,13 +825,25 @@ func (m *mitm) readAnswer(resp *http.Response) (body io.Reader, whole, ahead []b
 		mint = m.mintForm
 	}
 	if whole, err = mint(buf.Bytes()); err != nil {
-		m.fail(fmt.Sprintf("a token from %s that cannot be masked", m.host), err)
+		m.mintFailed(err)
 		return nil, nil, nil, false
 	}
 	if whole == nil {
 		whole = []byte{}
 	}
 	return body, whole, nil, true
+}
+
+// mintFailed answers the client instead of passing on a token answer
+// whose tokens could not all be minted: the answer holds a token the
+// jail must not get.
+func (m *mitm) mintFailed(err error) {
+	if errors.Is(err, errTooManyTokens) {
+		m.refuse(fmt.Sprintf("too many tokens: a token from %s past the %d a session masks, its answer not passed on", m.host, maxMinted))
+		m.answer(http.StatusBadGateway, fmt.Sprintf("too many tokens: this session has masked the %d tokens hosts handed out that a session masks, and passes no more on (the answer of %s is not); start a new session", maxMinted, m.host))
+		return
+	}
+	m.fail(fmt.Sprintf("a token from %s that cannot be masked", m.host), err)
 }
 
 // writeHead writes an answer's status and header, values replaced.
@@ -1004,13 +1016,18 @@ func (m *mitm) mintForm(body []byte) ([]byte, error) {
 // mintOne gives the token value (named key in the answer) a placeholder
 // of its own, added to the table as a secret of the host: its hosts and
 // token paths, a refresh token refused as the host's are. "": value is a
-// placeholder already, or a value the table knows (replaced as such).
+// placeholder already, or a value the table knows (replaced as such). An
+// error (a value too long or too short to mask, the session's
+// maxMinted reached): the answer is not passed on.
 func (m *mitm) mintOne(key, value string) (string, error) {
 	if ph, ok := m.minted[value]; ok {
 		return ph, nil
 	}
 	if m.masks.placeholder(value) || m.scrub.has(value) {
 		return "", nil
+	}
+	if len(value) > maxMintedLen {
+		return "", fmt.Errorf("a %s from %s of %d bytes, longer than a token the proxy masks", key, m.host, len(value))
 	}
 	var hosts, paths []string
 	noRefresh := false
@@ -1028,7 +1045,7 @@ func (m *mitm) mintOne(key, value string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("a %s from %s that cannot be masked: %w", key, m.host, err)
 	}
-	m.masks.Set(Secret{
+	err = m.masks.mint(Secret{
 		Name:        m.host + " response " + key,
 		Placeholder: ph,
 		Hosts:       hosts,
@@ -1036,6 +1053,9 @@ func (m *mitm) mintOne(key, value string) (string, error) {
 		Value:       func() (string, error) { return value, nil },
 		NoRefresh:   noRefresh && strings.EqualFold(strings.ReplaceAll(key, "_", ""), "refreshtoken"),
 	})
+	if err != nil {
+		return "", err
+	}
 	m.scrub.add(value, ph)
 	if m.minted == nil {
 		m.minted = map[string]string{}

@@ -147,3 +147,61 @@ func TestMaskedTokenEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskedMintBound (review of issue 44): a token endpoint that hands out
+// token after token (or echoes what the jail sends it) mints at most
+// maxMinted placeholders in a session. Past them the proxy answers itself
+// rather than pass a token on or forget one it minted: the first token's
+// placeholder still works and its value is still replaced in answers. A
+// token longer than maxMintedLen is refused too.
+func TestMaskedMintBound(t *testing.T) {
+	f := newMaskFixture(t, nil)
+	c := f.client(nil)
+	f.masks.Set(Secret{Name: "env:ECHO_TOKEN", Placeholder: "sk-" + randomText(40), Hosts: []string{boundHost + ":" + f.port},
+		TokenPaths: []string{"/echo-json"}, Value: func() (string, error) { return "sk-" + randomText(40), nil }})
+	f.origin.handle("/echo-json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.Copy(w, r.Body)
+	})
+	js := http.Header{"Content-Type": {"application/json"}}
+	// A token longer than any the proxy masks is not passed on either.
+	long := "gho_" + strings.Repeat(randomText(64), maxMintedLen/64)
+	if resp, body := do(t, c, "POST", f.url(boundHost, "/echo-json"), js, `{"access_token":"`+long+`"}`); resp.StatusCode != http.StatusBadGateway || strings.Contains(body, long) {
+		t.Errorf("a token of %d bytes: %d %.80q, want the proxy's 502", len(long), resp.StatusCode, body)
+	}
+	var first, firstPH string
+	for i := range maxMinted + 3 {
+		real := "gho_" + randomText(36)
+		resp, body := do(t, c, "POST", f.url(boundHost, "/echo-json"), js, `{"access_token":"`+real+`"}`)
+		if strings.Contains(body, real) {
+			t.Fatalf("answer %d holds the token: %q", i, body)
+		}
+		if i < maxMinted {
+			var got struct {
+				Access string `json:"access_token"`
+			}
+			if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &got) != nil || len(got.Access) != len(real) {
+				t.Fatalf("answer %d: %d %q, want a placeholder", i, resp.StatusCode, body)
+			}
+			if i == 0 {
+				first, firstPH = real, got.Access
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "jail-mcp: ") {
+			t.Errorf("answer %d, past %d tokens: %d %q, want the proxy's 502", i, maxMinted, resp.StatusCode, body)
+			break
+		}
+	}
+	if n := len(f.minted()); n > maxMinted {
+		t.Errorf("%d tokens minted, want at most %d", n, maxMinted)
+	}
+	f.waitRefusal(t, "too many tokens")
+	f.origin.accepts(first)
+	if resp, _ := do(t, c, "GET", f.url(boundHost, "/auth"), http.Header{"Authorization": {"Bearer " + firstPH}}, ""); resp.StatusCode != 200 {
+		t.Errorf("the first token's placeholder: %d", resp.StatusCode)
+	}
+	if _, body := do(t, c, "GET", f.url(boundHost, "/split?v="+url.QueryEscape(first)), nil, ""); body != "before "+firstPH+" after" {
+		t.Errorf("the first token in an answer: %q, want its placeholder", body)
+	}
+}
