@@ -47,8 +47,9 @@ type CLI struct {
 	// back into a request for. A value whose file names its own host
 	// (Field.Host) is bound to that host instead.
 	Hosts []string
-	// TokenPaths are the OAuth token endpoints on Hosts, "host/path": a
-	// refresh token goes into a request body only there.
+	// TokenPaths are the endpoints on Hosts that hand out tokens (OAuth
+	// token endpoints, Copilot's exchange), "host/path": a refresh token
+	// goes into a request body only there.
 	TokenPaths []string
 	// Rotates says the provider issues a new refresh token on each
 	// refresh and revokes the old one: a refresh from the jail would log
@@ -139,7 +140,11 @@ var Registry = []CLI{
 			"api.anthropic.com", "api.github.com", "api.githubcopilot.com", "api.openai.com", "auth.openai.com",
 			"chatgpt.com", "console.anthropic.com", "github.com", "opencode.ai", "platform.claude.com",
 		},
+		// api.github.com's is Copilot's exchange (opencode-copilot-auth):
+		// it hands out a Copilot token for the GitHub one, which the
+		// proxy masks as it masks a token endpoint's.
 		TokenPaths: []string{
+			"api.github.com/copilot_internal/v2/token",
 			"auth.openai.com/oauth/token", "console.anthropic.com/v1/oauth/token",
 			"github.com/login/oauth/access_token", "platform.claude.com/v1/oauth/token",
 		},

@@ -4,12 +4,13 @@ import "strings"
 
 // A token endpoint may hand a token out under any name: GitHub's
 // installation tokens and Copilot's exchange under "token", others under
-// names of their own (issue 44). The proxy masks, in a token answer, a
-// value under a name that says token when it looks generated, and one
-// under any other name when it is token-shaped: a known prefix, a JWT,
-// a signed list of fields (Copilot's), or a long opaque string of
-// random-looking characters. Words, numbers, ids (hex, UUIDs), URLs,
-// paths and dates are none of these.
+// names of their own (issue 44). The proxy masks, in the answer of a
+// token endpoint (and nowhere else: a page token or an id elsewhere is
+// the client's to send back as it is), every value under a name that
+// says token, and one under any other name when it is token-shaped: a
+// known prefix, a JWT, a signed list of fields (Copilot's), or a long
+// opaque string of random-looking characters. Words, numbers, ids (hex,
+// UUIDs), URLs, paths and dates are none of these.
 
 // TokenName reports whether name says it holds a token: token,
 // access_token, accessToken, installation-token.
@@ -17,12 +18,30 @@ func TokenName(name string) bool {
 	return strings.HasSuffix(normalize(name), "token")
 }
 
-// IssuedToken reports whether v, found under name in a token answer, is
-// a token to mask: token-shaped under any name, and under a name that
-// says token also any generated-looking value (hex included).
-func IssuedToken(name, v string) bool {
-	if TokenName(name) && credentialLike(v) {
+// TokenEndpoint reports whether a URL path is named as a token endpoint
+// is, for a credential whose own token endpoints nobody listed (a
+// variable bound to hosts the operator named): its last segment is
+// token, access_token or access_tokens, whatever the case and
+// separators (/oauth/token, /login/oauth/access_token, a GitHub App's
+// /app/installations/1/access_tokens). A count of tokens
+// (/v1/messages/count_tokens, :countTokens) is no token endpoint.
+func TokenEndpoint(path string) bool {
+	switch normalize(path[strings.LastIndexByte(path, '/')+1:]) {
+	case "token", "accesstoken", "accesstokens":
 		return true
+	}
+	return false
+}
+
+// IssuedToken reports whether v, found under name in a token endpoint's
+// answer, is a token to mask: under a name that says token, any value
+// but "" (the endpoint hands it out as a token: one of an unusual shape
+// is masked all the same, or refused, never passed on as it is); under
+// any other name, a token-shaped one. It is the one rule of what a token
+// answer's token is, for JSON and forms alike.
+func IssuedToken(name, v string) bool {
+	if TokenName(name) {
+		return v != ""
 	}
 	return TokenShaped(v)
 }

@@ -27,7 +27,9 @@ func TestTokenShaped(t *testing.T) {
 		{"x", "2026-01-01T00:00:00Z", false},
 		{"x", "bearer", false},
 		{"scope", "repo,gist,read:org", false},
-		{"token", "short", false},
+		{"token", "short", true}, // handed out as a token: masked, or refused
+		{"token", "", false},
+		{"installation_token", "00Dxx0000001gPL!AR8AQJXg5oj8jXSgxJfA0lBog", true},
 		{"x", "ghp_abc", false},
 		{"x", "sk-ant-api03-0123456789", false}, // too little after the prefix
 		{"x", "tid=1;exp=2:abc", false},
@@ -40,5 +42,18 @@ func TestTokenShaped(t *testing.T) {
 	keep := strings.LastIndexByte(copilot, ':') + 1
 	if err != nil || ph[:keep] != copilot[:keep] || ph == copilot || len(ph) != len(copilot) {
 		t.Errorf("Placeholder(a Copilot token) = %q, %v: want its fields kept and its signature drawn", ph, err)
+	}
+}
+
+func TestTokenEndpoint(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/oauth/token": true, "/token": true, "/login/oauth/access_token": true,
+		"/app/installations/1/access_tokens": true, "/oauth2/v2.0/token": true, "/api/Access-Token": true,
+		"/v1/messages/count_tokens": false, "/v1beta/models/gemini:countTokens": false, "/oauth/token/info": false,
+		"/v1/tokens": false, "/token/": false, "/csrf_token": false, "": false,
+	} {
+		if got := TokenEndpoint(path); got != want {
+			t.Errorf("TokenEndpoint(%q) = %v, want %v", path, got, want)
+		}
 	}
 }

@@ -2,10 +2,13 @@ package egress
 
 import (
 	"crypto/x509"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/jail-mcp/jail-mcp/auth"
 )
 
 // Secret is one masked credential value (issue 31): the jail holds its
@@ -24,7 +27,8 @@ type Secret struct {
 	Hosts []string
 	// TokenPaths are the URL paths on Hosts whose request bodies get the
 	// value too (token endpoints: "/v1/oauth/token"); elsewhere only
-	// the authentication headers do.
+	// the authentication headers do. Their answers' tokens are minted
+	// placeholders (issues).
 	TokenPaths []string
 	// Value is the real value, read when needed (a host file's current
 	// token). An error: the request is not sent.
@@ -35,6 +39,19 @@ type Secret struct {
 	NoRefresh bool
 }
 
+// issues reports whether path is a token endpoint of s, whose answer's
+// tokens the proxy mints placeholders for: one of its TokenPaths, or,
+// for a secret with none (a variable bound to hosts the operator named,
+// whose token endpoints nobody listed), a path named as a token
+// endpoint is (auth.TokenEndpoint), so that a token such a credential
+// obtains does not reach the jail as it is.
+func (s *Secret) issues(path string) bool {
+	if len(s.TokenPaths) == 0 {
+		return auth.TokenEndpoint(path)
+	}
+	return slices.Contains(s.TokenPaths, path)
+}
+
 // Masks is one session's table of placeholders; safe for concurrent use.
 // A proxy given Masks (Options.Masks) terminates TLS for their hosts with
 // CA and checks upstream certificates against Roots.
@@ -42,10 +59,11 @@ type Masks struct {
 	CA    *CA
 	Roots *x509.CertPool // nil: the system's
 
-	mu    sync.RWMutex
-	byPH  map[string]*Secret
-	hosts map[string]bool
-	list  []*Secret // byPH's secrets, made anew by Set: what a request scans
+	mu     sync.RWMutex
+	byPH   map[string]*Secret
+	hosts  map[string]bool
+	list   []*Secret // byPH's secrets, made anew by Set: what a request scans
+	minted int       // secrets added by mint
 }
 
 // NewMasks is an empty table for ca, checking upstreams against roots
@@ -61,6 +79,43 @@ func NewMasks(ca *CA, roots *x509.CertPool) *Masks {
 func (m *Masks) Set(s Secret) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.set(s)
+}
+
+// maxMinted bounds the secrets the proxy mints in a session (mint): each
+// request reads every secret's value and scans its answer for each, and
+// a token endpoint that hands out token after token (or echoes what the
+// jail sends it) would otherwise grow the table, and each request's work,
+// without end.
+const maxMinted = 256
+
+// maxMintedLen bounds a token the proxy mints a placeholder for (16 KiB,
+// TokenShaped's bound): with maxMinted, what minting holds in a session.
+const maxMintedLen = 16 << 10
+
+// errTooManyTokens: the session has minted maxMinted secrets.
+var errTooManyTokens = errors.New("too many tokens")
+
+// mint adds s, a secret the proxy minted for a token a host handed out,
+// unless the table holds maxMinted such (errTooManyTokens). None is
+// dropped to make room: the table is also what answers are scrubbed of,
+// and a value dropped from it would reach the jail as it is in a later
+// answer that carries it (a host that lists or echoes the tokens it
+// issued, an error that quotes one). Past the bound the proxy passes on
+// no new token, neither as it is nor as a placeholder.
+func (m *Masks) mint(s Secret) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.minted >= maxMinted {
+		return errTooManyTokens
+	}
+	m.minted++
+	m.set(s)
+	return nil
+}
+
+// set is Set, under the lock.
+func (m *Masks) set(s Secret) {
 	s.Hosts = slices.Clone(s.Hosts)
 	for i, h := range s.Hosts {
 		name, port := binding(h)

@@ -37,8 +37,9 @@ import (
 // HTTP request is never given a secret.
 
 // maxMaskedBody bounds a request body the proxy reads to substitute (a
-// token endpoint's form or JSON) and a JSON answer it reads whole to look
-// for new tokens; a larger answer is only scanned as it streams.
+// token endpoint's form or JSON) and a token endpoint's JSON or form
+// answer it reads whole to look for new tokens; a larger answer, and
+// every other, is only scanned as it streams.
 const maxMaskedBody = 1 << 20
 
 // minSecret is the shortest value looked for in answers: auth.Placeholder
@@ -200,7 +201,7 @@ func (m *mitm) serveRequest() bool {
 	}
 	// The answer is to be read: no compression it may not be able to undo.
 	req.Header.Set("Accept-Encoding", "identity")
-	m.x.start(m.masks.table(), m.host, m.port)
+	m.x.start(m.masks.table(), m.host, m.port, req.URL.Path)
 	streamed, a := m.substitute(req)
 	m.loadScrub()
 	if a != nil {
@@ -330,6 +331,12 @@ type exchange struct {
 	secrets []*Secret
 	host    string
 	port    int
+	// issuing: the request is to a token endpoint of a secret bound to
+	// the host (Secret.issues). Only there are the answer's tokens
+	// minted placeholders: elsewhere a name that ends in "token" (a page
+	// token, a CSRF token) or a token-shaped id is the client's to send
+	// back, in a URL or a body where no placeholder is swapped.
+	issuing bool
 	values  map[*Secret]string
 	refused map[*Secret]bool
 	found   []*Secret
@@ -340,8 +347,9 @@ type exchange struct {
 	wrote []scrubPair
 }
 
-func (x *exchange) start(secrets []*Secret, host string, port int) {
+func (x *exchange) start(secrets []*Secret, host string, port int, path string) {
 	x.secrets, x.host, x.port = secrets, host, port
+	x.issuing = slices.ContainsFunc(secrets, func(s *Secret) bool { return x.bound(s) && s.issues(path) })
 	if x.values == nil {
 		x.values, x.refused = map[*Secret]string{}, map[*Secret]bool{}
 	}
@@ -677,8 +685,8 @@ func (m *mitm) roundTrip(req *http.Request, streamed bool) (resp *http.Response,
 
 // respond passes the host's answer (its 1xx first) on to the client with
 // every real value the table knows replaced by its placeholder, and new
-// tokens in a JSON answer given placeholders of their own. It reports
-// whether the client's connection goes on.
+// tokens in a token endpoint's answer given placeholders of their own.
+// It reports whether the client's connection goes on.
 func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan error) bool {
 	s := &m.scrub // loaded for the request (loadScrub)
 	for resp.StatusCode < 200 {
@@ -705,7 +713,7 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 	dropHopHeaders(resp.Header)
 	bodyless := req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
 	var body io.Reader = resp.Body
-	var whole, ahead []byte // a JSON answer read whole; the start of a larger one
+	var whole, ahead []byte // a token answer read whole; the start of a larger one
 	readWhole := false
 	if !bodyless {
 		var ok bool
@@ -789,10 +797,10 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 	return keep
 }
 
-// readAnswer is the body of resp to pass on, decoded: a JSON or form
-// answer is read whole (whole, never nil then) and its new tokens minted,
-// or, past maxMaskedBody, its start is ahead and the rest body. false:
-// the proxy answered instead.
+// readAnswer is the body of resp to pass on, decoded: a token endpoint's
+// JSON or form answer is read whole (whole, never nil then) and its new
+// tokens minted, or, past maxMaskedBody, its start is ahead and the rest
+// body; any other streams. false: the proxy answered instead.
 func (m *mitm) readAnswer(resp *http.Response) (body io.Reader, whole, ahead []byte, ok bool) {
 	body, err := decoded(resp)
 	if err != nil {
@@ -800,8 +808,8 @@ func (m *mitm) readAnswer(resp *http.Response) (body io.Reader, whole, ahead []b
 		m.fail(fmt.Sprintf("an answer from %s in an encoding the proxy cannot read to keep secrets out of it", m.host), err)
 		return nil, nil, nil, false
 	}
-	if !isJSON(resp.Header) && !isForm(resp.Header) {
-		return body, nil, nil, true
+	if !m.x.issuing || !isJSON(resp.Header) && !isForm(resp.Header) {
+		return body, nil, nil, true // nothing to mint: scrubbed as it streams
 	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(io.LimitReader(body, maxMaskedBody+1)); err != nil {
@@ -817,13 +825,25 @@ func (m *mitm) readAnswer(resp *http.Response) (body io.Reader, whole, ahead []b
 		mint = m.mintForm
 	}
 	if whole, err = mint(buf.Bytes()); err != nil {
-		m.fail(fmt.Sprintf("a token from %s that cannot be masked", m.host), err)
+		m.mintFailed(err)
 		return nil, nil, nil, false
 	}
 	if whole == nil {
 		whole = []byte{}
 	}
 	return body, whole, nil, true
+}
+
+// mintFailed answers the client instead of passing on a token answer
+// whose tokens could not all be minted: the answer holds a token the
+// jail must not get.
+func (m *mitm) mintFailed(err error) {
+	if errors.Is(err, errTooManyTokens) {
+		m.refuse(fmt.Sprintf("too many tokens: a token from %s past the %d a session masks, its answer not passed on", m.host, maxMinted))
+		m.answer(http.StatusBadGateway, fmt.Sprintf("too many tokens: this session has masked the %d tokens hosts handed out that a session masks, and passes no more on (the answer of %s is not); start a new session", maxMinted, m.host))
+		return
+	}
+	m.fail(fmt.Sprintf("a token from %s that cannot be masked", m.host), err)
 }
 
 // writeHead writes an answer's status and header, values replaced.
@@ -886,34 +906,19 @@ func isJSON(h http.Header) bool {
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
-// tokenKey reports whether a JSON name is one of a token an answer hands
-// out: access_token, refresh_token, id_token, in either case style.
-func tokenKey(k string) bool {
-	switch strings.ToLower(strings.ReplaceAll(k, "_", "")) {
-	case "accesstoken", "refreshtoken", "idtoken":
-		return true
-	}
-	return false
-}
-
-// mint gives each token of a JSON answer that is neither a placeholder
-// nor a value the table knows a placeholder of its own, added to the
-// table as a secret of the host (its hosts and token paths; a refresh
-// token is refused as the host's are), and returns the body with the
+// mint gives each token of a token endpoint's JSON answer (a string
+// value auth.IssuedToken says is one) that is neither a placeholder nor
+// a value the table knows a placeholder of its own, added to the table
+// as a secret of the host (its hosts and token paths; a refresh token is
+// refused as the host's are), and returns the body with the
 // placeholders in the tokens' places. A body that is not JSON is
 // returned as it is.
 func (m *mitm) mint(body []byte) ([]byte, error) {
-	// Names written with \u escapes are read too.
-	if !bytes.Contains(body, []byte("oken")) && !bytes.Contains(body, []byte("OKEN")) && !bytes.Contains(body, []byte(`\u`)) {
-		return body, nil
-	}
 	type token struct {
 		key, value string
 		start, end int64 // the JSON string's, quotes included
-		named      bool  // under a name that is a token's (tokenKey)
 	}
 	var tokens []token
-	tokenAnswer := false // a name says token: the answer hands some out
 	type frame struct {
 		object, wantKey bool
 		key             string
@@ -935,7 +940,6 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 		}
 		if k, ok := tok.(string); ok && top != nil && top.object && top.wantKey {
 			top.key, top.wantKey = k, false
-			tokenAnswer = tokenAnswer || auth.TokenName(k)
 			continue
 		}
 		switch tok {
@@ -953,12 +957,10 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 			continue
 		}
 		top.wantKey = true
-		if v, ok := tok.(string); ok {
-			if named := tokenKey(top.key); named || auth.IssuedToken(top.key, v) {
-				end := dec.InputOffset()
-				start := off + int64(bytes.IndexByte(body[off:end], '"'))
-				tokens = append(tokens, token{top.key, v, start, end, named})
-			}
+		if v, ok := tok.(string); ok && auth.IssuedToken(top.key, v) {
+			end := dec.InputOffset()
+			start := off + int64(bytes.IndexByte(body[off:end], '"'))
+			tokens = append(tokens, token{top.key, v, start, end})
 		}
 	}
 	if len(tokens) == 0 {
@@ -967,9 +969,6 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 	var out []byte
 	last := int64(0)
 	for _, t := range tokens {
-		if !t.named && !tokenAnswer {
-			continue // token-shaped, in an answer that hands out none
-		}
 		ph, err := m.mintOne(t.key, t.value)
 		if err != nil {
 			return nil, err
@@ -985,18 +984,11 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 }
 
 // mintForm is mint of a form-encoded answer (GitHub's token endpoint
-// answers access_token=...&scope=... unless asked for JSON): each token
-// field's value gets a placeholder of its own, and, in an answer with a
-// field named as a token's, each token-shaped value.
+// answers access_token=...&scope=... unless asked for JSON): each field
+// auth.IssuedToken says is a token gets a placeholder of its own.
 func (m *mitm) mintForm(body []byte) ([]byte, error) {
 	pairs := strings.Split(string(body), "&")
-	changed, tokenAnswer := false, false
-	for _, pair := range pairs {
-		k, _, _ := strings.Cut(pair, "=")
-		if key, err := url.QueryUnescape(k); err == nil && auth.TokenName(key) {
-			tokenAnswer = true
-		}
-	}
+	changed := false
 	for i, pair := range pairs {
 		k, v, ok := strings.Cut(pair, "=")
 		if !ok {
@@ -1004,7 +996,7 @@ func (m *mitm) mintForm(body []byte) ([]byte, error) {
 		}
 		key, err1 := url.QueryUnescape(k)
 		value, err2 := url.QueryUnescape(v)
-		if err1 != nil || err2 != nil || value == "" || !tokenKey(key) && !(tokenAnswer && auth.IssuedToken(key, value)) {
+		if err1 != nil || err2 != nil || !auth.IssuedToken(key, value) {
 			continue
 		}
 		ph, err := m.mintOne(key, value)
@@ -1024,13 +1016,18 @@ func (m *mitm) mintForm(body []byte) ([]byte, error) {
 // mintOne gives the token value (named key in the answer) a placeholder
 // of its own, added to the table as a secret of the host: its hosts and
 // token paths, a refresh token refused as the host's are. "": value is a
-// placeholder already, or a value the table knows (replaced as such).
+// placeholder already, or a value the table knows (replaced as such). An
+// error (a value too long or too short to mask, the session's
+// maxMinted reached): the answer is not passed on.
 func (m *mitm) mintOne(key, value string) (string, error) {
 	if ph, ok := m.minted[value]; ok {
 		return ph, nil
 	}
 	if m.masks.placeholder(value) || m.scrub.has(value) {
 		return "", nil
+	}
+	if len(value) > maxMintedLen {
+		return "", fmt.Errorf("a %s from %s of %d bytes, longer than a token the proxy masks", key, m.host, len(value))
 	}
 	var hosts, paths []string
 	noRefresh := false
@@ -1048,7 +1045,7 @@ func (m *mitm) mintOne(key, value string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("a %s from %s that cannot be masked: %w", key, m.host, err)
 	}
-	m.masks.Set(Secret{
+	err = m.masks.mint(Secret{
 		Name:        m.host + " response " + key,
 		Placeholder: ph,
 		Hosts:       hosts,
@@ -1056,6 +1053,9 @@ func (m *mitm) mintOne(key, value string) (string, error) {
 		Value:       func() (string, error) { return value, nil },
 		NoRefresh:   noRefresh && strings.EqualFold(strings.ReplaceAll(key, "_", ""), "refreshtoken"),
 	})
+	if err != nil {
+		return "", err
+	}
 	m.scrub.add(value, ph)
 	if m.minted == nil {
 		m.minted = map[string]string{}

@@ -221,15 +221,22 @@ func TestMaskedPorts(t *testing.T) {
 	}
 }
 
-// TestMaskedIssuedTokens (issue 44): a bound host's token answer may
+// TestMaskedIssuedTokens (issue 44): a bound host's token endpoint may
 // hand a token out under any name (Copilot's exchange, a GitHub App's
-// installation token: "token"): each token-shaped value of it reaches
-// the jail as a placeholder of its own, which then works; the answer's
-// other values, and a token-shaped value in an answer that hands out no
-// token, are kept.
+// installation token: "token"): each token of its answer reaches the
+// jail as a placeholder of its own, which then works; the answer's
+// other values, and a token-shaped value in the answer of a path that is
+// no token endpoint, are kept.
 func TestMaskedIssuedTokens(t *testing.T) {
 	f := newMaskFixture(t, nil)
 	c := f.client(nil)
+	gh := "gho_" + randomText(36)
+	ghPH, err := auth.Placeholder(gh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.masks.Set(Secret{Name: "env:GH_COPILOT", Placeholder: ghPH, Hosts: []string{boundHost + ":" + f.port},
+		TokenPaths: []string{"/copilot", "/installation", "/form"}, Value: func() (string, error) { return gh, nil }})
 	copilot := "tid=" + strings.ToLower(randomText(32)) + ";exp=1767225600;sku=copilot_for_business_seat;proxy-ep=proxy.business.githubcopilot.com;8kp=1:" + fmt.Sprintf("%x", randomText(32))
 	ghs := "ghs_" + randomText(36)
 	formTok := "ghu_" + randomText(36)

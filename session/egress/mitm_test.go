@@ -218,7 +218,7 @@ func newMaskFixture(tb testing.TB, roots func(upCA *CA) *x509.CertPool) *maskFix
 		hosts, paths      []string
 		noRefresh         bool
 	}{
-		{"bearer", "env:API_TOKEN", "sk-ant-oat01-", []string{boundHost}, []string{"/token"}, false},
+		{"bearer", "env:API_TOKEN", "sk-ant-oat01-", []string{boundHost}, []string{"/token", "/token-form"}, false},
 		{"key", "env:API_KEY", "sk-ant-api03-", []string{boundHost}, nil, false},
 		{"git", "env:GH_TOKEN", "ghp_", []string{boundHost, "github.bound.test"}, nil, false},
 		{"refresh", "claude refreshToken", "sk-ant-ort01-", []string{boundHost}, []string{"/token"}, true},
