@@ -16,11 +16,11 @@ import (
 // Extra are the further protected paths of project (Protected's extra),
 // relative and clean: what git reads or runs for it (gitProtected: its
 // git directory when it lies in the project, included configuration,
-// the hooks directories every configuration git reads names), and the
-// .git of each submodule its .gitmodules names, which git status
-// enters, running what the submodule's configuration names. An error
-// is a configuration git would read that cannot be read: what it names
-// is not known.
+// the hooks directories and the programs every configuration git reads
+// names), and the .git of each submodule its .gitmodules names, which
+// git status enters, running what the submodule's configuration names.
+// An error is a configuration git would read that cannot be read: what
+// it names is not known.
 func Extra(project string) ([]string, error) {
 	extra, err := gitProtected(project)
 	if err != nil {

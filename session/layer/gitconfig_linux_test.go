@@ -111,6 +111,18 @@ func TestApplyGitConfig(t *testing.T) {
 		paths:   []string{"."},
 		refused: []refusal{{"tree/hooks", "protected: tree/hooks"}, {"tree/hooks/pre-commit", "protected: tree/hooks"}},
 	}, {
+		name: "programs the configuration names",
+		host: []node{file(".git/config", "[core]\n\tpager = tools/pager -R\n\teditor = vim\n\tfsmonitor = true\n"+
+			"[alias]\n\tst = !./scripts/st.sh --short\n\tlg = log --graph -- lg/x\n"+
+			"[filter \"crlf\"]\n\tclean = 'bin/my clean' %f\n"+
+			"[credential \"https://example.com\"]\n\thelper = !tools/cred get\n[credential]\n\thelper = store\n")},
+		home: []node{file(".gitconfig", "[gpg]\n\tprogram = {project}/sign/gpg\n[diff \"img\"]\n\ttextconv = ~/conv\n[pager]\n\tlog = ./tools/logpager\n")},
+		upper: []node{exe("tools/pager", "x"), exe("vim", "x"), exe("scripts/st.sh", "x"), file("lg/x", "x"), exe("bin/my clean", "x"),
+			exe("tools/cred", "x"), exe("store", "x"), exe("sign/gpg", "x"), exe("tools/logpager", "x"), exe("sub/tools/logpager", "x"), file("ok", "ok")},
+		paths: []string{"."},
+		refused: []refusal{{"bin/my clean", "protected: bin/my clean"}, {"scripts/st.sh", "protected: scripts/st.sh"}, {"sign/gpg", "protected: sign/gpg"},
+			{"sub/tools/logpager", "protected: **/tools/logpager"}, {"tools/cred", "protected: tools/cred"}, {"tools/logpager", "protected: tools/logpager"}, {"tools/pager", "protected: tools/pager"}},
+	}, {
 		name:    "hook runners and the dev container",
 		upper:   []node{file("lefthook.yml", "x"), file(".lefthook/pre-commit/a.sh", "x"), file("sub/.overcommit.yml", "x"), file("sub/.lefthook-local.jsonc", "x"), file(".devcontainer/devcontainer.json", "{}"), file(".devcontainer.json", "{}"), file(".github/workflows/ci.yml", "on: push\n")},
 		paths:   []string{"."},
