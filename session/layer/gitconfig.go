@@ -65,33 +65,15 @@ type gitScan struct {
 	worktrees []string // core.worktree values, absolute
 }
 
-// gitProtected is the project's paths that git reads as configuration
-// or runs as hooks: the git directory and the common one when they lie
-// in the project (a .git file's gitdir:), every configuration file git
-// reads for it that lies in the project (includes, followed as git
-// does; a conditional one as if its condition held), and each directory
-// a core.hooksPath of any of them names and each program a variable of
-// them names (programPaths), or "**/name" for a relative one from the
-// global, system or environment configuration, which applies in every
-// repository. A configuration file that exists but
-// cannot be read or parsed is an error: what it names is unknown.
-func gitProtected(project string) ([]string, error) {
-	return gitProtectedFrom(project, project)
-}
-
-// gitProtectedFrom is gitProtected for the repository git finds from dir,
-// a directory of the project (a repository nested in it): what lies in
-// the project of what that repository's configuration names.
-func gitProtectedFrom(project, dir string) ([]string, error) {
+// newGitScan reads the configuration git reads for every repository
+// (the system's, the user's, the environment's), once for all the
+// repositories of the project.
+func newGitScan(project string) (*gitScan, error) {
 	s := &gitScan{bases: []string{filepath.Clean(project)}}
 	if r := evalOr(project); r != s.bases[0] {
 		s.bases = append(s.bases, r)
 	}
 	s.home, _ = lookupEnv("HOME")
-	repos, err := discover(filepath.Clean(dir))
-	if err != nil {
-		return nil, err
-	}
 	for _, f := range globalConfigs() {
 		if err := s.file(f, "", 0); err != nil {
 			return nil, err
@@ -100,6 +82,28 @@ func gitProtectedFrom(project, dir string) ([]string, error) {
 	if err := s.envConfig(); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// repoAt is the project's paths that git reads as configuration or runs
+// for the repository it finds from dir, a directory of the project (the
+// project, or a repository nested in it): the git directory and the
+// common one when they lie in the project (a .git file's gitdir:), every
+// configuration file git reads for it that lies in the project
+// (includes, followed as git does; a conditional one as if its
+// condition held), and each directory a core.hooksPath of any of them
+// names and each program a variable of them names (programPaths), or
+// "**/name" for a relative one from the configuration of every
+// repository (s: global, system, environment), which applies in every
+// repository. A configuration file that exists but cannot be read or
+// parsed is an error: what it names is unknown. s is left as it was.
+func (s *gitScan) repoAt(dir string) ([]string, error) {
+	repos, err := discover(filepath.Clean(dir))
+	if err != nil {
+		return nil, err
+	}
+	s = &gitScan{bases: s.bases, home: s.home, protected: slices.Clone(s.protected),
+		runs: slices.Clone(s.runs), worktrees: slices.Clone(s.worktrees)}
 	for _, r := range repos {
 		s.protect(r.gitdir)
 		common, err := commonDir(r.gitdir)

@@ -123,6 +123,17 @@ func TestApplyGitConfig(t *testing.T) {
 		refused: []refusal{{"bin/my clean", "protected: bin/my clean"}, {"scripts/st.sh", "protected: scripts/st.sh"}, {"sign/gpg", "protected: sign/gpg"},
 			{"sub/tools/logpager", "protected: **/tools/logpager"}, {"tools/cred", "protected: tools/cred"}, {"tools/logpager", "protected: tools/logpager"}, {"tools/pager", "protected: tools/pager"}},
 	}, {
+		name: "a nested repository's configuration, whatever is applied",
+		host: []node{
+			file("vendor/lib/.git/config", "[include]\n\tpath = ../../../shared.inc\n[core]\n\thooksPath = ../hooks\n\tsshCommand = ../../tools/ssh -v\n"),
+			file("vendor/lib/README", "r"),
+			file("fixtures/bare.git/HEAD", "ref: refs/heads/main\n"), dir("fixtures/bare.git/objects"), dir("fixtures/bare.git/refs"),
+			file("fixtures/bare.git/config", "[include]\n\tpath = ../../bare.inc\n"),
+		},
+		upper:   []node{file("shared.inc", "x"), exe("vendor/hooks/pre-commit", "x"), exe("tools/ssh", "x"), file("bare.inc", "x"), file("ok", "ok")},
+		paths:   []string{"shared.inc", "vendor/hooks", "tools", "bare.inc", "ok"},
+		refused: []refusal{{"bare.inc", "protected: bare.inc"}, {"shared.inc", "protected: shared.inc"}, {"tools/ssh", "protected: tools/ssh"}, {"vendor/hooks", "protected: vendor/hooks"}, {"vendor/hooks/pre-commit", "protected: vendor/hooks"}},
+	}, {
 		name:    "hook runners and the dev container",
 		upper:   []node{file("lefthook.yml", "x"), file(".lefthook/pre-commit/a.sh", "x"), file("sub/.overcommit.yml", "x"), file("sub/.lefthook-local.jsonc", "x"), file(".devcontainer/devcontainer.json", "{}"), file(".devcontainer.json", "{}"), file(".github/workflows/ci.yml", "on: push\n")},
 		paths:   []string{"."},
@@ -242,5 +253,29 @@ func TestGitProjectBelowRepository(t *testing.T) {
 	assertRefused(t, up, project, []string{"."}, []refusal{{"hooks", "protected: hooks"}, {"hooks/pre-commit", "protected: hooks"}})
 	if _, err := os.Stat(filepath.Join(project, "hooks")); err == nil {
 		t.Fatal("hooks reached the project")
+	}
+}
+
+// TestApplyNestedBound: when the project has more directories than the
+// look for nested repositories visits, a file the apply writes could be
+// one their configuration names, and is refused; a deletion and a
+// directory apply.
+func TestApplyNestedBound(t *testing.T) {
+	gitEnv(t)
+	defer func(n int) { maxNestedDirs = n }(maxNestedDirs)
+	maxNestedDirs = 3
+	host := []node{file("a/x", "x"), file("b/x", "x"), file("c/x", "x"), file("gone", "g"), dir("node_modules/m"), dir(".agent-home/s")}
+	up, project := setup(t, host, []node{file("a/new", "n"), whiteout("gone"), dir("newdir")})
+	assertRefused(t, up, project, []string{"."}, []refusal{{"a/new", "not checked: the project has more than 3 directories"}})
+	res, err := Apply(up, project, []string{"gone", "newdir"}, false)
+	if err != nil || len(res.Refused) != 0 || len(res.Changes) != 2 {
+		t.Fatalf("Apply(gone, newdir) = %+v, %v; want both applied", res, err)
+	}
+	// Within the bound (the project, a, b, c and newdir: node_modules and
+	// .agent-home are not entered), the file applies.
+	maxNestedDirs = 5
+	res, err = Apply(up, project, []string{"a/new"}, false)
+	if err != nil || len(res.Refused) != 0 || len(res.Changes) != 1 {
+		t.Fatalf("Apply(a/new) = %+v, %v; want it applied", res, err)
 	}
 }
