@@ -63,7 +63,7 @@ func ApplyWith(upper, project string, paths []string, opt ApplyOptions) (*Applie
 		return nil, fmt.Errorf("opening the project %s: %w", project, err)
 	}
 	defer root.Close()
-	extra, err := Extra(project)
+	extra, complete, err := applyExtra(project)
 	if err != nil {
 		return nil, fmt.Errorf("finding what git reads and runs in the project: %w", err)
 	}
@@ -74,22 +74,13 @@ func ApplyWith(upper, project string, paths []string, opt ApplyOptions) (*Applie
 	a := &applier{w: w, root: root, hooks: extra, hostKinds: map[string]string{}, views: opt.Views}
 	res := &Applied{Changes: []Change{}, DryRun: dryRun, Digest: w.dig.sum()}
 	sel := a.selectPaths(paths)
-	// A repository nested in the project, above a path applied: what its
-	// own configuration names is git's configuration too, for a git run
-	// there.
-	rels := make([]string, 0, len(sel))
-	for _, i := range sel {
-		rels = append(rels, w.entries[i].rel)
-	}
-	nested, err := NestedExtra(project, rels)
-	if err != nil {
-		return nil, fmt.Errorf("finding what git reads and runs in the project: %w", err)
-	}
-	a.hooks = append(a.hooks, nested...)
 	for _, i := range sel {
 		reason := a.check(&w.entries[i], sel)
 		if reason == "" {
 			reason = a.makesRepo(&w.entries[i], sel)
+		}
+		if reason == "" && !complete {
+			reason = unchecked(&w.entries[i])
 		}
 		if reason != "" {
 			a.refused = append(a.refused, Refusal{Path: w.entries[i].Path, Reason: reason})
@@ -139,7 +130,7 @@ type applier struct {
 	w         *walker
 	root      *os.Root
 	ufd       int      // the upper directory
-	hooks     []string // the project's further protected paths (Extra)
+	hooks     []string // the project's further protected paths (applyExtra)
 	repos     *repoCheck
 	refused   []Refusal
 	hostKinds map[string]string // the host's type at a path, "" when absent
@@ -229,6 +220,19 @@ func below(p, dir string) bool {
 func removesHostDir(e *entry) bool {
 	return e.Change.Change == deleted && e.Type == "dir" ||
 		e.Change.Change == typeChanged && e.HostType == "dir"
+}
+
+// unchecked is why e is refused when the look for the repositories
+// nested in the project stopped at its bound: a file written could be
+// one their configuration names. A deletion or a directory is no
+// configuration nor program git could take up, and applies.
+func unchecked(e *entry) string {
+	if e.Change.Change == deleted || e.Type == "dir" {
+		return ""
+	}
+	return fmt.Sprintf("not checked: the project has more than %d directories (.git, node_modules and .agent-home aside), "+
+		"too many to find every git repository nested in it, whose configuration could name this file; "+
+		"only deletions and directories apply", maxNestedDirs)
 }
 
 // check is why the selected change e may not be applied, "" when it may.

@@ -9,20 +9,31 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/format/config"
 )
 
 // Extra are the further protected paths of project (Protected's extra),
-// relative and clean: what git reads or runs for it (gitProtected: its
+// relative and clean: what git reads or runs for it (repoAt: its
 // git directory when it lies in the project, included configuration,
-// the hooks directories every configuration git reads names), and the
-// .git of each submodule its .gitmodules names, which git status
-// enters, running what the submodule's configuration names. An error
-// is a configuration git would read that cannot be read: what it names
-// is not known.
+// the hooks directories and the programs every configuration git reads
+// names), and the .git of each submodule its .gitmodules names, which
+// git status enters, running what the submodule's configuration names.
+// An error is a configuration git would read that cannot be read: what
+// it names is not known.
 func Extra(project string) ([]string, error) {
-	extra, err := gitProtected(project)
+	s, err := newGitScan(project)
+	if err != nil {
+		return nil, err
+	}
+	return extraOf(s, project)
+}
+
+// extraOf is Extra, with the configuration of every repository read
+// (s).
+func extraOf(s *gitScan, project string) ([]string, error) {
+	extra, err := s.repoAt(project)
 	if err != nil {
 		return nil, err
 	}
@@ -69,26 +80,82 @@ func evalOr(p string) string {
 	return p
 }
 
-// NestedExtra are the further protected paths of the repositories nested
-// in project that hold any of the paths rel (relative, clean): for each
-// directory above one that holds a .git on the host, what its
-// configuration names (gitProtectedFrom), as git run there reads it. An
-// error is a configuration that cannot be read.
-func NestedExtra(project string, rel []string) ([]string, error) {
-	seen := map[string]bool{}
-	var out []string
-	for _, p := range rel {
-		for d := path.Dir(p); d != "." && d != "/" && !seen[d]; d = path.Dir(d) {
-			seen[d] = true
-			if _, err := os.Lstat(filepath.Join(project, filepath.FromSlash(d), ".git")); err != nil {
-				continue
-			}
-			more, err := gitProtectedFrom(project, filepath.Join(project, filepath.FromSlash(d)))
-			if err != nil {
-				return nil, fmt.Errorf("the repository at %s: %w", d, err)
-			}
-			out = append(out, more...)
+// maxNestedDirs bounds the directories applyExtra looks in for the
+// repositories nested in the project: enough for a large project, and
+// a bound on the time each apply takes to look.
+var maxNestedDirs = 50_000
+
+// applyExtra is Extra with what the configuration of every repository
+// nested in project names (nestedRepos): git run there reads it, and it
+// may name project files outside its repository (an include, a
+// core.hooksPath or a program by ".."), whatever paths an apply writes.
+// The configuration of every repository is read once. complete is false
+// when the look for nested repositories stopped at maxNestedDirs: what
+// lies beyond is not known.
+func applyExtra(project string) (extra []string, complete bool, err error) {
+	s, err := newGitScan(project)
+	if err != nil {
+		return nil, false, err
+	}
+	if extra, err = extraOf(s, project); err != nil {
+		return nil, false, err
+	}
+	dirs, complete := nestedRepos(project)
+	merged := &gitScan{}
+	for _, d := range dirs {
+		more, err := s.repoAt(filepath.Join(project, filepath.FromSlash(d)))
+		if err != nil {
+			return nil, false, fmt.Errorf("the repository at %s: %w", shown(d), err)
+		}
+		for _, p := range more {
+			merged.add(p) // once, not once a repository
 		}
 	}
-	return out, nil
+	return append(extra, merged.protected...), complete, nil
+}
+
+// nestedRepos are the directories below project's top (relative, clean)
+// that git takes for a repository's top or a repository: holding a .git
+// (in any letter case, as a case-insensitive file system finds it), or
+// repository-shaped. The look follows no link, enters no .git (a
+// repository's own files), no node_modules and no .agent-home (the
+// jails), and visits at most maxNestedDirs directories: complete is
+// false when it stopped there. A directory that cannot be listed is
+// looked at only for a .git of its own, by name: what lies deeper is
+// not looked for (git reaches it only through a directory searchable
+// but not readable, which is rare).
+func nestedRepos(project string) (found []string, complete bool) {
+	todo := []string{"."}
+	for n := 0; len(todo) > 0; n++ {
+		if n == maxNestedDirs {
+			return found, false
+		}
+		d := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		abs := filepath.Join(project, filepath.FromSlash(d))
+		f, err := os.Open(abs)
+		if err != nil {
+			if _, err := os.Lstat(filepath.Join(abs, ".git")); err == nil && d != "." {
+				found = append(found, d)
+			}
+			continue
+		}
+		ents, _ := f.ReadDir(-1)
+		f.Close()
+		names, repo := make([]string, 0, len(ents)), false
+		for _, e := range ents {
+			name := e.Name()
+			names = append(names, name)
+			switch {
+			case strings.EqualFold(name, ".git"):
+				repo = true
+			case e.IsDir() && name != "node_modules" && !strings.EqualFold(name, ".agent-home"):
+				todo = append(todo, path.Join(d, name))
+			}
+		}
+		if d != "." && (repo || repoShaped(names)) {
+			found = append(found, d)
+		}
+	}
+	return found, true
 }

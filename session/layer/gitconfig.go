@@ -19,11 +19,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// What git reads as configuration, and where it runs hooks from, for the
-// project: found as git finds them, never by running git (whose
-// configuration can name programs), so that an apply never writes a file
-// git then reads as configuration (core.fsmonitor, core.pager,
-// core.sshCommand run programs) or runs as a hook.
+// What git reads as configuration, and where it runs hooks and programs
+// from, for the project: found as git finds them, never by running git
+// (whose configuration can name programs), so that an apply never writes
+// a file git then reads as configuration (core.fsmonitor, core.pager,
+// core.sshCommand run programs), runs as a hook, or runs as a program
+// its configuration names.
 
 // maxIncludeDepth is git's own bound on nested includes
 // (MAX_INCLUDE_DEPTH): deeper, git dies.
@@ -49,46 +50,30 @@ var systemConfigs = map[string][]string{
 // and the top of its working tree ("" for a bare one).
 type repo struct{ gitdir, top string }
 
-// hookValue is a core.hooksPath git may use, with the directory of the
-// repository's configuration it came from ("" for the global, system or
-// environment configuration, which applies to every repository).
-type hookValue struct{ value, repoGitdir string }
+// runValue is a path git may run from: a core.hooksPath, or a program a
+// variable names (programPaths), with the directory of the repository's
+// configuration it came from ("" for the global, system or environment
+// configuration, which applies to every repository).
+type runValue struct{ value, repoGitdir string }
 
 // gitScan gathers the project's paths that git reads or runs.
 type gitScan struct {
 	bases     []string // the project as given and as its real path
 	home      string
 	protected []string // relative to the project, clean
-	hooks     []hookValue
+	runs      []runValue
 	worktrees []string // core.worktree values, absolute
 }
 
-// gitProtected is the project's paths that git reads as configuration
-// or runs as hooks: the git directory and the common one when they lie
-// in the project (a .git file's gitdir:), every configuration file git
-// reads for it that lies in the project (includes, followed as git
-// does; a conditional one as if its condition held), and each directory
-// a core.hooksPath of any of them names, or "**/name" for a relative
-// one from the global, system or environment configuration, which
-// applies in every repository. A configuration file that exists but
-// cannot be read or parsed is an error: what it names is unknown.
-func gitProtected(project string) ([]string, error) {
-	return gitProtectedFrom(project, project)
-}
-
-// gitProtectedFrom is gitProtected for the repository git finds from dir,
-// a directory of the project (a repository nested in it): what lies in
-// the project of what that repository's configuration names.
-func gitProtectedFrom(project, dir string) ([]string, error) {
+// newGitScan reads the configuration git reads for every repository
+// (the system's, the user's, the environment's), once for all the
+// repositories of the project.
+func newGitScan(project string) (*gitScan, error) {
 	s := &gitScan{bases: []string{filepath.Clean(project)}}
 	if r := evalOr(project); r != s.bases[0] {
 		s.bases = append(s.bases, r)
 	}
 	s.home, _ = lookupEnv("HOME")
-	repos, err := discover(filepath.Clean(dir))
-	if err != nil {
-		return nil, err
-	}
 	for _, f := range globalConfigs() {
 		if err := s.file(f, "", 0); err != nil {
 			return nil, err
@@ -97,6 +82,28 @@ func gitProtectedFrom(project, dir string) ([]string, error) {
 	if err := s.envConfig(); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// repoAt is the project's paths that git reads as configuration or runs
+// for the repository it finds from dir, a directory of the project (the
+// project, or a repository nested in it): the git directory and the
+// common one when they lie in the project (a .git file's gitdir:), every
+// configuration file git reads for it that lies in the project
+// (includes, followed as git does; a conditional one as if its
+// condition held), and each directory a core.hooksPath of any of them
+// names and each program a variable of them names (programPaths), or
+// "**/name" for a relative one from the configuration of every
+// repository (s: global, system, environment), which applies in every
+// repository. A configuration file that exists but cannot be read or
+// parsed is an error: what it names is unknown. s is left as it was.
+func (s *gitScan) repoAt(dir string) ([]string, error) {
+	repos, err := discover(filepath.Clean(dir))
+	if err != nil {
+		return nil, err
+	}
+	s = &gitScan{bases: s.bases, home: s.home, protected: slices.Clone(s.protected),
+		runs: slices.Clone(s.runs), worktrees: slices.Clone(s.worktrees)}
 	for _, r := range repos {
 		s.protect(r.gitdir)
 		common, err := commonDir(r.gitdir)
@@ -110,7 +117,7 @@ func gitProtectedFrom(project, dir string) ([]string, error) {
 			}
 		}
 	}
-	s.hookDirs(repos)
+	s.runPaths(repos)
 	return s.protected, nil
 }
 
@@ -247,19 +254,23 @@ func (s *gitScan) file(name, repoGitdir string, depth int) error {
 	return nil
 }
 
-// note records v when it names hooks or a working tree, and reports
-// whether it is an include (include.path, includeIf.<condition>.path:
-// every condition taken as holding).
+// note records v when it names hooks, a program or a working tree, and
+// reports whether it is an include (include.path,
+// includeIf.<condition>.path: every condition taken as holding).
 func (s *gitScan) note(v gitVar, repoGitdir string) bool {
 	switch {
 	case v.section == "core" && v.subsection == "" && v.key == "hookspath":
-		s.hooks = append(s.hooks, hookValue{v.value, repoGitdir})
+		s.runs = append(s.runs, runValue{v.value, repoGitdir})
 	case v.section == "core" && v.subsection == "" && v.key == "worktree" && repoGitdir != "":
 		if w, err := s.expand(v.value); err == nil {
 			s.worktrees = append(s.worktrees, absFrom(repoGitdir, w))
 		}
 	case v.key == "path" && (v.section == "include" && v.subsection == "" || v.section == "includeif"):
 		return v.value != ""
+	default:
+		for _, p := range programPaths(v) {
+			s.runs = append(s.runs, runValue{p, repoGitdir})
+		}
 	}
 	return false
 }
@@ -324,13 +335,14 @@ func (s *gitScan) expand(v string) (string, error) {
 	return filepath.Join(u.HomeDir, rest), nil
 }
 
-// hookDirs protects each directory a core.hooksPath names. A relative
-// one is taken from where hooks run, the top of the working tree (the
-// project, the repository's top, its core.worktree; the git directory
-// of a bare repository); one of every repository also at any depth,
-// for the repositories nested in the project. Its leading ".." are
-// dropped there: what is left names the directory wherever it lands.
-func (s *gitScan) hookDirs(repos []repo) {
+// runPaths protects each directory a core.hooksPath names and each
+// program a variable names. A relative one is taken from where git runs
+// hooks and programs, the top of the working tree (the project, the
+// repository's top, its core.worktree; the git directory of a bare
+// repository); one of every repository also at any depth, for the
+// repositories nested in the project. Its leading ".." are dropped
+// there: what is left names the path wherever it lands.
+func (s *gitScan) runPaths(repos []repo) {
 	tops := slices.Clone(s.bases)
 	for _, r := range repos {
 		if r.top != "" {
@@ -340,7 +352,7 @@ func (s *gitScan) hookDirs(repos []repo) {
 		}
 	}
 	tops = append(tops, s.worktrees...)
-	for _, h := range s.hooks {
+	for _, h := range s.runs {
 		v, err := s.expand(h.value)
 		if err != nil || v == "" {
 			continue

@@ -29,14 +29,7 @@ func gitEnv(t *testing.T) string {
 // or system file, a linked worktree's repository, the environment), is
 // protected, and so is a directory git would take for a repository.
 func TestApplyGitConfig(t *testing.T) {
-	tests := []struct {
-		name        string
-		host, upper []node
-		home        []node            // the server's home
-		env         map[string]string // with "~" for the home
-		paths       []string
-		refused     []refusal
-	}{{
+	runGitCases(t, []gitCase{{
 		name:    "an included file",
 		host:    []node{file(".git/config", "[include]\n\tpath = ../shared.gitconfig\n")},
 		upper:   []node{file("shared.gitconfig", "[core]\n\tfsmonitor = touch /tmp/pwned\n"), file("ok", "ok")},
@@ -131,7 +124,22 @@ func TestApplyGitConfig(t *testing.T) {
 		upper:   []node{file("wt/HEAD", "ref: refs/heads/x\n"), file("wt/commondir", "../.git\n")},
 		paths:   []string{"wt"},
 		refused: []refusal{{"wt", "makes a git repository of wt"}, {"wt/HEAD", "makes a git repository of wt"}, {"wt/commondir", "makes a git repository of wt"}},
-	}}
+	}})
+}
+
+// gitCase is an apply refused for what git reads or runs: the host
+// project, the view's layer, the server's home and environment.
+type gitCase struct {
+	name        string
+	host, upper []node
+	home        []node            // the server's home
+	env         map[string]string // with "~" for the home
+	paths       []string
+	refused     []refusal
+}
+
+func runGitCases(t *testing.T, tests []gitCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			home := gitEnv(t)
@@ -146,6 +154,50 @@ func TestApplyGitConfig(t *testing.T) {
 			assertRefused(t, up, project, tt.paths, tt.refused)
 		})
 	}
+}
+
+// TestApplyGitPrograms: a program of the project that a configuration
+// git reads names (by a path, not a bare name looked up in PATH) is
+// protected like a hooks directory; one named relative by the global
+// configuration, at any depth.
+func TestApplyGitPrograms(t *testing.T) {
+	runGitCases(t, []gitCase{{
+		name: "programs the configuration names",
+		host: []node{file(".git/config", "[core]\n\tpager = tools/pager -R\n\teditor = vim\n\tfsmonitor = true\n"+
+			"[alias]\n\tst = !./scripts/st.sh --short\n\tlg = log --graph -- lg/x\n"+
+			"[filter \"crlf\"]\n\tclean = 'bin/my clean' %f\n"+
+			"[credential \"https://example.com\"]\n\thelper = !tools/cred get\n[credential]\n\thelper = store\n")},
+		home: []node{file(".gitconfig", "[gpg]\n\tprogram = {project}/sign/gpg\n[diff \"img\"]\n\ttextconv = ~/conv\n[pager]\n\tlog = ./tools/logpager\n")},
+		upper: []node{exe("tools/pager", "x"), exe("vim", "x"), exe("scripts/st.sh", "x"), file("lg/x", "x"), exe("bin/my clean", "x"),
+			exe("tools/cred", "x"), exe("store", "x"), exe("sign/gpg", "x"), exe("tools/logpager", "x"), exe("sub/tools/logpager", "x"), file("ok", "ok")},
+		paths: []string{"."},
+		refused: []refusal{{"bin/my clean", "protected: bin/my clean"}, {"scripts/st.sh", "protected: scripts/st.sh"}, {"sign/gpg", "protected: sign/gpg"},
+			{"sub/tools/logpager", "protected: **/tools/logpager"}, {"tools/cred", "protected: tools/cred"}, {"tools/logpager", "protected: tools/logpager"}, {"tools/pager", "protected: tools/pager"}},
+	}})
+}
+
+// TestApplyNestedRepos: the configuration of every repository nested in
+// the project (a .git, or a bare repository's shape) is read, whatever
+// paths are applied: it can name project files outside the repository.
+func TestApplyNestedRepos(t *testing.T) {
+	runGitCases(t, []gitCase{{
+		name: "a nested repository's configuration, whatever is applied",
+		host: []node{
+			file("vendor/lib/.git/config", "[include]\n\tpath = ../../../shared.inc\n[core]\n\thooksPath = ../hooks\n\tsshCommand = ../../tools/ssh -v\n"),
+			file("vendor/lib/README", "r"),
+			file("fixtures/bare.git/HEAD", "ref: refs/heads/main\n"), dir("fixtures/bare.git/objects"), dir("fixtures/bare.git/refs"),
+			file("fixtures/bare.git/config", "[include]\n\tpath = ../../bare.inc\n"),
+		},
+		upper:   []node{file("shared.inc", "x"), exe("vendor/hooks/pre-commit", "x"), exe("tools/ssh", "x"), file("bare.inc", "x"), file("ok", "ok")},
+		paths:   []string{"shared.inc", "vendor/hooks", "tools", "bare.inc", "ok"},
+		refused: []refusal{{"bare.inc", "protected: bare.inc"}, {"shared.inc", "protected: shared.inc"}, {"tools/ssh", "protected: tools/ssh"}, {"vendor/hooks", "protected: vendor/hooks"}, {"vendor/hooks/pre-commit", "protected: vendor/hooks"}},
+	}, {
+		name:    "a submodule's checkout, its repository in .git/modules",
+		host:    []node{file(".git/modules/lib/config", "[core]\n\thooksPath = ../tools/hooks\n"), file("lib/.git", "gitdir: ../.git/modules/lib\n")},
+		upper:   []node{exe("tools/hooks/pre-commit", "x"), file("tools/ok", "ok")},
+		paths:   []string{"tools"},
+		refused: []refusal{{"tools/hooks", "protected: tools/hooks"}, {"tools/hooks/pre-commit", "protected: tools/hooks"}},
+	}})
 }
 
 // TestApplyGitConfigUnread: a configuration file git would read that
@@ -230,5 +282,29 @@ func TestGitProjectBelowRepository(t *testing.T) {
 	assertRefused(t, up, project, []string{"."}, []refusal{{"hooks", "protected: hooks"}, {"hooks/pre-commit", "protected: hooks"}})
 	if _, err := os.Stat(filepath.Join(project, "hooks")); err == nil {
 		t.Fatal("hooks reached the project")
+	}
+}
+
+// TestApplyNestedBound: when the project has more directories than the
+// look for nested repositories visits, a file the apply writes could be
+// one their configuration names, and is refused; a deletion and a
+// directory apply.
+func TestApplyNestedBound(t *testing.T) {
+	gitEnv(t)
+	defer func(n int) { maxNestedDirs = n }(maxNestedDirs)
+	maxNestedDirs = 3
+	host := []node{file("a/x", "x"), file("b/x", "x"), file("c/x", "x"), file("gone", "g"), dir("node_modules/m"), dir(".agent-home/s")}
+	up, project := setup(t, host, []node{file("a/new", "n"), whiteout("gone"), dir("newdir")})
+	assertRefused(t, up, project, []string{"."}, []refusal{{"a/new", "not checked: the project has more than 3 directories"}})
+	res, err := Apply(up, project, []string{"gone", "newdir"}, false)
+	if err != nil || len(res.Refused) != 0 || len(res.Changes) != 2 {
+		t.Fatalf("Apply(gone, newdir) = %+v, %v; want both applied", res, err)
+	}
+	// Within the bound (the project, a, b, c and newdir: node_modules and
+	// .agent-home are not entered), the file applies.
+	maxNestedDirs = 5
+	res, err = Apply(up, project, []string{"a/new"}, false)
+	if err != nil || len(res.Refused) != 0 || len(res.Changes) != 1 {
+		t.Fatalf("Apply(a/new) = %+v, %v; want it applied", res, err)
 	}
 }
