@@ -1203,7 +1203,13 @@ func TestRefusedWriteExplained(t *testing.T) {
 		}
 		jb, _ := json.Marshal(raw.StructuredContent)
 		json.Unmarshal(jb, &job)
-		r, err := ts.Call(t.Context(), "jail_job", map[string]any{"job_id": job.JobID, "wait_ms": 30000})
+		// jail_job returns at the job's first output (its shell's error
+		// line), which may come before its end: waited on until it ends.
+		_, end := ts.ReadUntil(job.JobID, "never printed", time.Minute)
+		if end.Running {
+			t.Fatalf("the job runs on a minute later")
+		}
+		r, err := ts.Call(t.Context(), "jail_job", map[string]any{"job_id": job.JobID})
 		if err != nil {
 			t.Fatal(err)
 		}
