@@ -2,7 +2,11 @@
 
 package session
 
-import "github.com/jail-mcp/jail-mcp/jail"
+import (
+	"log/slog"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
 
 // cgroups are Linux only: elsewhere the watchdog alone bounds commands.
 type cgroupSet struct{}
@@ -11,7 +15,7 @@ type callCgroup struct{ enforced map[Bound]bool }
 
 type launcher struct{ cc *callCgroup }
 
-func newCgroups() *cgroupSet                                                 { return nil }
+func newCgroups(*slog.Logger) *cgroupSet                                     { return nil }
 func (cs *cgroupSet) close()                                                 {}
 func (cs *cgroupSet) prepare(id string, maxProcs, maxMemory int64) *launcher { return nil }
 
