@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -71,7 +72,7 @@ func newCgroups(log *slog.Logger) *cgroupSet {
 // removeStale removes the cgroups under parents of servers that are gone
 // (killed before they could clean up; their processes died with them),
 // those this server may remove: its own user's, or any when it is root.
-// Another user's stay for a server of theirs.
+// Another user's stay for a server of theirs, and doctor names them.
 func removeStale(parents []string, log *slog.Logger) {
 	euid := os.Geteuid()
 	for _, parent := range parents {
@@ -120,6 +121,39 @@ func staleCgroups(parent string) []staleCgroup {
 func processExists(pid int) bool {
 	err := unix.Kill(pid, 0)
 	return err == nil || errors.Is(err, unix.EPERM)
+}
+
+// Leftovers lists the cgroups left by servers gone that a server started
+// by this process's user would find beside its own and not remove.
+func Leftovers() LeftoverCgroups {
+	out := LeftoverCgroups{Owners: []string{}, Dirs: []string{}}
+	euid := os.Geteuid()
+	for ctrl, rel := range ownCgroups() {
+		if ctrl != "pids" && ctrl != "memory" {
+			continue
+		}
+		for _, c := range staleCgroups(filepath.Join(v1Root, ctrl, rel)) {
+			if euid == 0 || c.uid == euid {
+				continue
+			}
+			out.Count++
+			out.Dirs = append(out.Dirs, c.dir)
+			if name := userName(c.uid); !slices.Contains(out.Owners, name) {
+				out.Owners = append(out.Owners, name)
+			}
+		}
+	}
+	slices.Sort(out.Dirs)
+	slices.Sort(out.Owners)
+	return out
+}
+
+// userName is uid's name, or "uid N" where it has none.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return fmt.Sprintf("uid %d", uid)
 }
 
 // ownCgroups maps each v1 controller to the server's cgroup in it.

@@ -35,3 +35,6 @@ type callPlacement struct {
 func (p *callPlacement) Remove() {}
 
 func (m *Manager) agentPlacer(*callCgroup) jail.Placer { return nil }
+
+// Leftovers lists none: cgroups are Linux only.
+func Leftovers() LeftoverCgroups { return LeftoverCgroups{Owners: []string{}, Dirs: []string{}} }
