@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -33,17 +35,22 @@ type cgroupSet struct {
 const v1Root = "/sys/fs/cgroup"
 
 // newCgroups creates the server's cgroups: jail-mcp-<pid> under the
-// server's own cgroup in the pids and memory v1 hierarchies.
-func newCgroups() *cgroupSet {
+// server's own cgroup in the pids and memory v1 hierarchies. The cgroups
+// that servers killed before they could clean up left there are removed
+// in the background: a start never waits for them (each may take seconds
+// to empty, and a normal user's server may find root's, which it can
+// never remove).
+func newCgroups(log *slog.Logger) *cgroupSet {
 	own := ownCgroups()
 	cs := &cgroupSet{}
+	var parents []string
 	for _, ctrl := range []string{"pids", "memory"} {
 		rel, ok := own[ctrl]
 		if !ok {
 			continue
 		}
 		parent := filepath.Join(v1Root, ctrl, rel)
-		removeStale(parent)
+		parents = append(parents, parent)
 		dir := filepath.Join(parent, fmt.Sprintf("jail-mcp-%d", os.Getpid()))
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			continue
@@ -55,25 +62,98 @@ func newCgroups() *cgroupSet {
 			cs.memory = dir
 		}
 	}
+	go removeStale(parents, log)
 	if cs.pids == "" && cs.memory == "" {
 		return nil
 	}
 	return cs
 }
 
-// removeStale removes the cgroups of servers that are gone (killed before
-// they could clean up); their processes died with them.
-func removeStale(parent string) {
+// removeStale removes the cgroups under parents of servers that are gone
+// (killed before they could clean up; their processes died with them),
+// those this server may remove: its own user's, or any when it is root.
+// Another user's stay for a server of theirs, and doctor names them.
+func removeStale(parents []string, log *slog.Logger) {
+	euid := os.Geteuid()
+	for _, parent := range parents {
+		for _, c := range staleCgroups(parent) {
+			if euid != 0 && c.uid != euid {
+				continue
+			}
+			// With whatever is nested in them (an agent's calls), and
+			// what is left in them.
+			if err := removeCgroup(c.dir, 0); err != nil {
+				log.Warn("stale cgroup left", "dir", c.dir, "err", err)
+			}
+		}
+	}
+}
+
+// staleCgroup is a cgroup a server left: jail-mcp-<pid> of a process
+// that no longer runs, made by uid.
+type staleCgroup struct {
+	dir string
+	uid int
+}
+
+// staleCgroups lists the cgroups under parent of servers that are gone.
+func staleCgroups(parent string) []staleCgroup {
 	dirs, _ := filepath.Glob(filepath.Join(parent, "jail-mcp-*"))
+	var out []staleCgroup
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "jail-mcp-"))
-		if err != nil || unix.Kill(pid, 0) == nil || pid == os.Getpid() {
+		if err != nil || pid == os.Getpid() || processExists(pid) {
 			continue
 		}
-		// With whatever is nested in them (an agent's calls), and what
-		// is left in them.
-		removeCgroup(d, 0)
+		fi, err := os.Lstat(d)
+		if err != nil || !fi.IsDir() {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			out = append(out, staleCgroup{d, int(st.Uid)})
+		}
 	}
+	return out
+}
+
+// processExists says whether pid runs. EPERM is a process of another
+// user's: it runs, and its cgroups are in use.
+func processExists(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
+
+// Leftovers lists the cgroups left by servers gone that a server started
+// by this process's user would find beside its own and not remove.
+func Leftovers() LeftoverCgroups {
+	out := LeftoverCgroups{Owners: []string{}, Dirs: []string{}}
+	euid := os.Geteuid()
+	for ctrl, rel := range ownCgroups() {
+		if ctrl != "pids" && ctrl != "memory" {
+			continue
+		}
+		for _, c := range staleCgroups(filepath.Join(v1Root, ctrl, rel)) {
+			if euid == 0 || c.uid == euid {
+				continue
+			}
+			out.Count++
+			out.Dirs = append(out.Dirs, c.dir)
+			if name := userName(c.uid); !slices.Contains(out.Owners, name) {
+				out.Owners = append(out.Owners, name)
+			}
+		}
+	}
+	slices.Sort(out.Dirs)
+	slices.Sort(out.Owners)
+	return out
+}
+
+// userName is uid's name, or "uid N" where it has none.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return fmt.Sprintf("uid %d", uid)
 }
 
 // ownCgroups maps each v1 controller to the server's cgroup in it.
@@ -361,8 +441,10 @@ func (cc *callCgroup) remove() {
 }
 
 // removeCgroup removes the cgroup d and those nested in it, killing what
-// is left in them but the server and keep.
-func removeCgroup(d string, keep int) {
+// is left in them but the server and keep. Only a cgroup still busy (a
+// process on its way out) is tried again; one this server may not remove
+// never will be, and is given up at once.
+func removeCgroup(d string, keep int) error {
 	if subs, err := os.ReadDir(d); err == nil {
 		for _, e := range subs {
 			if e.IsDir() {
@@ -373,9 +455,13 @@ func removeCgroup(d string, keep int) {
 	// The last thread is usually gone within a millisecond: look again
 	// soon, then less often, for about two seconds in all.
 	pause := 250 * time.Microsecond
+	var err error
 	for i := 0; i < 200; i++ {
-		if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
-			return
+		if err = os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			return err
 		}
 		// cgroup.procs also lists the server while its launcher thread
 		// is still on its way out, and a session agent while its call
@@ -390,6 +476,7 @@ func removeCgroup(d string, keep int) {
 		time.Sleep(pause)
 		pause = min(2*pause, 10*time.Millisecond)
 	}
+	return err
 }
 
 // callPlacement is the cgroups of one call of a session agent, nested in

@@ -90,7 +90,11 @@ func TestKernelBoundsPerCall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bomb.Limit != BoundProcs || !strings.Contains(bomb.Stderr.Text, "fork") || bomb.AgentRestarted != "" || bomb.AgentLost != "" {
+		// Limit "procs" is the kernel's word (read from the call's
+		// cgroup's events). The shell's "Cannot fork" line is not looked
+		// for: under a load that forks and writes, the kill at the bound
+		// often lands before the shell wrote it.
+		if bomb.Limit != BoundProcs || bomb.AgentRestarted != "" || bomb.AgentLost != "" {
 			t.Errorf("fork bomb: limit %q, want procs from the kernel's refused fork, on the same agent: %+v", bomb.Limit, bomb)
 		}
 		oom, err := s.Exec(t.Context(), Request{Command: `sh -c 'x=$(head -c 200000000 /dev/zero | tr "\0" a)'; echo "child ended: $?"; exit 3`})

@@ -2,7 +2,11 @@
 
 package session
 
-import "github.com/jail-mcp/jail-mcp/jail"
+import (
+	"log/slog"
+
+	"github.com/jail-mcp/jail-mcp/jail"
+)
 
 // cgroups are Linux only: elsewhere the watchdog alone bounds commands.
 type cgroupSet struct{}
@@ -11,7 +15,7 @@ type callCgroup struct{ enforced map[Bound]bool }
 
 type launcher struct{ cc *callCgroup }
 
-func newCgroups() *cgroupSet                                                 { return nil }
+func newCgroups(*slog.Logger) *cgroupSet                                     { return nil }
 func (cs *cgroupSet) close()                                                 {}
 func (cs *cgroupSet) prepare(id string, maxProcs, maxMemory int64) *launcher { return nil }
 
@@ -31,3 +35,6 @@ type callPlacement struct {
 func (p *callPlacement) Remove() {}
 
 func (m *Manager) agentPlacer(*callCgroup) jail.Placer { return nil }
+
+// Leftovers lists none: cgroups are Linux only.
+func Leftovers() LeftoverCgroups { return LeftoverCgroups{Owners: []string{}, Dirs: []string{}} }

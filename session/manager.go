@@ -194,7 +194,7 @@ func New(cfg Config) (*Manager, error) {
 		m.uw = newUsageWatch(log)
 	}
 	if !jail.IsRefusing(cfg.Backend) && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
-		m.cg = newCgroups()
+		m.cg = newCgroups(log)
 	}
 	if m.cg != nil {
 		// The first call finds its launcher ready, or nearly: the slow

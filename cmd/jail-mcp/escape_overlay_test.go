@@ -57,7 +57,7 @@ done
 try cat "$OTHERJAIL/secret"
 try cat "$OTHERJAIL/.overlay/upper/other-change.txt"
 try ls "$OTHERJAIL"
-grep -rqs other-secret "$PROJECT" "$HOME" && echo "ESCAPED: another session's secret read"
+grep -rqsF "$OTHERSECRET" "$PROJECT" "$HOME" && echo "ESCAPED: another session's secret read"
 true
 `},
 	{"mounts-and-namespaces", `
@@ -92,7 +92,9 @@ for nr, name in [(428, "open_tree"), (429, "move_mount"), (430, "fsopen"), (432,
 
 // TestOverlayEscape runs overlayAttacks in a view, with another session's
 // view beside it holding a secret in its jail and its layer, and checks
-// the host after each.
+// the host after each. The secret is drawn at run time: the view shows
+// the host's Go build cache when GOCACHE is outside /tmp, and a literal
+// compiled into this test would be found there.
 func TestOverlayEscape(t *testing.T) {
 	project := testkit.NewProject(t)
 	home := testkit.HostDir(t)
@@ -103,7 +105,8 @@ func TestOverlayEscape(t *testing.T) {
 	env := testkit.ServerEnv("HOME=" + home)
 	bw := testkit.Backends()[0]
 	other := bw.Start(t, project, env, "--overlay", "on", "--session", "other")
-	if res, raw := other.Exec(map[string]any{"command": `echo other-secret > "$HOME/secret"; echo other-secret > other-change.txt`}); res.ExitCode != 0 {
+	secret := "other-secret-" + sdkRandomHex(t, 16)
+	if res, raw := other.Exec(map[string]any{"command": fmt.Sprintf(`echo %[1]s > "$HOME/secret"; echo %[1]s > other-change.txt`, secret)}); res.ExitCode != 0 {
 		t.Fatalf("the other session: %s", testkit.ResultText(raw))
 	}
 	otherJail := filepath.Join(project, ".agent-home", "other")
@@ -115,10 +118,10 @@ func TestOverlayEscape(t *testing.T) {
 	py := testkit.Python3(t)
 	for _, a := range overlayAttacks {
 		t.Run(a.name, func(t *testing.T) {
-			script := fmt.Sprintf(`export PROJECT=%q HOSTHOME=%q VICTIM=%q OTHERJAIL=%q PY=%q
+			script := fmt.Sprintf(`export PROJECT=%q HOSTHOME=%q VICTIM=%q OTHERJAIL=%q PY=%q OTHERSECRET=%q
 export VFILE="$VICTIM/file" KEEP="$PROJECT/keep.txt" OTHER="$OTHERJAIL"
 try() { if "$@" >/dev/null 2>&1; then echo "ESCAPED: $*"; fi; }
-%s`, project, home, victim, otherJail, py, a.script)
+%s`, project, home, victim, otherJail, py, secret, a.script)
 			res, raw := ts.Exec(map[string]any{"command": script, "timeout_ms": 60000})
 			if strings.Contains(res.Stdout, "ESCAPED") || res.TimedOut {
 				t.Errorf("%s escaped:\n%s", a.name, testkit.ResultText(raw))

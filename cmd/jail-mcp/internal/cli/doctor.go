@@ -47,9 +47,13 @@ type DoctorReport struct {
 	// Mask are the credentials the jail would hold as placeholders
 	// (--mask), each with its hosts; MaskCA says of the proxy's
 	// authority what holds before a server starts.
-	Mask    []session.MaskedCredential `json:"mask"`
-	MaskCA  string                     `json:"mask_ca,omitempty"`
-	Version string                     `json:"version"`
+	Mask   []session.MaskedCredential `json:"mask"`
+	MaskCA string                     `json:"mask_ca,omitempty"`
+	// LeftoverCgroups are cgroups of servers killed before they cleaned
+	// up that this user's servers cannot remove (another user's); absent
+	// when there are none.
+	LeftoverCgroups *session.LeftoverCgroups `json:"leftover_cgroups,omitempty"`
+	Version         string                   `json:"version"`
 }
 
 // doctor tells which backends exist here, which one would be used, why the
@@ -94,6 +98,9 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		return UsageError("%v", err)
 	}
 	r.DenyRead = &deny
+	if left := session.Leftovers(); left.Count > 0 {
+		r.LeftoverCgroups = &left
+	}
 	r.Mask = cfg.Mask.Credentials()
 	if len(r.Mask) > 0 {
 		r.MaskCA = "made by each server at its start, its private key in the server's memory only (never written); a running server's jail_status gives its SHA-256 fingerprint, and its jails trust it through <jail>/" + session.CABundleRel
@@ -180,6 +187,10 @@ func printDoctor(w io.Writer, r DoctorReport, asked string) {
 		fmt.Fprintf(tw, "%s\tunavailable\t%s\n", b.Backend, line)
 	}
 	tw.Flush()
+	if l := r.LeftoverCgroups; l != nil {
+		fmt.Fprintf(w, "leftover cgroups: %d of jail-mcp servers killed before they cleaned up, owned by %s, which this user's servers cannot remove (they do not delay a start; a server of their owner's removes them, or as root: find %s -type d -delete)\n",
+			l.Count, strings.Join(l.Owners, ", "), strings.Join(l.Dirs, " "))
+	}
 	if r.Confined {
 		fmt.Fprintf(w, "\n%s: commands run confined by %s\n", asked, r.Selected)
 		// Say why auto passed over the backends it prefers.
