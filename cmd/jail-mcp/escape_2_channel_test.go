@@ -1631,9 +1631,13 @@ def attack(kind, pid):
         return
     for sig in (signal.SIGSTOP, signal.SIGKILL):
         attempt("pidfd_send_signal(%s, %d)" % (kind, sig), signal.pidfd_send_signal, fd, sig)
+    # Every descriptor, not only stdout: the agent holds the inodes its
+    # read views granted (O_PATH), the server its jails and the host's.
     SYS_pidfd_getfd = 438
-    if libc.syscall(SYS_pidfd_getfd, fd, 1, 0) >= 0:
-        escaped("pidfd_getfd of %s's stdout" % kind)
+    for n in range(256):
+        if libc.syscall(SYS_pidfd_getfd, fd, n, 0) >= 0:
+            escaped("pidfd_getfd of %s's descriptor %d" % (kind, n))
+            break
     os.close(fd)
     # A signal to the process goes to its first thread, which never
     # entered a call's domain.
