@@ -46,6 +46,39 @@ func IssuedToken(name, v string) bool {
 	return TokenShaped(v)
 }
 
+// HandedToken reports whether v, found under name in the answer of any
+// other path to a request that carried a credential, is a credential the
+// host handed out for it: a GitHub App's installation token, a runner's
+// registration token, a personal access token an API created. Narrower
+// than IssuedToken, as such an answer is mostly not about tokens: a
+// known prefix or a JWT under any name, and under the names token,
+// access_token, refresh_token and id_token a value shaped like a
+// generated credential (long, one word of token characters, letters and
+// digits both: a logprob's "token" is a word, a page token has a name of
+// its own).
+func HandedToken(name, v string) bool {
+	if len(v) < 20 || len(v) > 16<<10 {
+		return false
+	}
+	if p := knownPrefix(v); p != "" {
+		return len(v)-len(p) >= 16 && credentialLike(v)
+	}
+	if v[0] == 'e' && jwtLike(v) {
+		return true
+	}
+	switch normalize(name) {
+	case "token", "accesstoken", "refreshtoken", "idtoken":
+		return credentialLike(v)
+	}
+	return false
+}
+
+// RefreshName reports whether name says it holds a refresh token:
+// refresh_token, refreshToken, refresh-token.
+func RefreshName(name string) bool {
+	return normalize(name) == "refreshtoken"
+}
+
 // TokenShaped reports whether v is shaped like a credential whatever it
 // is named: a known prefix with at least 16 generated characters after
 // it, a JWT, Copilot's signed fields, or an opaque string of at least 32

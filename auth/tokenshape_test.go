@@ -57,3 +57,30 @@ func TestTokenEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestHandedToken: in the answer of a request that carried a credential,
+// a known prefix or a JWT under any name, and a credential-shaped value
+// under token, access_token, refresh_token or id_token, are tokens;
+// words, page tokens, ids and short values are not.
+func TestHandedToken(t *testing.T) {
+	for _, c := range []struct {
+		name, v string
+		want    bool
+	}{
+		{"token", "AABF3JGZDX3P5PMEXLND6TS6FCWO6", true}, // a runner's registration token
+		{"token", "ghs_16C7e42F292c6912E7710c838347Ae178B4a", true},
+		{"anything", "glpat-xxxxxxxxxxxxxxxx1234", true},
+		{"id_token", "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2lnbmF0dXJlc2lnbmF0dXJlc2lnbmF0dXJl", true},
+		{"Refresh-Token", "a8Fk2Lm9Qp4Rs7Tu1Vw3Xy5Z", true},
+		{"token", "Hello", false}, // a logprob's token
+		{"token", "a sentence of many words, 42", false},
+		{"nextPageToken", "CgsI9pTq0gYQ6J3vAhIOY2F0ZWdvcnlfa2V5XzQy", false},
+		{"id", "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", false},
+		{"token", "abcdefghijklmnopqrstuvwxyz", false}, // no digit
+		{"sha", "6dcb09b5b57875f334f61aebed695e2e4193db5e", false},
+	} {
+		if got := HandedToken(c.name, c.v); got != c.want {
+			t.Errorf("HandedToken(%q, %q) = %v, want %v", c.name, c.v, got, c.want)
+		}
+	}
+}

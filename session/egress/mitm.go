@@ -337,6 +337,11 @@ type exchange struct {
 	// token, a CSRF token) or a token-shaped id is the client's to send
 	// back, in a URL or a body where no placeholder is swapped.
 	issuing bool
+	// carried: the request carried the value of a secret bound to the
+	// host. Its answer may hand out a credential made with it (a GitHub
+	// App's installation token, a runner's registration token): values
+	// auth.HandedToken says are one are minted too.
+	carried bool
 	values  map[*Secret]string
 	refused map[*Secret]bool
 	found   []*Secret
@@ -350,12 +355,27 @@ type exchange struct {
 func (x *exchange) start(secrets []*Secret, host string, port int, path string) {
 	x.secrets, x.host, x.port = secrets, host, port
 	x.issuing = slices.ContainsFunc(secrets, func(s *Secret) bool { return x.bound(s) && s.issues(path) })
+	x.carried = false
 	if x.values == nil {
 		x.values, x.refused = map[*Secret]string{}, map[*Secret]bool{}
 	}
 	clear(x.values)
 	clear(x.refused)
 	x.wrote = x.wrote[:0]
+}
+
+// mintRule is which of an answer's values are tokens to mint: on a token
+// endpoint any under a token's name (auth.IssuedToken), in the answer of
+// another request that carried a credential the narrower
+// auth.HandedToken; nil: the answer mints none.
+func (x *exchange) mintRule() func(name, v string) bool {
+	switch {
+	case x.issuing:
+		return auth.IssuedToken
+	case x.carried:
+		return auth.HandedToken
+	}
+	return nil
 }
 
 // wrote notes that the proxy wrote value where the client sent
@@ -576,6 +596,7 @@ func (m *mitm) replace(s string, k textKind, put func(*Secret) bool) (string, *l
 			}
 			return "", &localAnswer{http.StatusBadGateway, fmt.Sprintf("the value of %s cannot be read on the host", sec.Name)}
 		}
+		x.carried = true
 		a, b := k.forms(sec.Placeholder)
 		ev := k.escape(v)
 		s = strings.ReplaceAll(s, a, ev)
@@ -797,10 +818,12 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 	return keep
 }
 
-// readAnswer is the body of resp to pass on, decoded: a token endpoint's
-// JSON or form answer is read whole (whole, never nil then) and its new
-// tokens minted, or, past maxMaskedBody, its start is ahead and the rest
-// body; any other streams. false: the proxy answered instead.
+// readAnswer is the body of resp to pass on, decoded: a JSON or form
+// answer that may hand out tokens (exchange.mintRule) is read whole
+// (whole, never nil then) and its new tokens minted; any other streams,
+// as does one past maxMaskedBody that is not a token endpoint's (its
+// start ahead, the rest body). false: the proxy answered instead, as it
+// does for a token endpoint's answer it cannot read whole.
 func (m *mitm) readAnswer(resp *http.Response) (body io.Reader, whole, ahead []byte, ok bool) {
 	body, err := decoded(resp)
 	if err != nil {
@@ -808,7 +831,8 @@ func (m *mitm) readAnswer(resp *http.Response) (body io.Reader, whole, ahead []b
 		m.fail(fmt.Sprintf("an answer from %s in an encoding the proxy cannot read to keep secrets out of it", m.host), err)
 		return nil, nil, nil, false
 	}
-	if !m.x.issuing || !isJSON(resp.Header) && !isForm(resp.Header) {
+	rule := m.x.mintRule()
+	if rule == nil || !isJSON(resp.Header) && !isForm(resp.Header) {
 		return body, nil, nil, true // nothing to mint: scrubbed as it streams
 	}
 	var buf bytes.Buffer
@@ -818,13 +842,22 @@ func (m *mitm) readAnswer(resp *http.Response) (body io.Reader, whole, ahead []b
 		return nil, nil, nil, false
 	}
 	if buf.Len() > maxMaskedBody {
+		if m.x.issuing {
+			m.drop()
+			m.fail(fmt.Sprintf("an answer of a token endpoint of %s longer than %d bytes, which the proxy reads whole to mask its tokens", m.host, maxMaskedBody), errors.New("token answer too long"))
+			return nil, nil, nil, false
+		}
 		return body, nil, buf.Bytes(), true
 	}
 	mint := m.mint
 	if isForm(resp.Header) {
 		mint = m.mintForm
 	}
-	if whole, err = mint(buf.Bytes()); err != nil {
+	whole, err = mint(buf.Bytes(), rule)
+	switch {
+	case errors.Is(err, errNotJSON) && !m.x.issuing:
+		whole = buf.Bytes() // no tokens to find: scrubbed as any other
+	case err != nil:
 		m.mintFailed(err)
 		return nil, nil, nil, false
 	}
@@ -906,14 +939,17 @@ func isJSON(h http.Header) bool {
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
-// mint gives each token of a token endpoint's JSON answer (a string
-// value auth.IssuedToken says is one) that is neither a placeholder nor
+// errNotJSON: an answer said to be JSON does not read as JSON.
+var errNotJSON = errors.New("an answer said to be JSON that does not read as JSON")
+
+// mint gives each token of a JSON answer (a string value rule says is
+// one) that is neither a placeholder nor
 // a value the table knows a placeholder of its own, added to the table
 // as a secret of the host (its hosts and token paths; a refresh token is
 // refused as the host's are), and returns the body with the
-// placeholders in the tokens' places. A body that is not JSON is
-// returned as it is.
-func (m *mitm) mint(body []byte) ([]byte, error) {
+// placeholders in the tokens' places; errNotJSON for a body that is not
+// JSON.
+func (m *mitm) mint(body []byte, rule func(name, v string) bool) ([]byte, error) {
 	type token struct {
 		key, value string
 		start, end int64 // the JSON string's, quotes included
@@ -928,11 +964,11 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 	for {
 		off := dec.InputOffset()
 		tok, err := dec.Token()
-		if err == io.EOF {
+		if err == io.EOF && len(stack) == 0 {
 			break
 		}
 		if err != nil {
-			return body, nil
+			return nil, errNotJSON
 		}
 		var top *frame
 		if len(stack) > 0 {
@@ -957,7 +993,7 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 			continue
 		}
 		top.wantKey = true
-		if v, ok := tok.(string); ok && auth.IssuedToken(top.key, v) {
+		if v, ok := tok.(string); ok && rule(top.key, v) {
 			end := dec.InputOffset()
 			start := off + int64(bytes.IndexByte(body[off:end], '"'))
 			tokens = append(tokens, token{top.key, v, start, end})
@@ -985,8 +1021,8 @@ func (m *mitm) mint(body []byte) ([]byte, error) {
 
 // mintForm is mint of a form-encoded answer (GitHub's token endpoint
 // answers access_token=...&scope=... unless asked for JSON): each field
-// auth.IssuedToken says is a token gets a placeholder of its own.
-func (m *mitm) mintForm(body []byte) ([]byte, error) {
+// rule says is a token gets a placeholder of its own.
+func (m *mitm) mintForm(body []byte, rule func(name, v string) bool) ([]byte, error) {
 	pairs := strings.Split(string(body), "&")
 	changed := false
 	for i, pair := range pairs {
@@ -996,7 +1032,7 @@ func (m *mitm) mintForm(body []byte) ([]byte, error) {
 		}
 		key, err1 := url.QueryUnescape(k)
 		value, err2 := url.QueryUnescape(v)
-		if err1 != nil || err2 != nil || !auth.IssuedToken(key, value) {
+		if err1 != nil || err2 != nil || !rule(key, value) {
 			continue
 		}
 		ph, err := m.mintOne(key, value)
@@ -1051,7 +1087,7 @@ func (m *mitm) mintOne(key, value string) (string, error) {
 		Hosts:       hosts,
 		TokenPaths:  paths,
 		Value:       func() (string, error) { return value, nil },
-		NoRefresh:   noRefresh && strings.EqualFold(strings.ReplaceAll(key, "_", ""), "refreshtoken"),
+		NoRefresh:   noRefresh && auth.RefreshName(key),
 	})
 	if err != nil {
 		return "", err

@@ -50,6 +50,10 @@ func TestMaskedNotTokenAnswers(t *testing.T) {
 		}
 		return `{"models":[{"name":"models/first"}],"nextPageToken":"` + page + `"}`
 	})
+	// Each request carries a credential, as an API client's do: the
+	// narrower rule of what such an answer hands out (auth.HandedToken)
+	// finds no token in these either.
+	c = authorized(c, "Bearer "+f.secrets["bearer"].ph)
 	answers := map[string]string{
 		"/csrf":                `{"csrf_token":"` + randomText(40) + `","ok":true}`,
 		"/v1/chat/completions": `{"id":"` + id + `","object":"chat.completion","choices":[{"logprobs":{"content":[{"token":"Hello","logprob":-0.1}]}}]}`,
@@ -203,5 +207,106 @@ func TestMaskedMintBound(t *testing.T) {
 	}
 	if _, body := do(t, c, "GET", f.url(boundHost, "/split?v="+url.QueryEscape(first)), nil, ""); body != "before "+firstPH+" after" {
 		t.Errorf("the first token in an answer: %q, want its placeholder", body)
+	}
+}
+
+// authorized is c with header Authorization set to auth on every request.
+func authorized(c *http.Client, auth string) *http.Client {
+	return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", auth)
+		return c.Transport.RoundTrip(r)
+	})}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestMaskedHandedTokens (review of issue 44): a credential that lists its
+// token endpoints (gh's) makes other credentials elsewhere on its hosts:
+// a GitHub App's installation token, a runner's registration token, a
+// GitLab personal access token. The answer of any request that carried
+// the credential is read for them (a known prefix, a JWT, or a
+// credential-shaped value under token, access_token, refresh_token,
+// id_token): each gets a placeholder that works as the token does, the
+// rest of the answer as sent. An answer to a request that carried none
+// is passed as sent (the host hands nothing out for it).
+func TestMaskedHandedTokens(t *testing.T) {
+	f := newMaskFixture(t, nil)
+	real := "gho_" + randomText(36)
+	ph, err := auth.Placeholder(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.masks.Set(Secret{Name: "gh oauth_token", Placeholder: ph, Hosts: []string{boundHost + ":" + f.port},
+		TokenPaths: []string{"/login/oauth/access_token"}, Value: func() (string, error) { return real, nil }})
+	handed := map[string]string{
+		"/repos/o/r/actions/runners/registration-token": "AABF3JGZDX3P5PMEXLND6TS6FCW" + "O6",
+		"/app/installations/1/access_tokens":            "ghs_" + randomText(36),
+		"/api/v4/users/1/personal_access_tokens":        "glpat-" + randomText(20),
+		"/api/v4/oidc":                                  "eyJhbGciOiJSUzI1NiJ9." + randomText(40) + "." + randomText(43),
+	}
+	for path, tok := range handed {
+		f.origin.serveJSON(path, func(*http.Request) string {
+			return `{"id":7,"token":"` + tok + `","expires_at":"2026-12-06T01:00:00Z"}`
+		})
+	}
+	form := "ghu_" + randomText(36)
+	f.origin.handle("/form", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-www-form-urlencoded")
+		io.WriteString(w, "access_token="+form+"&scope=repo")
+	})
+	handed["/form"] = form
+	c := authorized(f.client(nil), "Bearer "+ph)
+	for path, tok := range handed {
+		before := len(f.minted())
+		resp, body := do(t, c, "POST", f.url(boundHost, path), nil, "")
+		if resp.StatusCode != 200 || strings.Contains(body, tok) || !strings.Contains(body, "expires_at") && path != "/form" {
+			t.Errorf("%s: %d %q: want the token's placeholder, the rest as sent", path, resp.StatusCode, body)
+		}
+		if n := len(f.minted()) - before; n != 1 {
+			t.Errorf("%s: %d minted, want 1", path, n)
+		}
+	}
+	// The placeholder of the installation token works as the token.
+	inst := handed["/app/installations/1/access_tokens"]
+	f.origin.accepts(inst)
+	_, body := do(t, c, "POST", f.url(boundHost, "/app/installations/1/access_tokens"), nil, "")
+	var got struct{ Token string }
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := do(t, f.client(nil), "GET", f.url(boundHost, "/auth"), http.Header{"Authorization": {"Bearer " + got.Token}}, ""); resp.StatusCode != 200 {
+		t.Errorf("the installation token's placeholder: %d", resp.StatusCode)
+	}
+	// No credential sent, nothing read for tokens.
+	before := len(f.minted())
+	if _, body := do(t, f.client(nil), "POST", f.url(boundHost, "/api/v4/users/1/personal_access_tokens"), nil, ""); !strings.Contains(body, `"token":"glpat-`) {
+		t.Errorf("an answer to a request without a credential: %q, want it as sent", body)
+	}
+	if n := len(f.minted()) - before; n != 0 {
+		t.Errorf("%d minted for a request that carried no credential", n)
+	}
+}
+
+// TestMaskedTokenAnswerUnread (review of issue 44): a token endpoint's
+// answer the proxy cannot read whole (said to be JSON but not JSON, or
+// longer than it reads) is not passed on: it may hold a token.
+func TestMaskedTokenAnswerUnread(t *testing.T) {
+	f := newMaskFixture(t, nil)
+	c := f.client(nil)
+	tok := "sk-ant-oat01-" + randomText(48)
+	f.origin.serveJSON("/token", func(r *http.Request) string {
+		if r.URL.Query().Get("big") != "" {
+			return `{"access_token":"` + tok + `","pad":"` + strings.Repeat("x", maxMaskedBody) + `"}`
+		}
+		return `{"access_token":"` + tok + `",` // cut short
+	})
+	for _, q := range []string{"", "?big=1"} {
+		resp, body := do(t, c, "POST", f.url(boundHost, "/token"+q), nil, "")
+		if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, tok) {
+			t.Errorf("/token%s: %d %.100q, want the proxy's 502", q, resp.StatusCode, body)
+		}
 	}
 }
