@@ -389,13 +389,21 @@ func (a *agent) onNewThread(m agentMsg, files []*os.File, r *agentRun) {
 	}()
 }
 
-// done forgets call id, whose thread is over.
+// done forgets call id, whose thread is over. Its eventfd is closed
+// under a.mu, as every write to it is made (wakeUp): a number closed
+// between a lookup and a write could name another file by then.
 func (a *agent) done(id uint64, r *agentRun) {
 	a.mu.Lock()
 	delete(a.calls, id)
-	a.mu.Unlock()
 	unix.Close(r.wake)
+	a.mu.Unlock()
 	a.wg.Done()
+}
+
+// wakeUp wakes the thread of call r; the caller holds a.mu, and r is in
+// a.calls.
+func (r *agentRun) wakeUp() {
+	unix.Write(r.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
 }
 
 // misfit runs call m, which the read view that spare from armed did not
@@ -778,11 +786,10 @@ func (a *agent) follow(id uint64, pid int, r *agentRun, watch *writeWatch) {
 // kill wakes a call's thread to kill it.
 func (a *agent) kill(id uint64) {
 	a.mu.Lock()
-	r := a.calls[id]
-	a.mu.Unlock()
-	if r != nil {
+	defer a.mu.Unlock()
+	if r := a.calls[id]; r != nil {
 		r.killed.Store(true)
-		unix.Write(r.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		r.wakeUp()
 	}
 }
 
@@ -792,8 +799,8 @@ func (a *agent) signal(id uint64, sig unix.Signal) {
 		return
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	r := a.calls[id]
-	a.mu.Unlock()
 	if r == nil {
 		return
 	}
@@ -802,7 +809,7 @@ func (a *agent) signal(id uint64, sig unix.Signal) {
 		r.sigs = append(r.sigs, sig)
 	}
 	r.mu.Unlock()
-	unix.Write(r.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	r.wakeUp()
 }
 
 // stop kills every call and waits, a bounded time, for them to end.
@@ -815,7 +822,7 @@ func (a *agent) stop() {
 	a.spareN = 0
 	for _, r := range a.calls {
 		r.killed.Store(true)
-		unix.Write(r.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		r.wakeUp()
 	}
 	a.mu.Unlock()
 	done := make(chan struct{})
