@@ -120,8 +120,8 @@ func noSymlinkBelow(abs, base string) error {
 // ResolveWritable checks the --writable paths, each relative to project
 // (canonical), and returns them as absolute paths. Each must be clean
 // (layer.Clean) and not the project itself; it must not be, lie in or
-// hold a protected path (layer.Protected, with the project's own:
-// layer.Extra), nor the jail base root; none may lie in another. No
+// hold a protected path (layer.Protected, with the project's own and its
+// nested repositories': layer.ExtraNested), nor the jail base root; none may lie in another. No
 // component may be a symlink, even one that leads back into the project:
 // the directory written is the one the operator named, never where a link
 // leads that a command may have planted (in another writable directory),
@@ -131,7 +131,7 @@ func ResolveWritable(project, root string, rels []string) ([]string, error) {
 	if len(rels) > jail.MaxWritable {
 		return nil, fmt.Errorf("%d paths, more than %d", len(rels), jail.MaxWritable)
 	}
-	extra, err := layer.Extra(project)
+	extra, err := layer.ExtraNested(project)
 	if err != nil {
 		return nil, err
 	}

@@ -250,7 +250,7 @@ func TestResolveRoot(t *testing.T) {
 func TestResolveWritable(t *testing.T) {
 	project := canonTempDir(t)
 	outside := canonTempDir(t)
-	mkdirs(t, filepath.Join(project, "node_modules", "pkg"), filepath.Join(project, "out", "build"), filepath.Join(project, ".git"), filepath.Join(project, "scripts", "hooks"), filepath.Join(project, "vendor", "lib"))
+	mkdirs(t, filepath.Join(project, "node_modules", "pkg"), filepath.Join(project, "out", "build"), filepath.Join(project, ".git"), filepath.Join(project, "scripts", "hooks"), filepath.Join(project, "vendor", "lib"), filepath.Join(project, "third", "dep", ".git"))
 	symlink(t, outside, filepath.Join(project, "escape"))
 	symlink(t, filepath.Join(project, "out", "build"), filepath.Join(project, "build"))
 	symlink(t, filepath.Join(outside, "missing"), filepath.Join(project, "dangling"))
@@ -283,6 +283,7 @@ func TestResolveWritable(t *testing.T) {
 		{[]string{"scripts"}, "protected path scripts/hooks"},
 		{[]string{"scripts/hooks/x"}, "protected path scripts/hooks"},
 		{[]string{"vendor"}, "protected path vendor/lib/.git"},
+		{[]string{"third"}, "protected path third/dep/.git"}, // a nested repository no .gitmodules names
 		{[]string{"escape"}, "outside the project"},
 		{[]string{"escape/sub"}, "outside the project"},
 		{[]string{"dangling"}, "leads nowhere"},

@@ -117,7 +117,7 @@ func (s *Session) apply(paths []string, dryRun bool, digest string) (*layer.Appl
 	if err != nil {
 		return nil, err
 	}
-	a, err := layer.ApplyWith(upper, s.m.cfg.Project, paths, layer.ApplyOptions{DryRun: dryRun, Views: &s.views, Digest: digest, MaxBytes: s.m.cfg.MaxDisk})
+	a, err := layer.ApplyWith(upper, s.m.cfg.Project, paths, layer.ApplyOptions{DryRun: dryRun, Views: &s.views, Digest: digest, MaxBytes: s.m.cfg.MaxDisk, Skip: s.m.cfg.Writable})
 	if !dryRun && a != nil && len(a.Refused) == 0 && len(a.Changes) > 0 {
 		// The server itself wrote the host's project: said in its log.
 		s.m.log.Info("applied the layer to the project", "session", s.Name, "paths", paths, "changes", len(a.Changes), "err", err)

@@ -63,7 +63,7 @@ func ApplyWith(upper, project string, paths []string, opt ApplyOptions) (*Applie
 		return nil, fmt.Errorf("opening the project %s: %w", project, err)
 	}
 	defer root.Close()
-	extra, complete, err := applyExtra(project)
+	extra, unknown, err := applyExtra(project, opt.Skip)
 	if err != nil {
 		return nil, fmt.Errorf("finding what git reads and runs in the project: %w", err)
 	}
@@ -79,8 +79,8 @@ func ApplyWith(upper, project string, paths []string, opt ApplyOptions) (*Applie
 		if reason == "" {
 			reason = a.makesRepo(&w.entries[i], sel)
 		}
-		if reason == "" && !complete {
-			reason = unchecked(&w.entries[i])
+		if reason == "" && unknown != "" {
+			reason = unchecked(&w.entries[i], unknown)
 		}
 		if reason != "" {
 			a.refused = append(a.refused, Refusal{Path: w.entries[i].Path, Reason: reason})
@@ -222,17 +222,16 @@ func removesHostDir(e *entry) bool {
 		e.Change.Change == typeChanged && e.HostType == "dir"
 }
 
-// unchecked is why e is refused when the look for the repositories
-// nested in the project stopped at its bound: a file written could be
-// one their configuration names. A deletion or a directory is no
-// configuration nor program git could take up, and applies.
-func unchecked(e *entry) string {
+// unchecked is why e is refused when what the repositories nested in the
+// project name is not all known (applyExtra's unknown says why): a file
+// written could be one their configuration names. A deletion or a
+// directory is no configuration nor program git could take up, and
+// applies.
+func unchecked(e *entry, unknown string) string {
 	if e.Change.Change == deleted || e.Type == "dir" {
 		return ""
 	}
-	return fmt.Sprintf("not checked: the project has more than %d directories (.git, node_modules and .agent-home aside), "+
-		"too many to find every git repository nested in it, whose configuration could name this file; "+
-		"only deletions and directories apply", maxNestedDirs)
+	return "not checked: " + unknown + ", whose configuration could name this file; only deletions and directories apply"
 }
 
 // check is why the selected change e may not be applied, "" when it may.

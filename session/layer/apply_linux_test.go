@@ -228,7 +228,7 @@ func TestApplyRefused(t *testing.T) {
 		host:    []node{file("sub/.git/config", "[core]\n"), file("sub/a", "a")},
 		upper:   []node{whiteout("sub")},
 		paths:   []string{"sub"},
-		refused: []refusal{{"sub/.git", "protected: .git"}, {"sub/.git/config", "protected: .git"}},
+		refused: []refusal{{"sub", "protected: sub/.git"}, {"sub/.git", "protected: .git"}, {"sub/.git/config", "protected: .git"}},
 	}, {
 		name:    "a link to a host file",
 		host:    []node{file("secret.txt", "s")},

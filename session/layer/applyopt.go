@@ -14,4 +14,8 @@ type ApplyOptions struct {
 	// bound); the project's free space bounds it too (checkSize): a
 	// refusal, before anything is written.
 	MaxBytes int64
+	// Skip are directories (absolute) not looked in for nested git
+	// repositories: the --writable ones, where commands write the host
+	// directly.
+	Skip []string
 }

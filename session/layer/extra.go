@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/format/config"
@@ -86,32 +87,53 @@ func evalOr(p string) string {
 var maxNestedDirs = 50_000
 
 // applyExtra is Extra with what the configuration of every repository
-// nested in project names (nestedRepos): git run there reads it, and it
-// may name project files outside its repository (an include, a
-// core.hooksPath or a program by ".."), whatever paths an apply writes.
-// The configuration of every repository is read once. complete is false
-// when the look for nested repositories stopped at maxNestedDirs: what
-// lies beyond is not known.
-func applyExtra(project string) (extra []string, complete bool, err error) {
+// nested in project names (nestedRepos, skip's directories aside): git
+// run there reads it, and it may name project files outside its
+// repository (an include, a core.hooksPath or a program by ".."),
+// whatever paths an apply writes. The configuration of every repository
+// is read once. unknown says, when not "", why what they name is not
+// all known: the look for nested repositories stopped at
+// maxNestedDirs, or a nested repository's configuration cannot be read
+// (its owner's, or a jail's doing: that fails no apply but of files,
+// unchecked). An error is the project's own configuration unread.
+func applyExtra(project string, skip []string) (extra []string, unknown string, err error) {
 	s, err := newGitScan(project)
 	if err != nil {
-		return nil, false, err
+		return nil, "", err
 	}
 	if extra, err = extraOf(s, project); err != nil {
-		return nil, false, err
+		return nil, "", err
 	}
-	dirs, complete := nestedRepos(project)
+	dirs, complete := nestedRepos(project, skip)
+	if !complete {
+		unknown = fmt.Sprintf("the project has more than %d directories (.git, node_modules, .agent-home and the --writable directories aside), "+
+			"too many to find every git repository nested in it", maxNestedDirs)
+	}
 	merged := &gitScan{}
 	for _, d := range dirs {
+		// Protected by its name already, but named here so that a
+		// directory that holds it is known to (ExtraNested).
+		extra = append(extra, d+"/.git")
 		more, err := s.repoAt(filepath.Join(project, filepath.FromSlash(d)))
 		if err != nil {
-			return nil, false, fmt.Errorf("the repository at %s: %w", shown(d), err)
+			if unknown == "" {
+				unknown = fmt.Sprintf("the configuration of the repository at %s cannot be read (%v)", shown(d), err)
+			}
+			continue
 		}
 		for _, p := range more {
 			merged.add(p) // once, not once a repository
 		}
 	}
-	return append(extra, merged.protected...), complete, nil
+	return append(extra, merged.protected...), unknown, nil
+}
+
+// ExtraNested is Extra with what every repository nested in project
+// names and their .git (applyExtra), as far as they are known: the paths
+// a --writable directory may not be, hold or lie in.
+func ExtraNested(project string) ([]string, error) {
+	extra, _, err := applyExtra(project, nil)
+	return extra, err
 }
 
 // nestedRepos are the directories below project's top (relative, clean)
@@ -119,12 +141,15 @@ func applyExtra(project string) (extra []string, complete bool, err error) {
 // (in any letter case, as a case-insensitive file system finds it), or
 // repository-shaped. The look follows no link, enters no .git (a
 // repository's own files), no node_modules and no .agent-home (the
-// jails), and visits at most maxNestedDirs directories: complete is
+// jails), nor skip's (absolute: the --writable directories, where
+// commands write the host directly and so could plant a repository
+// whose configuration no apply can vouch for), and visits at most
+// maxNestedDirs directories: complete is
 // false when it stopped there. A directory that cannot be listed is
 // looked at only for a .git of its own, by name: what lies deeper is
 // not looked for (git reaches it only through a directory searchable
 // but not readable, which is rare).
-func nestedRepos(project string) (found []string, complete bool) {
+func nestedRepos(project string, skip []string) (found []string, complete bool) {
 	todo := []string{"."}
 	for n := 0; len(todo) > 0; n++ {
 		if n == maxNestedDirs {
@@ -149,7 +174,8 @@ func nestedRepos(project string) (found []string, complete bool) {
 			switch {
 			case strings.EqualFold(name, ".git"):
 				repo = true
-			case e.IsDir() && name != "node_modules" && !strings.EqualFold(name, ".agent-home"):
+			case e.IsDir() && !strings.EqualFold(name, "node_modules") && !strings.EqualFold(name, ".agent-home") &&
+				!slices.Contains(skip, filepath.Join(abs, name)):
 				todo = append(todo, path.Join(d, name))
 			}
 		}

@@ -200,6 +200,33 @@ func TestApplyNestedRepos(t *testing.T) {
 	}})
 }
 
+// TestApplyNestedUnread (review of issue 44): a nested repository whose
+// configuration cannot be read (a command can make one in the layer's
+// host, or its owner keeps it private) fails no apply: what it names is
+// not known, so the apply's files are refused, naming it, while
+// deletions and directories apply. A repository in a --writable
+// directory (ApplyOptions.Skip), where commands write the host directly,
+// is not looked at: it names nothing an apply could vouch for.
+func TestApplyNestedUnread(t *testing.T) {
+	gitEnv(t)
+	host := []node{file("vendor/lib/.git/config", "[core\n"), file("gone", "g"),
+		file("build/x/.git/config", "[include]\n\tpath = ../../../w.inc\n")}
+	up, project := setup(t, host, []node{file("a/new", "n"), whiteout("gone"), file("w.inc", "w")})
+	assertRefused(t, up, project, []string{"a"}, []refusal{{"a/new", "not checked: the configuration of the repository at vendor/lib cannot be read"}})
+	res, err := Apply(up, project, []string{"gone"}, false)
+	if err != nil || len(res.Refused) != 0 || len(res.Changes) != 1 {
+		t.Fatalf("Apply(gone) = %+v, %v; want it applied", res, err)
+	}
+	if err := os.Remove(filepath.Join(project, "vendor/lib/.git/config")); err != nil {
+		t.Fatal(err)
+	}
+	assertRefused(t, up, project, []string{"w.inc"}, []refusal{{"w.inc", "protected: w.inc"}})
+	res, err = ApplyWith(up, project, []string{"w.inc"}, ApplyOptions{Skip: []string{filepath.Join(project, "build")}})
+	if err != nil || len(res.Refused) != 0 || len(res.Changes) != 1 {
+		t.Fatalf("Apply(w.inc) with build writable = %+v, %v; want it applied", res, err)
+	}
+}
+
 // TestApplyGitConfigUnread: a configuration file git would read that
 // cannot be read or parsed refuses the apply whole, saying which.
 func TestApplyGitConfigUnread(t *testing.T) {

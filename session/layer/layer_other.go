@@ -24,6 +24,12 @@ func Extra(project string) ([]string, error) {
 	return nil, nil
 }
 
+// ExtraNested is Extra: with no view there is nothing further to
+// protect.
+func ExtraNested(project string) ([]string, error) {
+	return nil, nil
+}
+
 // ApplyWith needs the no-follow calls of Linux or macOS.
 func ApplyWith(upper, project string, paths []string, opt ApplyOptions) (*Applied, error) {
 	return Apply(upper, project, paths, opt.DryRun)
