@@ -81,8 +81,11 @@ func (w *walker) viewFile(e *entry, u dirRef, name string, st *unix.Stat_t) *sid
 }
 
 // plainMax is the longest file whose hash is the sha256 of its bytes;
-// a longer one's is the sha256 of its blocks' (sumFile).
-const plainMax = 256 << 20
+// a longer one's is the sha256 of its blocks' (sumFile). One block: the
+// hash's cost then follows the bytes a file holds, never its apparent
+// size (many files of holes each made 256 MiB long would otherwise cost
+// a jail_diff minutes of the server's time, and the jail no disk).
+const plainMax = hashBlock
 
 // hashBlock is the block of a long file's hash.
 const hashBlock = 1 << 20
