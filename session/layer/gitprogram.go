@@ -19,6 +19,11 @@ var programKeys = map[string]bool{
 	"core.sshcommand": true, "core.askpass": true, "core.gitproxy": true,
 	"sequence.editor": true, "gpg.program": true, "diff.external": true,
 	"web.browser": true, "uploadpack.packobjectshook": true,
+	"interactive.difffilter": true, "core.alternaterefscommand": true,
+	"imap.tunnel": true, "instaweb.httpd": true,
+	// send-email's: an smtpServer that is a path is a program.
+	"sendemail.smtpserver": true, "sendemail.sendmailcmd": true,
+	"sendemail.tocmd": true, "sendemail.cccmd": true, "sendemail.headercmd": true,
 }
 
 // driverKeys are those of a named driver or tool, section.<name>.key.
@@ -30,6 +35,11 @@ var driverKeys = map[string]bool{
 	"mergetool.cmd": true, "mergetool.path": true,
 	"difftool.cmd": true, "difftool.path": true,
 	"remote.uploadpack": true, "remote.receivepack": true,
+	"trailer.command": true, "trailer.cmd": true,
+	"guitool.cmd": true, "man.cmd": true, "man.path": true,
+	// send-email's identities: sendemail.<identity>.tocmd.
+	"sendemail.smtpserver": true, "sendemail.sendmailcmd": true,
+	"sendemail.tocmd": true, "sendemail.cccmd": true, "sendemail.headercmd": true,
 }
 
 // programPaths are the paths of the program v makes git run, when v is a

@@ -47,6 +47,16 @@ func TestProgramPaths(t *testing.T) {
 		{"uploadpack", "", "packobjectshook", "./hook", "./hook"},
 		{"remote", "origin", "uploadpack", "./up", "./up"},
 		{"user", "", "name", "a/b", ""},
+		{"interactive", "", "difffilter", "tools/df --color", "tools/df|tools/df --color"},
+		{"core", "", "alternaterefscommand", "./alt", "./alt"},
+		{"imap", "", "tunnel", "bin/tunnel host", "bin/tunnel|bin/tunnel host"},
+		{"trailer", "sign", "command", "./who", "./who"},
+		{"trailer", "sign", "cmd", "./who", "./who"},
+		{"guitool", "lint", "cmd", "tools/lint", "tools/lint"},
+		{"man", "mine", "path", "bin/man", "bin/man"},
+		{"sendemail", "", "smtpserver", "smtp.example.org", ""},
+		{"sendemail", "", "smtpserver", "tools/sendmail", "tools/sendmail"},
+		{"sendemail", "work", "tocmd", "./to.sh", "./to.sh"},
 	} {
 		v := gitVar{tt.section, tt.sub, tt.key, tt.value}
 		if got := strings.Join(programPaths(v), "|"); got != tt.want {
