@@ -425,12 +425,16 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, *heldGrants, erro
 func grantPath(fd int, held *heldGrants, path string, access uint64) error {
 	f, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	switch {
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.EACCES):
-		return nil // gone meanwhile, or out of the server's reach: nothing to grant
-	case err != nil:
+	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE), errors.Is(err, unix.ENOMEM):
 		// Out of descriptors or memory: a view short of a grant would
 		// fail the call's reads with no word; it fails to start instead.
 		return fmt.Errorf("read view: hold %s: %w", path, err)
+	case err != nil:
+		// Gone meanwhile, out of the server's reach, a name too long:
+		// this path's own, which a command may have made so (in a
+		// --writable directory) to fail every call; nothing granted,
+		// so nothing read there.
+		return nil
 	}
 	var st unix.Stat_t
 	if unix.Fstat(f, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
