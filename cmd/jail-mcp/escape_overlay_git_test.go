@@ -109,3 +109,33 @@ du -k sparse.img`
 		t.Fatalf("the host's file: %d bytes long, %d on disk (the jail: %s)", st.Size, st.Blocks*512, strings.TrimSpace(res.Stdout))
 	}
 }
+
+// TestOverlayApplyWritablePlant (review of issue 44): a command plants,
+// in a --writable directory (written on the host directly), a nested
+// repository whose configuration does not read (bad syntax, then no
+// permission). The session's applies of plain files go on: the look for
+// nested repositories does not enter --writable directories, whose
+// repositories are the commands' own, and no plant there refuses every
+// apply.
+func TestOverlayApplyWritablePlant(t *testing.T) {
+	project := testkit.NewProject(t)
+	writeFiles(t, project, map[string]string{"keep.txt": "keep\n"})
+	ts := testkit.Backends()[0].Start(t, project, testkit.ServerEnv(), "--overlay", "on", "--writable", "out", "--session", "planter")
+	for i, plant := range []string{
+		`mkdir -p out/x/.git && printf '[core\n' > out/x/.git/config`,
+		`printf '[core]\n' > out/x/.git/config && chmod 000 out/x/.git/config out/x/.git`,
+	} {
+		name := fmt.Sprintf("plain-%d.txt", i)
+		if res, raw := ts.Exec(map[string]any{"command": plant + " && echo p > " + name}); res.ExitCode != 0 {
+			t.Fatalf("plant: %s", testkit.ResultText(raw))
+		}
+		res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{name}})
+		if err != nil || res.IsError {
+			t.Fatalf("jail_apply %s beside the plant %q: %v %s", name, plant, err, testkit.ResultText(res))
+		}
+		if b, _ := os.ReadFile(filepath.Join(project, name)); string(b) != "p\n" {
+			t.Errorf("%s on the host: %q", name, b)
+		}
+	}
+	ts.Exec(map[string]any{"command": "chmod -R u+rwx out"})
+}
