@@ -791,6 +791,17 @@ func BenchmarkMaskedRequest(b *testing.B) {
 			b.ReportMetric(float64(m)/float64(bl), "masked/blind")
 		})
 	})
+	// An API's JSON answer to a request that carried a credential: read
+	// whole and looked through for tokens it hands out (HandedToken).
+	api := `{"id":"msg_01XFDUDYJgAACzvnptvVoYEL","type":"message","role":"assistant","content":[{"type":"text","text":"` +
+		strings.Repeat("Hello, world. ", 100) + `"}],"usage":{"input_tokens":12,"output_tokens":345}}`
+	f.origin.serveJSON("/small.json", func(*http.Request) string { return api })
+	b.Run("small-json", func(b *testing.B) {
+		run(b, "/small.json", func(b *testing.B, n int, m, bl time.Duration) {
+			b.ReportMetric(float64((m-bl).Nanoseconds())/float64(n), "added-ns/req")
+			b.ReportMetric(float64(m)/float64(bl), "masked/blind")
+		})
+	})
 	b.Run("8MiB", func(b *testing.B) {
 		size := float64(len(f.origin.bigBody))
 		run(b, "/big", func(b *testing.B, n int, m, bl time.Duration) {
