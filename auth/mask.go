@@ -482,6 +482,24 @@ func (s *jsonScan) ws() {
 	}
 }
 
+// more passes the white space and commas between a collection's items,
+// and reports whether an item follows; at close, the collection's end,
+// it reads it and reports false.
+func (s *jsonScan) more(close byte) bool {
+	for {
+		s.ws()
+		switch s.b[s.i] {
+		case close:
+			s.i++
+			return false
+		case ',':
+			s.i++
+		default:
+			return true
+		}
+	}
+}
+
 // value reads the value at s.i, at path, under name (an array's items
 // are under the array's name).
 func (s *jsonScan) value(path, name string) {
@@ -489,16 +507,7 @@ func (s *jsonScan) value(path, name string) {
 	switch s.b[s.i] {
 	case '{':
 		s.i++
-		for {
-			s.ws()
-			switch s.b[s.i] {
-			case '}':
-				s.i++
-				return
-			case ',':
-				s.i++
-				continue
-			}
+		for s.more('}') {
 			start, end := s.str()
 			key := string(s.b[start:end])
 			if d, ok := decode(s.b[start:end], escaped); ok {
@@ -510,18 +519,8 @@ func (s *jsonScan) value(path, name string) {
 		}
 	case '[':
 		s.i++
-		for n := 0; ; {
-			s.ws()
-			switch s.b[s.i] {
-			case ']':
-				s.i++
-				return
-			case ',':
-				s.i++
-				continue
-			}
+		for n := 0; s.more(']'); n++ {
 			s.value(fmt.Sprintf("%s[%d]", path, n), name)
-			n++
 		}
 	case '"':
 		start, end := s.str()
@@ -616,6 +615,26 @@ func valueAt(l []byte, i int) (start, end int, esc escaping, ok bool) {
 	return i, end, plain, true
 }
 
+// secretAt reads the value that starts at l[i] (l at off in the file)
+// under the key name, and returns its span if it is a secret's. A value
+// it cannot read is passed over, or under a secret's name is notRead's
+// error.
+func secretAt(l []byte, off, i int, name string, notRead func() error) (*span, error) {
+	start, end, esc, ok := valueAt(l, i)
+	v, ok2 := decode(l[start:end], esc)
+	if !ok || !ok2 {
+		if secretName(name) {
+			return nil, notRead()
+		}
+		return nil, nil
+	}
+	kind, ok := classify(name, v)
+	if !ok {
+		return nil, nil
+	}
+	return &span{Field{Key: name, Value: v, Kind: kind}, off + start, off + end, esc}, nil
+}
+
 // scanYAML finds the secrets of a YAML file of mappings, such as gh's
 // hosts.yml, line by line. Sequences, flow collections, block scalars and
 // values over several lines are not looked into, but one under a secret's
@@ -675,21 +694,17 @@ func scanYAML(b []byte, hosts bool) ([]span, error) {
 		case '{', '[', '&', '*', '!':
 			return nil
 		}
-		start, end, esc, ok := valueAt(l, i)
-		v, ok2 := decode(l[start:end], esc)
-		if !ok || !ok2 {
-			if secretName(key) {
-				return fmt.Errorf("reading the YAML file: line %d: the value of %q is not read", n, key)
-			}
-			return nil
+		sp, err := secretAt(l, off, i, key, func() error {
+			return fmt.Errorf("reading the YAML file: line %d: the value of %q is not read", n, key)
+		})
+		if sp == nil || err != nil {
+			return err
 		}
-		if kind, ok := classify(key, v); ok {
-			f := Field{Key: p, Value: v, Kind: kind}
-			if hosts && len(stack) > 0 {
-				f.Host = strings.ToLower(stack[0].key)
-			}
-			spans = append(spans, span{f, off + start, off + end, esc})
+		sp.Key = p
+		if hosts && len(stack) > 0 {
+			sp.Host = strings.ToLower(stack[0].key)
 		}
+		spans = append(spans, *sp)
 		return nil
 	})
 	return spans, err
@@ -742,18 +757,13 @@ func scanDotenv(b []byte) ([]span, error) {
 		for i < len(l) && (l[i] == ' ' || l[i] == '\t') {
 			i++
 		}
-		start, end, esc, ok := valueAt(l, i)
-		v, ok2 := decode(l[start:end], esc)
-		if !ok || !ok2 {
-			if secretName(name) {
-				return fmt.Errorf("reading the dotenv file: line %d: the value of %s is not read", n, name)
-			}
-			return nil
+		sp, err := secretAt(l, off, i, name, func() error {
+			return fmt.Errorf("reading the dotenv file: line %d: the value of %s is not read", n, name)
+		})
+		if sp != nil {
+			spans = append(spans, *sp)
 		}
-		if kind, ok := classify(name, v); ok {
-			spans = append(spans, span{Field{Key: name, Value: v, Kind: kind}, off + start, off + end, esc})
-		}
-		return nil
+		return err
 	})
 	return spans, err
 }
@@ -920,15 +930,7 @@ func (s *tomlScan) file() error {
 				table = fmt.Sprintf("%s[%d]", table, n)
 			}
 		} else {
-			keys, err := s.key()
-			if err != nil {
-				return err
-			}
-			if s.peek() != '=' {
-				return errors.New("a key without =")
-			}
-			s.i++
-			if err := s.value(join(table, strings.Join(keys, ".")), keys[len(keys)-1], 0); err != nil {
+			if err := s.pair(table, 0, "a key without ="); err != nil {
 				return err
 			}
 		}
@@ -979,6 +981,20 @@ func (s *tomlScan) key() ([]string, error) {
 		}
 		s.i++
 	}
+}
+
+// pair reads a key, its = and its value, the key's path below under;
+// noEq is the error of a key without =.
+func (s *tomlScan) pair(under string, depth int, noEq string) error {
+	keys, err := s.key()
+	if err != nil {
+		return err
+	}
+	if s.peek() != '=' {
+		return errors.New(noEq)
+	}
+	s.i++
+	return s.value(join(under, strings.Join(keys, ".")), keys[len(keys)-1], depth)
 }
 
 // value reads the value at s.i, at path, under name.
@@ -1045,15 +1061,7 @@ func (s *tomlScan) value(path, name string, depth int) error {
 				s.i++
 				continue
 			}
-			keys, err := s.key()
-			if err != nil {
-				return err
-			}
-			if s.peek() != '=' {
-				return errors.New("an inline table's key without =")
-			}
-			s.i++
-			if err := s.value(join(path, strings.Join(keys, ".")), keys[len(keys)-1], depth+1); err != nil {
+			if err := s.pair(path, depth+1, "an inline table's key without ="); err != nil {
 				return err
 			}
 			s.blank(true)

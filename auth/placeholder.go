@@ -41,38 +41,54 @@ func Placeholder(secret string) (string, error) {
 	if keep, ok := signedKeep(secret); ok {
 		head = secret[:keep]
 	}
-	out := []byte(head)
-	varied := 0
-	for i := len(head); i < len(secret); i++ {
-		c := secret[i]
-		var set string
-		switch {
-		case c >= '0' && c <= '9':
-			set = "0123456789"
-		case c >= 'a' && c <= 'z':
-			set = "abcdefghijklmnopqrstuvwxyz"
-		case c >= 'A' && c <= 'Z':
-			set = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-		default:
-			out = append(out, c)
-			continue
-		}
-		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(set))))
-		if err != nil {
-			return "", err
-		}
-		out = append(out, set[n.Int64()])
-		varied++
+	p, varied, err := draw(secret, len(head), classOf)
+	if err != nil {
+		return "", err
 	}
 	if varied < 8 {
 		return "", errors.New("a secret with fewer than 8 letters and digits past its prefix has no placeholder that cannot be guessed")
 	}
-	p := string(out)
 	if p == secret {
 		// Drawn the same: vanishingly rare, never handed out.
 		return Placeholder(secret)
 	}
 	return p, nil
+}
+
+// draw keeps the first keep bytes of secret and replaces each byte after
+// them by one drawn at random from set(c), or keeps it where that is "".
+// varied is how many it drew.
+func draw(secret string, keep int, set func(c byte) string) (p string, varied int, err error) {
+	out := []byte(secret[:keep])
+	for i := keep; i < len(secret); i++ {
+		c := secret[i]
+		from := set(c)
+		if from == "" {
+			out = append(out, c)
+			continue
+		}
+		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(from))))
+		if err != nil {
+			return "", 0, err
+		}
+		out = append(out, from[n.Int64()])
+		varied++
+	}
+	return string(out), varied, nil
+}
+
+// classOf is the characters of c's class, a digit's, a lower-case
+// letter's or an upper-case one's; "" for any other byte.
+func classOf(c byte) string {
+	switch {
+	case c >= '0' && c <= '9':
+		return "0123456789"
+	case c >= 'a' && c <= 'z':
+		return "abcdefghijklmnopqrstuvwxyz"
+	case c >= 'A' && c <= 'Z':
+		return "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	}
+	return ""
 }
 
 // jwtKeep is how much of a JWT its placeholder keeps: the header and
@@ -140,24 +156,19 @@ func holdsSecret(v any) bool {
 // jwtPlaceholder keeps the first keep bytes of a JWT and its dots, and
 // draws the rest of base64url characters.
 func jwtPlaceholder(secret string, keep int) (string, error) {
-	out := []byte(secret[:keep])
-	varied := 0
-	for i := keep; i < len(secret); i++ {
-		if secret[i] == '.' {
-			out = append(out, '.')
-			continue
+	p, varied, err := draw(secret, keep, func(c byte) string {
+		if c == '.' {
+			return ""
 		}
-		n, err := rand.Int(rand.Reader, big.NewInt(int64(len(base64url))))
-		if err != nil {
-			return "", err
-		}
-		out = append(out, base64url[n.Int64()])
-		varied++
+		return base64url
+	})
+	if err != nil {
+		return "", err
 	}
 	if varied < 8 {
 		return "", errors.New("a JWT with fewer than 8 characters past what it shows has no placeholder that cannot be guessed")
 	}
-	if p := string(out); p != secret {
+	if p != secret {
 		return p, nil
 	}
 	return jwtPlaceholder(secret, keep)

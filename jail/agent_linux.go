@@ -103,36 +103,13 @@ type agentStart struct {
 // startAgent starts an agent from a thread of launch, sends it cfg with
 // files, and waits until it says it is ready.
 func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) (*agentClient, error) {
-	cmd, ctl, server, kill := st.cmd, st.ctl, st.server, st.kill
+	cmd, server, kill := st.cmd, st.server, st.kill
 	a := &agentClient{conn: server, calls: map[uint64]*agentCall{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096},
 		place: st.place, spares: map[uint64]*agentSpare{}, spareReady: make(chan struct{}), toPlace: make(chan *agentSpare, 2*AgentSpares)}
 	// Spares everywhere, reported for placing with a Placer.
 	cfg.Spares, cfg.Placed = AgentSpares, a.place != nil
 	cmd.Stderr = a.stderr
-	if launch == nil {
-		launch = FreshThread
-	}
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	launch(func() {
-		if st.confine != nil {
-			if err := st.confine(); err != nil {
-				started <- err
-				return
-			}
-		}
-		err := cmd.Start()
-		started <- err
-		if err == nil && st.confine == nil {
-			exited <- cmd.Wait()
-		}
-	})
-	err := <-started
-	ctl.Close()
-	closeFiles(st.sent)
-	if err == nil && st.confine != nil {
-		go func() { exited <- cmd.Wait() }()
-	}
+	exited, err := st.launch(launch)
 	if err != nil {
 		server.Close()
 		return nil, fmt.Errorf("start the session agent: %w", err)
@@ -150,11 +127,79 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 	}()
 	defer close(startDone)
 
-	type readiness struct {
-		proxy net.Listener // the proxy's listener, for cfg.Egress
-		pid   int          // the agent's own id, in its pid namespace
-		err   error
+	r := awaitReady(handshake(server, cfg, files))
+	if err := r.err; err != nil {
+		// An agent (or bwrap) that fails to set up says why on stderr as
+		// it exits: wait a moment for that line.
+		select {
+		case <-gone:
+		case <-time.After(time.Second):
+		}
+		a.end(&agentStartError{err: err, line: strings.TrimPrefix(a.stderr.line(), ": ")})
+		return nil, a.Err()
 	}
+	if a.place != nil {
+		// Found now, while nothing but the agent itself ran in its
+		// sandbox: the threads it reports are looked up in this process.
+		if a.agentPid, err = hostProcess(a.pid, r.pid); err != nil {
+			if r.proxy != nil {
+				r.proxy.Close()
+			}
+			a.end(&agentStartError{err: err})
+			return nil, a.Err()
+		}
+		a.threads = newThreadIDs(a.agentPid, r.pid)
+		go a.placeSpares()
+	}
+	if r.proxy != nil {
+		st.serve(r.proxy)
+	}
+	go a.read()
+	return a, nil
+}
+
+// launch starts st.cmd from a thread of launch (FreshThread if nil),
+// confined first if st says so, and closes the descriptors the agent
+// took. Its Wait's error arrives on exited.
+func (st agentStart) launch(launch Launcher) (exited <-chan error, err error) {
+	if launch == nil {
+		launch = FreshThread
+	}
+	cmd := st.cmd
+	started := make(chan error, 1)
+	done := make(chan error, 1)
+	launch(func() {
+		if st.confine != nil {
+			if err := st.confine(); err != nil {
+				started <- err
+				return
+			}
+		}
+		err := cmd.Start()
+		started <- err
+		if err == nil && st.confine == nil {
+			done <- cmd.Wait()
+		}
+	})
+	err = <-started
+	st.ctl.Close()
+	closeFiles(st.sent)
+	if err == nil && st.confine != nil {
+		go func() { done <- cmd.Wait() }()
+	}
+	return done, err
+}
+
+// readiness is what an agent's first answer says.
+type readiness struct {
+	proxy net.Listener // the proxy's listener, for cfg.Egress
+	pid   int          // the agent's own id, in its pid namespace
+	err   error
+}
+
+// handshake sends the agent cfg with files and reads its first answer,
+// in the background.
+func handshake(server *net.UnixConn, cfg agentMsg, files []*os.File) <-chan readiness {
 	ready := make(chan readiness, 1)
 	go func() {
 		if err := writeFrame(server, cfg, files...); err != nil {
@@ -184,45 +229,23 @@ func startAgent(st agentStart, launch Launcher, cfg agentMsg, files []*os.File) 
 		closeFiles(got)
 		ready <- r
 	}()
-	var r readiness
+	return ready
+}
+
+// awaitReady waits agentStartTimeout for the handshake's answer; one that
+// comes later has its proxy's listener closed.
+func awaitReady(ready <-chan readiness) readiness {
 	select {
-	case r = <-ready:
+	case r := <-ready:
+		return r
 	case <-time.After(agentStartTimeout):
-		r.err = errors.New("not ready in time")
 		go func() {
 			if late := <-ready; late.proxy != nil {
 				late.proxy.Close()
 			}
 		}()
+		return readiness{err: errors.New("not ready in time")}
 	}
-	if err := r.err; err != nil {
-		// An agent (or bwrap) that fails to set up says why on stderr as
-		// it exits: wait a moment for that line.
-		select {
-		case <-gone:
-		case <-time.After(time.Second):
-		}
-		a.end(&agentStartError{err: err, line: strings.TrimPrefix(a.stderr.line(), ": ")})
-		return nil, a.Err()
-	}
-	if a.place != nil {
-		// Found now, while nothing but the agent itself ran in its
-		// sandbox: the threads it reports are looked up in this process.
-		if a.agentPid, err = hostProcess(a.pid, r.pid); err != nil {
-			if r.proxy != nil {
-				r.proxy.Close()
-			}
-			a.end(&agentStartError{err: err})
-			return nil, a.Err()
-		}
-		a.threads = newThreadIDs(a.agentPid, r.pid)
-		go a.placeSpares()
-	}
-	if r.proxy != nil {
-		st.serve(r.proxy)
-	}
-	go a.read()
-	return a, nil
 }
 
 // placeSpares places the threads the agent reports as spare, in the

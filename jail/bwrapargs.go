@@ -80,15 +80,66 @@ func within(p, dir string) bool {
 // Spec.MaxMemory bytes; the tmpfs that hide the jail's Hide are read-only
 // too (their owner could chmod them writable).
 func BwrapArgs(spec Spec, shadow []string, sized bool, masks ...Mask) []string {
-	args := []string{
-		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+	b := &bwrapBuilder{fd: 3}
+	b.namespaces(spec)
+	b.system(spec, sized)
+	vis := b.shadow(spec.Visible, shadow)
+	b.writable(spec)
+	staged := b.jail(spec)
+	maskedDirs := b.unread(masks, vis)
+	for _, h := range spec.Hide {
+		b.add("--perms", "0500", "--tmpfs", staged(h))
 	}
+	// Read-only only now that bwrap has made, in the shadowing tmpfs, the
+	// mount points of the jail and of what is bound back (remount-ro does
+	// not reach the mounts below).
+	for _, d := range shadow {
+		b.add("--remount-ro", d)
+	}
+	for _, h := range spec.Hide {
+		b.add("--remount-ro", staged(h))
+	}
+	for _, d := range maskedDirs {
+		b.add("--remount-ro", d)
+	}
+	b.add("--remount-ro", "/dev")
+	b.command(spec)
+	return b.args
+}
+
+// bwrapBuilder accumulates BwrapArgs in order and numbers the descriptors
+// they name: sources the server opened are bound by descriptor, fd 3 on,
+// in the order of bwrapFiles; bwrap closes them before the command runs.
+type bwrapBuilder struct {
+	args []string
+	fd   int
+}
+
+func (b *bwrapBuilder) add(args ...string) { b.args = append(b.args, args...) }
+
+// bind binds src at dst, or file by descriptor when the server opened it.
+func (b *bwrapBuilder) bind(file *os.File, writable bool, src, dst string) {
+	flag := "--ro-bind"
+	if writable {
+		flag = "--bind"
+	}
+	if file != nil {
+		b.add(flag+"-fd", strconv.Itoa(b.fd), dst)
+		b.fd++
+		return
+	}
+	b.add(flag, src, dst)
+}
+
+// namespaces are the sandbox's own namespaces and what it may not gain.
+func (b *bwrapBuilder) namespaces(spec Spec) {
+	b.add("--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts")
 	if !spec.Network || spec.Egress != nil {
 		// Held to a proxy: the sandbox's own network, whose only way out
 		// is the server's proxy on its loopback.
-		args = append(args, "--unshare-net")
+		b.add("--unshare-net")
 	}
-	args = append(args,
+	b.add(
 		"--die-with-parent",
 		// A new session has no controlling terminal: no TIOCSTI into ours.
 		"--new-session",
@@ -98,16 +149,20 @@ func BwrapArgs(spec Spec, shadow []string, sized bool, masks ...Mask) []string {
 	)
 	switch {
 	case spec.Overlay == nil:
-		args = append(args, "--disable-userns")
+		b.add("--disable-userns")
 	case spec.Overlay.mapRoot:
 		// With an overlay, the agent makes a user namespace of its own
 		// to mount in (overlay_linux.go); every call's thread denies new
 		// namespaces to its commands with seccomp instead. Mapping root
 		// there takes CAP_SETFCAP (the kernel's guard against file
 		// capabilities a namespace's root would set for the host's).
-		args = append(args, "--cap-add", "CAP_SETFCAP")
+		b.add("--cap-add", "CAP_SETFCAP")
 	}
-	args = append(args,
+}
+
+// system is the host read-only and the sandbox's own /dev and /proc.
+func (b *bwrapBuilder) system(spec Spec, sized bool) {
+	b.add(
 		"--ro-bind", "/", "/",
 		"--dev", "/dev",
 		// The IPC namespace's own POSIX message queues, mounted where the
@@ -120,15 +175,21 @@ func BwrapArgs(spec Spec, shadow []string, sized bool, masks ...Mask) []string {
 	// of the read-only /dev: no POSIX shared memory, rather than unbounded.
 	switch {
 	case spec.MaxMemory <= 0:
-		args = append(args, "--tmpfs", "/dev/shm")
+		b.add("--tmpfs", "/dev/shm")
 	case sized:
-		args = append(args, "--size", strconv.FormatInt(spec.MaxMemory, 10), "--tmpfs", "/dev/shm")
+		b.add("--size", strconv.FormatInt(spec.MaxMemory, 10), "--tmpfs", "/dev/shm")
 	}
-	args = append(args,
+	b.add(
 		"--proc", "/proc",
 		// As root a fresh /proc lets the sandbox write kernel tunables.
 		"--ro-bind", "/proc/sys", "/proc/sys",
 	)
+}
+
+// shadow hides the shadowed directories and binds back what must stay
+// visible below them; it returns visible sorted, a path before the paths
+// below it.
+func (b *bwrapBuilder) shadow(visible, shadow []string) []string {
 	// Every shadowed directory is mounted before anything is bound back,
 	// so that one shadowing another (a /var/tmp that is /tmp) hides
 	// nothing bound back.
@@ -137,36 +198,26 @@ func BwrapArgs(spec Spec, shadow []string, sized bool, masks ...Mask) []string {
 		if d == "/tmp" || d == "/var/tmp" {
 			perms = "1777"
 		}
-		args = append(args, "--perms", perms, "--tmpfs", d)
+		b.add("--perms", perms, "--tmpfs", d)
 	}
-	vis := slices.Clone(spec.Visible)
-	slices.Sort(vis) // a path before the paths below it
+	vis := slices.Clone(visible)
+	slices.Sort(vis)
 	var shown []string
 	for _, v := range vis {
 		if !shadowed(v, shadow) || shadowed(v, shown) {
 			continue
 		}
 		shown = append(shown, v)
-		args = append(args, "--ro-bind", v, v)
+		b.add("--ro-bind", v, v)
 	}
-	// Sources the server opened are bound by descriptor (fd 3 on, in the
-	// order of bwrapFiles); bwrap closes them before the command runs.
-	fd := 3
-	bind := func(file *os.File, writable bool, src, dst string) {
-		flag := "--ro-bind"
-		if writable {
-			flag = "--bind"
-		}
-		if file != nil {
-			args = append(args, flag+"-fd", strconv.Itoa(fd), dst)
-			fd++
-			return
-		}
-		args = append(args, flag, src, dst)
-	}
-	// The project's directories commands write in place (--writable),
-	// over its read-only view: none is or holds the jails' directory
-	// (refused at start), so the jail's binds below do not undo them.
+	return vis
+}
+
+// writable binds the project's directories commands write in place
+// (--writable) over its read-only view: none is or holds the jails'
+// directory (refused at start), so the jail's binds after them do not
+// undo them.
+func (b *bwrapBuilder) writable(spec Spec) {
 	for i, w := range spec.Writable {
 		at := w.Path
 		if spec.Overlay != nil {
@@ -174,17 +225,24 @@ func BwrapArgs(spec Spec, shadow []string, sized bool, masks ...Mask) []string {
 			// overlay (overlay_linux.go).
 			at = StagedWritable(i)
 		}
-		bind(w.File, true, w.Path, at)
+		b.bind(w.File, true, w.Path, at)
 	}
-	// Other sessions' jails: an empty tmpfs over their directory, made
-	// read-only once the jail is bound into it. With an overlay, nothing
-	// is mounted below the project here: the agent's user namespace
-	// would hold such mounts locked, and overlayfs takes no lower layer
-	// with locked mounts below it. The jail and the layer are bound
-	// aside instead (StagedJail, StagedLayer), where each call's view
-	// takes them from (overlay_linux.go).
+}
+
+// jail binds the jail writable, hides other sessions' jails, and binds
+// the credentials and state copies over their places in the jail, and
+// the overlay's layer. It returns where a path of the jail is bound.
+//
+// Other sessions' jails: an empty tmpfs over their directory, made
+// read-only once the jail is bound into it. With an overlay, nothing is
+// mounted below the project here: the agent's user namespace would hold
+// such mounts locked, and overlayfs takes no lower layer with locked
+// mounts below it. The jail and the layer are bound aside instead
+// (StagedJail, StagedLayer), where each call's view takes them from
+// (overlay_linux.go).
+func (b *bwrapBuilder) jail(spec Spec) (staged func(string) string) {
 	jailAt := spec.Jail
-	staged := func(p string) string { return p }
+	staged = func(p string) string { return p }
 	if spec.Overlay != nil {
 		jailAt = StagedJail
 		staged = func(p string) string {
@@ -196,64 +254,58 @@ func BwrapArgs(spec Spec, shadow []string, sized bool, masks ...Mask) []string {
 	}
 	siblings := spec.Overlay == nil && spec.Siblings != "" && spec.Jail != spec.Siblings && within(spec.Jail, spec.Siblings)
 	if siblings {
-		args = append(args, "--perms", "0755", "--tmpfs", spec.Siblings)
+		b.add("--perms", "0755", "--tmpfs", spec.Siblings)
 	}
-	bind(spec.JailFile, true, spec.Jail, jailAt)
+	b.bind(spec.JailFile, true, spec.Jail, jailAt)
 	if siblings {
 		// git's ignore file of the directory: the jails stay ignored.
 		gi := filepath.Join(spec.Siblings, ".gitignore")
-		args = append(args, "--ro-bind-try", gi, gi, "--remount-ro", spec.Siblings)
+		b.add("--ro-bind-try", gi, gi, "--remount-ro", spec.Siblings)
 	}
 	// Credentials and state copies go over their places in the jail, so
 	// after it; the directory holding the state copies is hidden last.
 	for _, m := range spec.Mounts {
-		bind(m.File, m.Writable, m.Source, staged(m.Target))
+		b.bind(m.File, m.Writable, m.Source, staged(m.Target))
 	}
 	if spec.Overlay != nil {
-		bind(spec.Overlay.Layer, true, "", StagedLayer)
+		b.bind(spec.Overlay.Layer, true, "", StagedLayer)
 	}
-	// What no command reads (Spec.Unread) as it is now: a directory
-	// empty but for what stays shown in it, a file unreadable (mode 0000,
-	// read-only; its data a descriptor at EOF, after the bound ones).
-	var maskedDirs []string
+	return staged
+}
+
+// unread hides what no command reads (Spec.Unread) as it is now: a
+// directory empty but for what stays shown in it (vis), a file
+// unreadable (mode 0000, read-only; its data a descriptor at EOF, after
+// the bound ones). It returns the directories, to be made read-only.
+func (b *bwrapBuilder) unread(masks []Mask, vis []string) (dirs []string) {
 	for _, m := range masks {
 		if !m.Dir {
-			args = append(args, "--perms", "0000", "--ro-bind-data", strconv.Itoa(fd), m.Path)
-			fd++
+			b.add("--perms", "0000", "--ro-bind-data", strconv.Itoa(b.fd), m.Path)
+			b.fd++
 			continue
 		}
-		args = append(args, "--perms", "0755", "--tmpfs", m.Path)
+		b.add("--perms", "0755", "--tmpfs", m.Path)
 		for _, v := range vis {
 			if v != m.Path && within(v, m.Path) {
-				args = append(args, "--ro-bind-try", v, v)
+				b.add("--ro-bind-try", v, v)
 			}
 		}
-		maskedDirs = append(maskedDirs, m.Path)
+		dirs = append(dirs, m.Path)
 	}
-	for _, h := range spec.Hide {
-		args = append(args, "--perms", "0500", "--tmpfs", staged(h))
-	}
-	// Read-only only now that bwrap has made, in the shadowing tmpfs, the
-	// mount points of the jail and of what is bound back (remount-ro does
-	// not reach the mounts below).
-	for _, d := range shadow {
-		args = append(args, "--remount-ro", d)
-	}
-	for _, h := range spec.Hide {
-		args = append(args, "--remount-ro", staged(h))
-	}
-	for _, d := range maskedDirs {
-		args = append(args, "--remount-ro", d)
-	}
-	args = append(args, "--remount-ro", "/dev")
+	return dirs
+}
+
+// command is the filter, the command's directory and environment, and
+// its argv.
+func (b *bwrapBuilder) command(spec Spec) {
 	// No unix sockets (see seccomp.go); the filter is the descriptor after
 	// the bound ones, then the pipe where bwrap says its init's pid.
-	args = append(args, "--seccomp", strconv.Itoa(fd), "--info-fd", strconv.Itoa(fd+1))
-	args = append(args, "--chdir", spec.Dir, "--clearenv")
+	b.add("--seccomp", strconv.Itoa(b.fd), "--info-fd", strconv.Itoa(b.fd+1))
+	b.add("--chdir", spec.Dir, "--clearenv")
 	for _, kv := range spec.Env {
 		k, v, _ := strings.Cut(kv, "=")
-		args = append(args, "--setenv", k, v)
+		b.add("--setenv", k, v)
 	}
-	args = append(args, "--")
-	return append(args, spec.Argv...)
+	b.add("--")
+	b.add(spec.Argv...)
 }

@@ -158,24 +158,23 @@ func writableFiles(spec Spec) ([]*os.File, error) {
 // restrictThread enters the domain of ruleset fd on the calling thread
 // only, and closes fd.
 func restrictThread(fd int) error {
-	defer unix.Close(fd)
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %w", err)
-	}
-	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
-		return fmt.Errorf("landlock restrict: %w", err)
-	}
-	return nil
+	return restrict(fd, unix.Prctl, ll.LandlockRestrictSelf)
 }
 
 // restrictProcess enters the domain of ruleset fd on every thread of the
 // process, and closes fd.
 func restrictProcess(fd int) error {
+	return restrict(fd, ll.AllThreadsPrctl, ll.AllThreadsLandlockRestrictSelf)
+}
+
+// restrict sets no_new_privs and enters the domain of ruleset fd with
+// prctl and restrictSelf (of one thread, or of all), and closes fd.
+func restrict(fd int, prctl func(option int, arg2, arg3, arg4, arg5 uintptr) error, restrictSelf func(fd int, flags uint32) error) error {
 	defer unix.Close(fd)
-	if err := ll.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+	if err := prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if err := ll.AllThreadsLandlockRestrictSelf(fd, 0); err != nil {
+	if err := restrictSelf(fd, 0); err != nil {
 		return fmt.Errorf("landlock restrict: %w", err)
 	}
 	return nil

@@ -238,32 +238,57 @@ func sbplReads(spec Spec, ps *sbplParams) []string {
 	if len(unread) == 0 && siblings == "" {
 		return nil
 	}
-	var out []string
-	rule := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
-	dirs := map[string]string{}
-	literals := func(paths []string) string {
-		var parts []string
-		for _, p := range paths {
-			d, ok := dirs[p]
-			if !ok {
-				d = "(literal " + ps.add(fmt.Sprintf("DIR_%d", len(dirs)), p) + ")"
-				dirs[p] = d
-			}
-			if !slices.Contains(parts, d) {
-				parts = append(parts, d)
-			}
-		}
-		return strings.Join(parts, " ")
+	r := &sbplReadRules{ps: ps, dirs: map[string]string{}}
+	r.unread(unread, shownBelow(spec.Visible, unread))
+	r.holders(unread, spec.Writable)
+	if siblings != "" {
+		r.siblings(siblings, jail)
 	}
+	r.rule("; the jail, whatever above holds it")
+	r.rule(`(allow file-read* file-write* process-exec (subpath (param "JAIL")))`)
+	return r.out
+}
 
-	// What stays shown below a denied path, and the shallowest denied
-	// path above it: the directories from there on are looked up.
-	type shownPath struct {
-		index     int // in spec.Visible
-		path, top string
+// sbplReadRules accumulates sbplReads' rules, and the parameters they
+// name in ps.
+type sbplReadRules struct {
+	out  []string
+	ps   *sbplParams
+	dirs map[string]string // a directory's literal, by path
+}
+
+func (r *sbplReadRules) rule(format string, a ...any) {
+	r.out = append(r.out, fmt.Sprintf(format, a...))
+}
+
+// literals are the (literal …) filters of paths, one parameter a
+// directory however often it is named.
+func (r *sbplReadRules) literals(paths []string) string {
+	var parts []string
+	for _, p := range paths {
+		d, ok := r.dirs[p]
+		if !ok {
+			d = "(literal " + r.ps.add(fmt.Sprintf("DIR_%d", len(r.dirs)), p) + ")"
+			r.dirs[p] = d
+		}
+		if !slices.Contains(parts, d) {
+			parts = append(parts, d)
+		}
 	}
+	return strings.Join(parts, " ")
+}
+
+// shownPath is what stays shown below a denied path, and the shallowest
+// denied path above it: the directories from there on are looked up.
+type shownPath struct {
+	index     int // in spec.Visible
+	path, top string
+}
+
+// shownBelow are the paths of visible that lie below a path of unread.
+func shownBelow(visible []string, unread []unreadEntry) []shownPath {
 	var shown []shownPath
-	for i, v := range spec.Visible {
+	for i, v := range visible {
 		rv := realPath(v)
 		top := ""
 		for _, e := range unread {
@@ -275,7 +300,14 @@ func sbplReads(spec Spec, ps *sbplParams) []string {
 			shown = append(shown, shownPath{i, rv, top})
 		}
 	}
-	// Shallower first; at one depth a denial before what is shown.
+	return shown
+}
+
+// unread denies each path of unread and allows again what is shown below
+// one, shallower first and at one depth a denial before what is shown, so
+// that the deepest rule decides; the directories on the way to a shown
+// path are looked up and stat'ed.
+func (r *sbplReadRules) unread(unread []unreadEntry, shown []shownPath) {
 	type step struct {
 		depth, order int
 		deny         *unreadEntry
@@ -286,7 +318,7 @@ func sbplReads(spec Spec, ps *sbplParams) []string {
 	for i, e := range unread {
 		steps = append(steps, step{depth: e.depth(), deny: &unread[i]})
 		if e.pat == "" {
-			names[e.index] = ps.add(fmt.Sprintf("UNREAD_%d", e.index), e.path)
+			names[e.index] = r.ps.add(fmt.Sprintf("UNREAD_%d", e.index), e.path)
 		}
 	}
 	var way []string
@@ -299,53 +331,59 @@ func sbplReads(spec Spec, ps *sbplParams) []string {
 		return cmp.Or(cmp.Compare(a.depth, b.depth), cmp.Compare(a.order, b.order))
 	})
 	if len(unread) > 0 {
-		rule("; what no command reads (the deny list, the server's token): not")
-		rule("; read, written nor run; what is shown below it read and run again,")
-		rule("; the deepest rule last, and the directories on its way stat'ed")
+		r.rule("; what no command reads (the deny list, the server's token): not")
+		r.rule("; read, written nor run; what is shown below it read and run again,")
+		r.rule("; the deepest rule last, and the directories on its way stat'ed")
 	}
 	for _, s := range steps {
 		if v := s.shown; v != nil {
-			rule("(allow file-read* process-exec (subpath %s))", ps.add(fmt.Sprintf("SHOWN_%d", v.index), v.path))
+			r.rule("(allow file-read* process-exec (subpath %s))", r.ps.add(fmt.Sprintf("SHOWN_%d", v.index), v.path))
 			continue
 		}
 		if e := s.deny; e.pat == "" {
-			rule("(deny file-read* file-write* process-exec (subpath %s))", names[e.index])
+			r.rule("(deny file-read* file-write* process-exec (subpath %s))", names[e.index])
 		} else {
 			at := "^" + regexp.QuoteMeta(strings.TrimSuffix(e.path, "/")+"/") + e.regex
-			rule("(deny file-read* file-write* process-exec (regex %s) (regex %s))", sbplString(at+"$"), sbplString(at+"/"))
+			r.rule("(deny file-read* file-write* process-exec (regex %s) (regex %s))", sbplString(at+"$"), sbplString(at+"/"))
 		}
 	}
 	if len(way) > 0 {
-		rule("(allow file-read-metadata %s)", literals(way))
+		r.rule("(allow file-read-metadata %s)", r.literals(way))
 	}
+}
+
+// holders keeps, in a directory written in place, the directories above
+// a denied path: a rename would take what they hold out of the rules.
+func (r *sbplReadRules) holders(unread []unreadEntry, writable []WritableDir) {
 	var fixed []string
 	for _, e := range unread {
 		last := e.path
 		if e.pat == "" {
 			last = path.Dir(e.path)
 		}
-		for _, w := range spec.Writable {
+		for _, w := range writable {
 			fixed = append(fixed, dirsBetween(realPath(w.Path), last)...)
 		}
 	}
 	if len(fixed) > 0 {
-		rule("; in a directory written in place, what holds a denied path stays:")
-		rule("; a rename would take it out of the rules above")
-		rule("(deny file-write* %s)", literals(fixed))
+		r.rule("; in a directory written in place, what holds a denied path stays:")
+		r.rule("; a rename would take it out of the rules above")
+		r.rule("(deny file-write* %s)", r.literals(fixed))
 	}
-	if siblings != "" {
-		rule("; other sessions' jails: their directory is looked up, not listed")
-		rule("(deny file-read* process-exec (subpath %s))", ps.add("SIBLINGS", siblings))
-		between := ""
-		if d := dirsBetween(siblings, path.Dir(jail)); len(d) > 0 {
-			between = " " + literals(d)
-		}
-		rule(`(allow file-read-metadata (literal (param "SIBLINGS"))%s)`, between)
-		rule(`(allow file-read* (literal (string-append (param "SIBLINGS") %s)))`, sbplString("/.gitignore"))
+}
+
+// siblings hides other sessions' jails: nothing below their directory is
+// read or run; the directory, and those on the way to jail, are looked up
+// and stat'ed, not listed; its .gitignore is read.
+func (r *sbplReadRules) siblings(siblings, jail string) {
+	r.rule("; other sessions' jails: their directory is looked up, not listed")
+	r.rule("(deny file-read* process-exec (subpath %s))", r.ps.add("SIBLINGS", siblings))
+	between := ""
+	if d := dirsBetween(siblings, path.Dir(jail)); len(d) > 0 {
+		between = " " + r.literals(d)
 	}
-	rule("; the jail, whatever above holds it")
-	rule(`(allow file-read* file-write* process-exec (subpath (param "JAIL")))`)
-	return out
+	r.rule(`(allow file-read-metadata (literal (param "SIBLINGS"))%s)`, between)
+	r.rule(`(allow file-read* (literal (string-append (param "SIBLINGS") %s)))`, sbplString("/.gitignore"))
 }
 
 // dirsBetween are the directories below top on the way to p, p included,

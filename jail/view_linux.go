@@ -312,102 +312,18 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, *heldGrants, erro
 	held := &heldGrants{view: v}
 	held.refs.Store(1)
 	shown := append(slices.Clone(v.shown), extra...)
-	marked := append(slices.Clone(v.hidden), shown...)
-	var stamps []dirStamp
-	// access is what a shown path is granted: reads, and in the jail and
-	// the writable directories renames and links across their directories.
-	access := func(path string) uint64 {
-		if v.refers(path) {
-			return ll.AccessFSReadFile | ll.AccessFSRefer
-		}
-		return ll.AccessFSReadFile
-	}
-	grant := func(path string, access uint64) error { return grantPath(fd, held, path, access) }
-	// walk decides dir, shown or not: whole when nothing marked lies
-	// below it, else entry by entry.
-	var walk func(dir string, show bool) error
-	walk = func(dir string, show bool) error {
-		if dir == v.opaque {
-			if !show {
-				return nil
-			}
-			return grant(dir, access(dir))
-		}
-		below := false
-		for _, m := range marked {
-			if m != dir && within(m, dir) {
-				below = true
-				break
-			}
-		}
-		if !below {
-			if !show {
-				return nil
-			}
-			return grant(dir, access(dir))
-		}
-		var names []string
-		if show {
-			if st, ok := stampOf(dir); ok {
-				stamps = append(stamps, st)
-			}
-			d, err := os.Open(dir)
-			if err != nil {
-				return nil // not listable: what lies in it stays unread
-			}
-			names, _ = d.Readdirnames(-1)
-			d.Close()
-		} else {
-			// Hidden: only the way to what is marked below it, not a
-			// listing (/tmp and /run change all the time).
-			for _, m := range marked {
-				if rest, ok := strings.CutPrefix(m, strings.TrimSuffix(dir, "/")+"/"); ok && rest != "" {
-					name, _, _ := strings.Cut(rest, "/")
-					if !slices.Contains(names, name) {
-						names = append(names, name)
-					}
-				}
-			}
-		}
-		for _, name := range names {
-			p := filepath.Join(dir, name)
-			s := show
-			if v.hides(p) {
-				s = false
-			}
-			if slices.Contains(shown, p) {
-				s = true
-			}
-			var st unix.Stat_t
-			if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
-				continue
-			}
-			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				if s {
-					if err := grant(p, ll.AccessFSReadFile); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			if err := walk(p, s); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	show := !slices.Contains(v.hidden, "/")
-	err = walk("/", show)
+	w := &viewWalk{v: v, fd: fd, held: held, shown: shown, marked: append(slices.Clone(v.hidden), shown...)}
+	err = w.walk("/", !slices.Contains(v.hidden, "/"))
 	if st, ok := stampOf(v.registry); ok && v.registry != "" {
 		// A project's server started or gone: the next call's view anew.
-		stamps = append(stamps, st)
+		w.stamps = append(w.stamps, st)
 	}
 	// Each shown path again, by itself: a mount's root the walk does not
 	// reach by its path (the IPC namespace's message queues, opened
 	// through the kernel's own mount of it) takes its rule from there.
 	for _, p := range shown {
 		if err == nil && !v.coversHidden(p) {
-			err = grant(p, access(p))
+			err = w.grant(p, w.access(p))
 		}
 	}
 	if err != nil {
@@ -416,7 +332,104 @@ func viewRuleset(v readView, extra []string) (int, []dirStamp, *heldGrants, erro
 		return -1, nil, nil, err
 	}
 	held.stampDirs()
-	return fd, stamps, held, nil
+	return fd, w.stamps, held, nil
+}
+
+// viewWalk is viewRuleset's walk of the host from /, granting into
+// ruleset fd what view v shows.
+type viewWalk struct {
+	v      readView
+	fd     int
+	held   *heldGrants
+	shown  []string   // v's shown paths and the call's extra ones
+	marked []string   // the hidden and shown paths: where the walk goes below
+	stamps []dirStamp // the directories it listed
+}
+
+// access is what a shown path is granted: reads, and in the jail and the
+// writable directories renames and links across their directories.
+func (w *viewWalk) access(path string) uint64 {
+	if w.v.refers(path) {
+		return ll.AccessFSReadFile | ll.AccessFSRefer
+	}
+	return ll.AccessFSReadFile
+}
+
+func (w *viewWalk) grant(path string, access uint64) error {
+	return grantPath(w.fd, w.held, path, access)
+}
+
+// walk decides dir, shown or not: whole when nothing marked lies below
+// it, else entry by entry.
+func (w *viewWalk) walk(dir string, show bool) error {
+	if dir != w.v.opaque && slices.ContainsFunc(w.marked, func(m string) bool { return m != dir && within(m, dir) }) {
+		return w.entries(dir, show)
+	}
+	if !show {
+		return nil
+	}
+	return w.grant(dir, w.access(dir))
+}
+
+// entries decides each entry of dir: a file granted if shown, a
+// directory walked, a link skipped (what it points to is decided at its
+// own path).
+func (w *viewWalk) entries(dir string, show bool) error {
+	for _, name := range w.names(dir, show) {
+		p := filepath.Join(dir, name)
+		s := show
+		if w.v.hides(p) {
+			s = false
+		}
+		if slices.Contains(w.shown, p) {
+			s = true
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			continue
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			if s {
+				if err := w.grant(p, ll.AccessFSReadFile); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := w.walk(p, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// names are the entries of dir the walk decides: a shown directory's
+// listing (stamped), none if it is not listable (what lies in it stays
+// unread); of a hidden one, only the way to what is marked below it, not
+// a listing (/tmp and /run change all the time).
+func (w *viewWalk) names(dir string, show bool) []string {
+	var names []string
+	if show {
+		if st, ok := stampOf(dir); ok {
+			w.stamps = append(w.stamps, st)
+		}
+		d, err := os.Open(dir)
+		if err != nil {
+			return nil
+		}
+		names, _ = d.Readdirnames(-1)
+		d.Close()
+		return names
+	}
+	for _, m := range w.marked {
+		if rest, ok := strings.CutPrefix(m, strings.TrimSuffix(dir, "/")+"/"); ok && rest != "" {
+			name, _, _ := strings.Cut(rest, "/")
+			if !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
 }
 
 // grantPath adds to ruleset fd a rule that grants access beneath path

@@ -34,12 +34,9 @@ type ResetResult struct {
 
 // Reset is the jail_reset tool.
 func (h *Handler) Reset(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if err := decode(req, &struct{}{}, nil); err != nil {
-		return refuse("refused: %v", err), nil
-	}
-	s, err := h.Session(ctx)
-	if err != nil {
-		return refuse("refused: %v", err), nil
+	s, refused := h.sessionNoArgs(ctx, req)
+	if refused != nil {
+		return refused, nil
 	}
 	r, err := s.Reset(ctx)
 	if err != nil {

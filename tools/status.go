@@ -94,12 +94,9 @@ const alwaysEnforced = 5
 
 // Status is the jail_status tool.
 func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if err := decode(req, &struct{}{}, nil); err != nil {
-		return refuse("refused: %v", err), nil
-	}
-	s, err := h.Session(ctx)
-	if err != nil {
-		return refuse("refused: %v", err), nil
+	s, refused := h.sessionNoArgs(ctx, req)
+	if refused != nil {
+		return refused, nil
 	}
 	cfg := h.Manager.Config()
 	usage, err := s.Usage()

@@ -101,6 +101,19 @@ func annotations(title string, readOnly, destructive, idempotent, openWorld bool
 	}
 }
 
+// sessionNoArgs is the session of a call to a tool that takes no
+// arguments, or the refusal to answer the call with.
+func (h *Handler) sessionNoArgs(ctx context.Context, req mcp.CallToolRequest) (*session.Session, *mcp.CallToolResult) {
+	if err := decode(req, &struct{}{}, nil); err != nil {
+		return nil, refuse("refused: %v", err)
+	}
+	s, err := h.Session(ctx)
+	if err != nil {
+		return nil, refuse("refused: %v", err)
+	}
+	return s, nil
+}
+
 // decode reads a tool's arguments into v strictly: unknown arguments and
 // wrong types are refused with one line a model can act on.
 func decode(req mcp.CallToolRequest, v any, known []string) error {

@@ -30,11 +30,7 @@ type maskedCLI struct {
 // model answers here: the provider refuses every call, and a CLI that
 // then tries to refresh its login is refused by the proxy.
 func TestRealCLIsMasked(t *testing.T) {
-	bin := installCLIs(t)
-	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
-		t.Parallel()
-		testRealCLIsMasked(t, b, bin)
-	})
+	withCLIsOnEachBackend(t, testRealCLIsMasked)
 }
 
 func testRealCLIsMasked(t *testing.T, b testkit.Backend, bin string) {

@@ -67,10 +67,17 @@ var realCLIs = []struct {
 // runs on every backend, the backends at once: the CLIs are slow to start,
 // and each backend has its own project, HOME and server.
 func TestRealCLIsStartInTheJail(t *testing.T) {
+	withCLIsOnEachBackend(t, testRealCLIs)
+}
+
+// withCLIsOnEachBackend installs the CLIs once, in bin, and runs test on
+// every backend, the backends at once: the CLIs are slow to start, and
+// each backend has its own project, HOME and server.
+func withCLIsOnEachBackend(t *testing.T, test func(t *testing.T, b testkit.Backend, bin string)) {
 	bin := installCLIs(t)
 	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		t.Parallel()
-		testRealCLIs(t, b, bin)
+		test(t, b, bin)
 	})
 }
 

@@ -53,16 +53,6 @@ func cfgEnv(kv ...string) []string {
 	return append([]string{"PATH=" + path}, kv...)
 }
 
-// cfgProject is a canonical, empty project directory.
-func cfgProject(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // cfgNeedBwrap fails tests that really run a command when bubblewrap cannot
 // confine here.
 func cfgNeedBwrap(t *testing.T) {
@@ -195,7 +185,7 @@ func TestBadConfig(t *testing.T) {
 			}
 			t.Run(tt.name+"/"+by, func(t *testing.T) {
 				t.Parallel()
-				p := cfgProject(t)
+				p := testkit.NewProject(t)
 				value := tt.value(t, p)
 				var args, environ []string
 				name := "--" + tt.flag
@@ -256,7 +246,7 @@ func TestMaxSessionsNeedsListen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p := cfgProject(t)
+			p := testkit.NewProject(t)
 			// The sub-command, if any, then the project, then the rest.
 			args := append([]string{"--project", p}, tt.args...)
 			if len(tt.args) > 0 && (tt.args[0] == "serve" || tt.args[0] == "run") {
@@ -286,7 +276,7 @@ func TestMaxSessionsNeedsListen(t *testing.T) {
 // not even read.
 func TestTokenNeedsListen(t *testing.T) {
 	t.Parallel()
-	p := cfgProject(t)
+	p := testkit.NewProject(t)
 	for _, v := range []string{"JAIL_MCP_TOKEN=0123456789abcdef", "JAIL_MCP_TOKEN_FILE=/nonexistent"} {
 		name, _, _ := strings.Cut(v, "=")
 		for _, args := range [][]string{{"--project", p}, {"run", "--project", p, "--", "true"}} {
@@ -310,7 +300,7 @@ func TestTokenNeedsListen(t *testing.T) {
 func TestTokenNotOnCommandLine(t *testing.T) {
 	t.Parallel()
 	const secret = "jail-mcp-secret-0123456789"
-	p := cfgProject(t)
+	p := testkit.NewProject(t)
 	for _, args := range [][]string{
 		{"--token", secret},
 		{"--token=" + secret},
@@ -390,7 +380,7 @@ func TestTokenFileRefused(t *testing.T) {
 		for _, by := range []string{"flag", "env"} {
 			t.Run(tt.name+"/"+by, func(t *testing.T) {
 				t.Parallel()
-				args := []string{"--project", cfgProject(t), "--listen", "127.0.0.1:0"}
+				args := []string{"--project", testkit.NewProject(t), "--listen", "127.0.0.1:0"}
 				env := cfgEnv(tt.env...)
 				name := "--token-file"
 				if by == "flag" {
@@ -431,7 +421,7 @@ func TestBackendValues(t *testing.T) {
 	for _, by := range []string{"flag", "env"} {
 		t.Run("landlock/"+by, func(t *testing.T) {
 			t.Parallel()
-			p := cfgProject(t)
+			p := testkit.NewProject(t)
 			args := []string{"run", "--project", p, "--session", "s", "--log-level", "debug"}
 			environ := cfgEnv()
 			if by == "flag" {
@@ -457,7 +447,7 @@ func TestBackendValues(t *testing.T) {
 	})
 	t.Run("sandbox-exec", func(t *testing.T) {
 		t.Parallel()
-		p := cfgProject(t)
+		p := testkit.NewProject(t)
 		res := runInProcess(t, []string{"run", "--project", p, "--backend", "sandbox-exec", "--", "sh", "-c", "touch " + p + "/ran"}, cfgEnv())
 		if res.code != 125 || !strings.Contains(res.stderr, "sandbox-exec exists only on macOS") {
 			t.Errorf("exit %d, want 125 and the reason; stderr:\n%s", res.code, res.stderr)
@@ -476,7 +466,7 @@ func TestBackendValues(t *testing.T) {
 // refused too, never followed.
 func TestBadConfigDefaultRoot(t *testing.T) {
 	t.Parallel()
-	p := cfgProject(t)
+	p := testkit.NewProject(t)
 	if err := os.Symlink(t.TempDir(), filepath.Join(p, ".agent-home")); err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +483,7 @@ func TestBadConfigDefaultRoot(t *testing.T) {
 // TestBadInvocation covers what is wrong with the command line itself.
 func TestBadInvocation(t *testing.T) {
 	t.Parallel()
-	p := cfgProject(t)
+	p := testkit.NewProject(t)
 	tests := []struct {
 		name string
 		args []string
@@ -601,7 +591,7 @@ func TestFlagWinsOverVariable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p := cfgProject(t)
+			p := testkit.NewProject(t)
 			args := append(append([]string{"run", "--project", p}, tt.args...), "--", "true")
 			res := runInProcess(t, args, cfgEnv(tt.env))
 			if res.code != tt.code {
@@ -617,7 +607,7 @@ func TestFlagWinsOverVariable(t *testing.T) {
 	}
 	t.Run("project", func(t *testing.T) {
 		t.Parallel()
-		p := cfgProject(t)
+		p := testkit.NewProject(t)
 		res := runInProcess(t, []string{"run", "--project", p, "--", "true"}, cfgEnv("JAIL_MCP_PROJECT=/nonexistent"))
 		if res.code != 0 {
 			t.Fatalf("exit %d, want 0; stderr:\n%s", res.code, res.stderr)
@@ -631,7 +621,7 @@ func TestRootInsideAgentHome(t *testing.T) {
 	for _, by := range []string{"flag", "env"} {
 		t.Run(by, func(t *testing.T) {
 			t.Parallel()
-			p := cfgProject(t)
+			p := testkit.NewProject(t)
 			root := filepath.Join(p, ".agent-home", "nested")
 			args := []string{"run", "--project", p, "--session", "s"}
 			environ := cfgEnv()
@@ -651,7 +641,7 @@ func TestRootInsideAgentHome(t *testing.T) {
 	}
 	t.Run("root is agent-home", func(t *testing.T) {
 		t.Parallel()
-		p := cfgProject(t)
+		p := testkit.NewProject(t)
 		res := runInProcess(t, []string{"run", "--project", p, "--root", filepath.Join(p, ".agent-home"), "--", "true"}, cfgEnv())
 		if res.code != 0 {
 			t.Fatalf("exit %d, want 0; stderr:\n%s", res.code, res.stderr)
@@ -673,7 +663,7 @@ func TestRunCommand(t *testing.T) {
 
 		t.Run("backend", func(t *testing.T) {
 			t.Parallel()
-			res := runOn(t, "--project", cfgProject(t), "--log-level", "debug", "--", "true")
+			res := runOn(t, "--project", testkit.NewProject(t), "--log-level", "debug", "--", "true")
 			if res.code != 0 || !strings.Contains(res.stderr, "backend="+b.Name) {
 				t.Errorf("exit %d, want 0 and backend=%s on stderr:\n%s", res.code, b.Name, res.stderr)
 			}
@@ -681,7 +671,7 @@ func TestRunCommand(t *testing.T) {
 
 		t.Run("exit status", func(t *testing.T) {
 			t.Parallel()
-			res := runOn(t, "--project", cfgProject(t), "--", "sh", "-c", "exit 7")
+			res := runOn(t, "--project", testkit.NewProject(t), "--", "sh", "-c", "exit 7")
 			if res.code != 7 {
 				t.Errorf("exit %d, want 7; stderr:\n%s", res.code, res.stderr)
 			}
@@ -692,7 +682,7 @@ func TestRunCommand(t *testing.T) {
 
 		t.Run("output streams through", func(t *testing.T) {
 			t.Parallel()
-			res := runOn(t, "--project", cfgProject(t), "--", "sh", "-c", "echo out; echo err >&2")
+			res := runOn(t, "--project", testkit.NewProject(t), "--", "sh", "-c", "echo out; echo err >&2")
 			if res.code != 0 || res.stdout != "out\n" || res.stderr != "err\n" {
 				t.Errorf("exit %d, stdout %q, stderr %q; want 0, %q, %q", res.code, res.stdout, res.stderr, "out\n", "err\n")
 			}
@@ -700,7 +690,7 @@ func TestRunCommand(t *testing.T) {
 
 		t.Run("write to HOME", func(t *testing.T) {
 			t.Parallel()
-			p := cfgProject(t)
+			p := testkit.NewProject(t)
 			res := runOn(t, "--project", p, "--session", "t", "--", "sh", "-c", `echo x > "$HOME/f" && cat "$HOME/f" && echo "$HOME"`)
 			if res.code != 0 {
 				t.Fatalf("exit %d, want 0; stderr:\n%s", res.code, res.stderr)
@@ -719,7 +709,7 @@ func TestRunCommand(t *testing.T) {
 
 		t.Run("write to project", func(t *testing.T) {
 			t.Parallel()
-			p := cfgProject(t)
+			p := testkit.NewProject(t)
 			target := filepath.Join(p, "g")
 			res := runOn(t, "--project", p, "--", "sh", "-c", "echo y > "+target)
 			if res.code == 0 {
@@ -732,7 +722,7 @@ func TestRunCommand(t *testing.T) {
 
 		t.Run("not found", func(t *testing.T) {
 			t.Parallel()
-			res := runOn(t, "--project", cfgProject(t), "--", "/nonexistent/cmd")
+			res := runOn(t, "--project", testkit.NewProject(t), "--", "/nonexistent/cmd")
 			if res.code == 0 {
 				t.Errorf("running a missing program exited 0")
 			}
@@ -741,7 +731,7 @@ func TestRunCommand(t *testing.T) {
 		t.Run("timeout", func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			res := runOn(t, "--project", cfgProject(t), "--timeout", "1s", "--", "sleep", "5")
+			res := runOn(t, "--project", testkit.NewProject(t), "--timeout", "1s", "--", "sleep", "5")
 			if d := time.Since(start); d > 4*time.Second {
 				t.Errorf("took %v, want about 1s", d)
 			}
@@ -757,7 +747,7 @@ func TestRunCommand(t *testing.T) {
 		t.Run("nothing outlives", func(t *testing.T) {
 			t.Parallel()
 			marker := fmt.Sprintf("432109.%d%d", os.Getpid(), len(b.Name))
-			res := runOn(t, "--project", cfgProject(t), "--", "sh", "-c", fmt.Sprintf("setsid sleep %s & (sleep %s &); echo started", marker, marker))
+			res := runOn(t, "--project", testkit.NewProject(t), "--", "sh", "-c", fmt.Sprintf("setsid sleep %s & (sleep %s &); echo started", marker, marker))
 			if res.code != 0 || res.stdout != "started\n" {
 				t.Errorf("exit %d, stdout %q; stderr:\n%s", res.code, res.stdout, res.stderr)
 			}
@@ -768,7 +758,7 @@ func TestRunCommand(t *testing.T) {
 
 		t.Run("killed by a signal", func(t *testing.T) {
 			t.Parallel()
-			res := runOn(t, "--project", cfgProject(t), "--", "sh", "-c", "kill -TERM $$")
+			res := runOn(t, "--project", testkit.NewProject(t), "--", "sh", "-c", "kill -TERM $$")
 			if res.code != 128+15 {
 				t.Errorf("exit %d, want %d; stderr:\n%s", res.code, 128+15, res.stderr)
 			}
@@ -780,7 +770,7 @@ func TestRunCommand(t *testing.T) {
 // only, and the end of standard input is a clean stop.
 func TestServeInProcess(t *testing.T) {
 	cfgNeedBwrap(t)
-	p := cfgProject(t)
+	p := testkit.NewProject(t)
 	in := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test","version":"0"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -832,7 +822,7 @@ func TestRunBrokenBwrap(t *testing.T) {
 	for _, backend := range []string{"bwrap", "auto"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			p := cfgProject(t)
+			p := testkit.NewProject(t)
 			env := cfgEnv()
 			env[0] = "PATH=" + fake + ":" + strings.TrimPrefix(env[0], "PATH=")
 			res := runInProcess(t, []string{"run", "--project", p, "--backend", backend, "--", "sh", "-c", "touch " + p + "/ran"}, env)
@@ -849,7 +839,7 @@ func TestRunBrokenBwrap(t *testing.T) {
 	}
 	t.Run("a command that looks like bwrap", func(t *testing.T) {
 		t.Parallel()
-		res := runInProcess(t, []string{"run", "--project", cfgProject(t), "--backend", "bwrap", "--", "sh", "-c", "echo 'bwrap: not really' >&2; exit 1"}, cfgEnv())
+		res := runInProcess(t, []string{"run", "--project", testkit.NewProject(t), "--backend", "bwrap", "--", "sh", "-c", "echo 'bwrap: not really' >&2; exit 1"}, cfgEnv())
 		if res.code != 1 || res.stderr != "bwrap: not really\n" {
 			t.Errorf("exit %d, stderr %q; want 1 and the command's own line", res.code, res.stderr)
 		}
@@ -931,7 +921,7 @@ func TestBadConfigOnATerminal(t *testing.T) {
 func TestWritableMadeAtStart(t *testing.T) {
 	t.Parallel()
 	cfgNeedBwrap(t)
-	p := cfgProject(t)
+	p := testkit.NewProject(t)
 	res := runInProcess(t, []string{"run", "--project", p, "--writable", "node_modules,web/dist/assets", "--", "true"}, cfgEnv())
 	if res.code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", res.code, res.stderr)
@@ -953,7 +943,7 @@ func TestWritableMadeAtStart(t *testing.T) {
 func TestDoctorWritable(t *testing.T) {
 	t.Parallel()
 	cfgNeedBwrap(t)
-	p := cfgProject(t)
+	p := testkit.NewProject(t)
 	res := runInProcess(t, []string{"doctor", "--backend", "bwrap", "--project", p}, cfgEnv("JAIL_MCP_WRITABLE=node_modules,build"))
 	want := "WARNING: commands write these directories of the project in place, on the host (--writable): " + filepath.Join(p, "node_modules") + ", " + filepath.Join(p, "build") + "\n"
 	if res.code != 0 || !strings.Contains(res.stdout, want) {

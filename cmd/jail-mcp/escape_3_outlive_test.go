@@ -50,6 +50,15 @@ func startDaemons(m string) string {
 	return b.String()
 }
 
+// noneLeft reports as an escape any process of marker m still running
+// after what ended its call.
+func (fx *escapeFixture) noneLeft(t *testing.T, m, after string) {
+	t.Helper()
+	if pids := testkit.ProcessesWith(m); len(pids) > 0 {
+		fx.escape(t, "running after %s: %v", after, pids)
+	}
+}
+
 // Promise 3: nothing outlives its call unless asked to (a job), nor its
 // session.
 func (fx *escapeFixture) nothingOutlives(t *testing.T) {
@@ -69,9 +78,7 @@ n=0; for c in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' < "$c" 2>/dev/null)" = "
 			if !strings.Contains(res.Stdout, "alive 1\n") {
 				t.Fatalf("the daemon did not start: %+v", res)
 			}
-			if pids := testkit.ProcessesWith(m); len(pids) > 0 {
-				fx.escape(t, "running after the call returned: %v", pids)
-			}
+			fx.noneLeft(t, m, "the call returned")
 		})
 	}
 	fx.vector(t, "timeout", func(t *testing.T) {
@@ -83,9 +90,7 @@ n=0; for c in /proc/[0-9]*/cmdline; do [ "$(tr '\0' ' ' < "$c" 2>/dev/null)" = "
 		if !res.TimedOut || res.Limit != "timeout" || !strings.Contains(res.Stdout, fmt.Sprintf("alive %d\n", len(forms))) {
 			t.Fatalf("result: %+v", res)
 		}
-		if pids := testkit.ProcessesWith(m); len(pids) > 0 {
-			fx.escape(t, "running after the timeout: %v", pids)
-		}
+		fx.noneLeft(t, m, "the timeout")
 	})
 	fx.vector(t, "cancel", func(t *testing.T) {
 		m := marker(11)

@@ -33,22 +33,55 @@ func (fx *escapeFixture) bounded(t *testing.T) {
 	disk := fx.start(t, project, fx.env(), "--session", "disk", "--max-memory", "64MiB", "--max-disk", "8MiB", "--auth", "none")
 	diskJail := filepath.Join(project, ".agent-home", "disk")
 
-	fx.vector(t, "procs", func(t *testing.T) {
-		m := fmt.Sprintf("30.%d99", os.Getpid())
-		defer testkit.KillMarked(m)
-		res, raw := procs.Exec(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
-		if res.Limit != "procs" || !raw.IsError {
-			t.Errorf("result: %+v", res)
-		}
-		if pids := testkit.ProcessesWith(m); len(pids) > 0 {
-			t.Errorf("left running: %d processes", len(pids))
-		}
-	})
-	// Its own cgroups (a call's, nested in its agent's, where the server
-	// makes cgroups): no bound raised, no move out of them or into
-	// another's, no cgroup of its own made, on any hierarchy.
-	fx.vector(t, "cgroups", func(t *testing.T) {
-		fx.attack(t, procs, `
+	bf := &boundedFixture{escapeFixture: fx, ownProject: project, procs: procs, disk: disk, diskJail: diskJail}
+	fx.vector(t, "procs", bf.runawayProcs)
+	fx.vector(t, "cgroups", bf.ownCgroups)
+	fx.vector(t, "timeout", bf.timeout)
+	fx.vector(t, "output", bf.output)
+	fx.vector(t, "core", bf.core)
+	fx.vector(t, "memory", bf.memory)
+	fx.vector(t, "watch-flood", bf.watchFlood)
+	fx.vector(t, "threads", bf.threads)
+	fx.vector(t, "memfd", bf.memfd)
+	fx.vector(t, "dev-shm", bf.devShm)
+	fx.vector(t, "sysv-shm", bf.sysvShm)
+	fx.vector(t, "tmpfs", bf.tmpfs)
+	fx.vector(t, "file-size", bf.fileSize)
+	fx.vector(t, "disk", bf.diskFill)
+	fx.vector(t, "http-sessions", fx.httpSessions)
+	fx.vector(t, "http-flood", fx.httpFlood)
+	fx.vector(t, "dirs-symlinks", bf.dirsSymlinks)
+	fx.vector(t, "files", bf.files)
+	fx.vector(t, "deep-walk", fx.deepWalk)
+	fx.vector(t, "disk-burst", bf.diskBurst)
+}
+
+// boundedFixture holds promise 7's servers: procs, bounded in processes,
+// output and time; disk, in memory, disk and file size.
+type boundedFixture struct {
+	*escapeFixture
+	ownProject  string // the project of its servers
+	procs, disk *testkit.Server
+	diskJail    string // disk's jail
+}
+
+func (fx *boundedFixture) runawayProcs(t *testing.T) {
+	m := fmt.Sprintf("30.%d99", os.Getpid())
+	defer testkit.KillMarked(m)
+	res, raw := fx.procs.Exec(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
+	if res.Limit != "procs" || !raw.IsError {
+		t.Errorf("result: %+v", res)
+	}
+	if pids := testkit.ProcessesWith(m); len(pids) > 0 {
+		t.Errorf("left running: %d processes", len(pids))
+	}
+}
+
+// Its own cgroups (a call's, nested in its agent's, where the server
+// makes cgroups): no bound raised, no move out of them or into
+// another's, no cgroup of its own made, on any hierarchy.
+func (fx *boundedFixture) ownCgroups(t *testing.T) {
+	fx.attack(t, fx.procs, `
 for line in $(cut -d: -f2,3 /proc/self/cgroup); do
 	ctrl=${line%%:*}; rel=${line#*:}
 	[ -n "$ctrl" ] || continue
@@ -64,25 +97,28 @@ for line in $(cut -d: -f2,3 /proc/self/cgroup); do
 	try mkdir "$d/escape"
 done
 `, nil)
-	})
-	fx.vector(t, "timeout", func(t *testing.T) {
-		start := time.Now()
-		res, _ := procs.Exec(map[string]any{"command": "sleep 30", "timeout_ms": 3600000})
-		if !res.TimedOut || res.Limit != "timeout" || time.Since(start) > 5*time.Second {
-			t.Errorf("a request past --max-timeout 2s: %+v after %v", res, time.Since(start))
-		}
-	})
-	fx.vector(t, "output", func(t *testing.T) {
-		res, _ := procs.Exec(map[string]any{"command": `head -c 10485760 /dev/zero | tr '\0' o; head -c 10485760 /dev/zero | tr '\0' e >&2`})
-		if len(res.Stdout) > 4096 || len(res.Stderr) > 4096 || res.StdoutBytes != 10<<20 || res.StderrBytes != 10<<20 {
-			t.Errorf("inline %d and %d bytes of %d and %d printed, --max-output 4096", len(res.Stdout), len(res.Stderr), res.StdoutBytes, res.StderrBytes)
-		}
-		if hwm := testkit.PeakRSS(t, procs.Cmd.Process.Pid); hwm > 64<<20 {
-			t.Errorf("server peak RSS %d MiB", hwm>>20)
-		}
-	})
-	fx.vector(t, "core", func(t *testing.T) {
-		res := fx.attack(t, disk, `
+}
+
+func (fx *boundedFixture) timeout(t *testing.T) {
+	start := time.Now()
+	res, _ := fx.procs.Exec(map[string]any{"command": "sleep 30", "timeout_ms": 3600000})
+	if !res.TimedOut || res.Limit != "timeout" || time.Since(start) > 5*time.Second {
+		t.Errorf("a request past --max-timeout 2s: %+v after %v", res, time.Since(start))
+	}
+}
+
+func (fx *boundedFixture) output(t *testing.T) {
+	res, _ := fx.procs.Exec(map[string]any{"command": `head -c 10485760 /dev/zero | tr '\0' o; head -c 10485760 /dev/zero | tr '\0' e >&2`})
+	if len(res.Stdout) > 4096 || len(res.Stderr) > 4096 || res.StdoutBytes != 10<<20 || res.StderrBytes != 10<<20 {
+		t.Errorf("inline %d and %d bytes of %d and %d printed, --max-output 4096", len(res.Stdout), len(res.Stderr), res.StdoutBytes, res.StderrBytes)
+	}
+	if hwm := testkit.PeakRSS(t, fx.procs.Cmd.Process.Pid); hwm > 64<<20 {
+		t.Errorf("server peak RSS %d MiB", hwm>>20)
+	}
+}
+
+func (fx *boundedFixture) core(t *testing.T) {
+	res := fx.attack(t, fx.disk, `
 echo "core $(ulimit -c) fsize $(ulimit -f)"
 try sh -c 'ulimit -c unlimited'
 try sh -c 'ulimit -c 1'
@@ -92,24 +128,26 @@ import resource
 for r in (resource.RLIMIT_CORE, resource.RLIMIT_FSIZE):
     attempt("raise rlimit %d" % r, resource.setrlimit, r, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 `), nil)
-		if !strings.Contains(res.Stdout, "core 0 fsize 16384\n") { // 8 MiB in 512-byte blocks
-			t.Errorf("rlimits in the jail: %q", res.Stdout)
-		}
-	})
-	fx.vector(t, "memory", func(t *testing.T) {
-		res, raw := disk.Exec(map[string]any{"command": `"$PY" -c 'import time
+	if !strings.Contains(res.Stdout, "core 0 fsize 16384\n") { // 8 MiB in 512-byte blocks
+		t.Errorf("rlimits in the jail: %q", res.Stdout)
+	}
+}
+
+func (fx *boundedFixture) memory(t *testing.T) {
+	res, raw := fx.disk.Exec(map[string]any{"command": `"$PY" -c 'import time
 chunks = [b"m" * (1 << 20) for _ in range(512)]
 time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
-		if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
-			t.Errorf("result: %+v", res)
-		}
-	})
-	// The write watch makes each write-open wait for the call's thread,
-	// which also counts the call's tree: four processes opening files for
-	// writing without pause must not keep it from seeing a fifth take
-	// memory past --max-memory.
-	fx.vector(t, "watch-flood", func(t *testing.T) {
-		res, raw := disk.Exec(map[string]any{"command": `"$PY" -c 'import os, time
+	if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
+		t.Errorf("result: %+v", res)
+	}
+}
+
+// The write watch makes each write-open wait for the call's thread,
+// which also counts the call's tree: four processes opening files for
+// writing without pause must not keep it from seeing a fifth take
+// memory past --max-memory.
+func (fx *boundedFixture) watchFlood(t *testing.T) {
+	res, raw := fx.disk.Exec(map[string]any{"command": `"$PY" -c 'import os, time
 for i in range(4):
     if os.fork() == 0:
         p = os.path.join(os.environ["PWD"], "flood-%d" % i)
@@ -121,14 +159,15 @@ for i in range(4):
 time.sleep(0.5)
 chunks = [b"m" * (1 << 20) for _ in range(512)]
 time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
-		if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
-			fx.escape(t, "512 MiB beside a flood of refused writes, under --max-memory: %+v", res)
-		}
-	})
-	// Threads take pids as processes do, and count as processes: the
-	// pids cgroup counts them, and so does the watchdog (num_threads).
-	fx.vector(t, "threads", func(t *testing.T) {
-		res, raw := procs.Exec(map[string]any{"command": `"$PY" -c 'import threading, time
+	if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
+		fx.escape(t, "512 MiB beside a flood of refused writes, under --max-memory: %+v", res)
+	}
+}
+
+// Threads take pids as processes do, and count as processes: the
+// pids cgroup counts them, and so does the watchdog (num_threads).
+func (fx *boundedFixture) threads(t *testing.T) {
+	res, raw := fx.procs.Exec(map[string]any{"command": `"$PY" -c 'import threading, time
 stop = threading.Event()
 for _ in range(300):
     try:
@@ -136,64 +175,65 @@ for _ in range(300):
     except RuntimeError:
         break
 time.sleep(30)'`, "env": map[string]any{"PY": fx.py}})
-		if res.Limit != "procs" || !raw.IsError {
-			fx.escape(t, "one process of 300 threads under --max-procs 100: %+v", res)
-		}
-	})
-	// Pages written into a memfd with write(2) are in no resident set
-	// (each memfd below the per-file bound, 8 MiB here).
-	fx.vector(t, "memfd", func(t *testing.T) {
-		res, raw := disk.Exec(map[string]any{"command": `"$PY" -c 'import os, time
+	if res.Limit != "procs" || !raw.IsError {
+		fx.escape(t, "one process of 300 threads under --max-procs 100: %+v", res)
+	}
+}
+
+// Pages written into a memfd with write(2) are in no resident set
+// (each memfd below the per-file bound, 8 MiB here).
+func (fx *boundedFixture) memfd(t *testing.T) {
+	res, raw := fx.disk.Exec(map[string]any{"command": `"$PY" -c 'import os, time
 fds = [os.memfd_create("fill") for _ in range(40)]
 for fd in fds:
     for _ in range(6):
         os.write(fd, b"m" * (1 << 20))
 time.sleep(30)'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 60000})
-		if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
-			fx.escape(t, "240 MiB in memfds under --max-memory 64MiB: %+v", res)
-		}
-	})
-	// Files of /dev/shm outlive the call that wrote them, and belong to no
-	// process: call after call, 24 MiB each (in files below the per-file
-	// bound), must not keep more than --max-memory there. Under landlock
-	// /dev/shm is the host's, and read-only.
-	fx.vector(t, "dev-shm", func(t *testing.T) {
-		stopped := false
-		for i := range 6 {
-			res, raw := disk.Exec(map[string]any{"command": fmt.Sprintf(`for j in 1 2 3 4; do head -c 6291456 /dev/zero > /dev/shm/fill%d-$j || exit; done`, i)})
-			t.Logf("call %d: exit %d, limit %q: %s", i, res.ExitCode, res.Limit, testkit.ResultText(raw))
-			switch {
-			case res.Limit == "memory":
-				stopped = true
-			case raw.StructuredContent == nil:
-				if !strings.Contains(testkit.OneLineText(t, raw), "--max-memory") {
-					t.Errorf("call %d refused: %q", i, testkit.ResultText(raw))
-				}
-				stopped = true
-			case fx.landlock() && res.ExitCode == 0:
-				fx.escape(t, "the host's /dev/shm written: %+v", res)
+	if res.Limit != "memory" || !raw.IsError || res.DurationMS > 20000 {
+		fx.escape(t, "240 MiB in memfds under --max-memory 64MiB: %+v", res)
+	}
+}
+
+// Files of /dev/shm outlive the call that wrote them, and belong to no
+// process: call after call, 24 MiB each (in files below the per-file
+// bound), must not keep more than --max-memory there. Under landlock
+// /dev/shm is the host's, and read-only.
+func (fx *boundedFixture) devShm(t *testing.T) {
+	stopped := false
+	for i := range 6 {
+		res, raw := fx.disk.Exec(map[string]any{"command": fmt.Sprintf(`for j in 1 2 3 4; do head -c 6291456 /dev/zero > /dev/shm/fill%d-$j || exit; done`, i)})
+		t.Logf("call %d: exit %d, limit %q: %s", i, res.ExitCode, res.Limit, testkit.ResultText(raw))
+		switch {
+		case res.Limit == "memory":
+			stopped = true
+		case raw.StructuredContent == nil:
+			if !strings.Contains(testkit.OneLineText(t, raw), "--max-memory") {
+				t.Errorf("call %d refused: %q", i, testkit.ResultText(raw))
 			}
+			stopped = true
+		case fx.landlock() && res.ExitCode == 0:
+			fx.escape(t, "the host's /dev/shm written: %+v", res)
 		}
-		if fx.landlock() {
-			// An unnamed file, which no look at the host's /dev/shm sees.
-			fx.attack(t, disk, py(`attempt("O_TMPFILE in the host's /dev/shm", os.open, "/dev/shm", os.O_TMPFILE | os.O_RDWR, 0o600)`), nil)
-		} else {
-			if held := sandboxShm(t, disk); held > 64<<20 {
-				fx.escape(t, "the session's /dev/shm holds %d MiB, --max-memory 64MiB", held>>20)
-			}
-			if !stopped {
-				t.Errorf("144 MiB written to /dev/shm under --max-memory 64MiB, and no call was stopped or refused")
-			}
+	}
+	if fx.landlock() {
+		// An unnamed file, which no look at the host's /dev/shm sees.
+		fx.attack(t, fx.disk, py(`attempt("O_TMPFILE in the host's /dev/shm", os.open, "/dev/shm", os.O_TMPFILE | os.O_RDWR, 0o600)`), nil)
+	} else {
+		if held := sandboxShm(t, fx.disk); held > 64<<20 {
+			fx.escape(t, "the session's /dev/shm holds %d MiB, --max-memory 64MiB", held>>20)
 		}
-		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
-			t.Fatalf("reset: %v", err)
+		if !stopped {
+			t.Errorf("144 MiB written to /dev/shm under --max-memory 64MiB, and no call was stopped or refused")
 		}
-	})
-	// System V segments outlive their processes too, in the sandbox's IPC
-	// namespace (landlock denies System V IPC): once they hold more than
-	// --max-memory, no call runs on.
-	fx.vector(t, "sysv-shm", func(t *testing.T) {
-		disk.Exec(map[string]any{"command": py(`
+	}
+	resetJail(t, fx.disk, t.Fatalf)
+}
+
+// System V segments outlive their processes too, in the sandbox's IPC
+// namespace (landlock denies System V IPC): once they hold more than
+// --max-memory, no call runs on.
+func (fx *boundedFixture) sysvShm(t *testing.T) {
+	fx.disk.Exec(map[string]any{"command": py(`
 libc.shmat.restype = ctypes.c_void_p
 libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
 libc.shmdt.argtypes = [ctypes.c_void_p]
@@ -204,34 +244,33 @@ for _ in range(8):
     p = libc.shmat(id, None, 0)
     ctypes.memset(p, 1, 16 << 20)
     libc.shmdt(p)
-`), "env": merge(fx.vars(disk), map[string]any{"PY": fx.py})})
-		if fx.landlock() {
-			return // the host's segments, which no command can make
-		}
-		res, raw := disk.Exec(map[string]any{"command": "cat /proc/sysvipc/shm"})
-		t.Logf("the call after: limit %q: %s", res.Limit, testkit.ResultText(raw))
-		if raw.StructuredContent != nil && res.Limit == "" {
-			var held int64
-			for _, line := range strings.Split(res.Stdout, "\n")[1:] {
-				if f := strings.Fields(line); len(f) >= 16 {
-					rss, _ := strconv.ParseInt(f[14], 10, 64)
-					held += rss
-				}
+`), "env": merge(fx.vars(fx.disk), map[string]any{"PY": fx.py})})
+	if fx.landlock() {
+		return // the host's segments, which no command can make
+	}
+	res, raw := fx.disk.Exec(map[string]any{"command": "cat /proc/sysvipc/shm"})
+	t.Logf("the call after: limit %q: %s", res.Limit, testkit.ResultText(raw))
+	if raw.StructuredContent != nil && res.Limit == "" {
+		var held int64
+		for _, line := range strings.Split(res.Stdout, "\n")[1:] {
+			if f := strings.Fields(line); len(f) >= 16 {
+				rss, _ := strconv.ParseInt(f[14], 10, 64)
+				held += rss
 			}
-			if held > 64<<20 {
-				fx.escape(t, "a call ran while the session's System V segments held %d MiB, --max-memory 64MiB", held>>20)
-			}
-		} else if raw.StructuredContent == nil && !strings.Contains(testkit.OneLineText(t, raw), "--max-memory") {
-			t.Errorf("refused: %q", testkit.ResultText(raw))
 		}
-		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
-			t.Fatalf("reset: %v", err)
+		if held > 64<<20 {
+			fx.escape(t, "a call ran while the session's System V segments held %d MiB, --max-memory 64MiB", held>>20)
 		}
-	})
-	// bubblewrap hides the credentials' state copies under a tmpfs its
-	// owner could make writable again: memory no bound counts.
-	fx.vector(t, "tmpfs", func(t *testing.T) {
-		fx.attack(t, procs, py(`
+	} else if raw.StructuredContent == nil && !strings.Contains(testkit.OneLineText(t, raw), "--max-memory") {
+		t.Errorf("refused: %q", testkit.ResultText(raw))
+	}
+	resetJail(t, fx.disk, t.Fatalf)
+}
+
+// bubblewrap hides the credentials' state copies under a tmpfs its
+// owner could make writable again: memory no bound counts.
+func (fx *boundedFixture) tmpfs(t *testing.T) {
+	fx.attack(t, fx.procs, py(`
 for line in open("/proc/self/mountinfo"):
     pre, post = line.split(" - ", 1)
     mnt = pre.split()[4].encode().decode("unicode_escape")
@@ -240,131 +279,132 @@ for line in open("/proc/self/mountinfo"):
     attempt("chmod " + mnt, os.chmod, mnt, 0o700)
     attempt("write in the tmpfs " + mnt, lambda: open(mnt + "/fill", "wb").write(b"x" * 4096))
 `), nil)
-	})
-	fx.vector(t, "file-size", func(t *testing.T) {
-		res, _ := disk.Exec(map[string]any{"argv": []string{"dd", "if=/dev/zero", "of=" + filepath.Join(diskJail, "big"), "bs=1M", "count=20"}})
-		// bubblewrap's init reports a command a signal killed as 128+n;
-		// the Landlock backend waits for the command itself, and reports
-		// the signal.
-		exitOK := (res.ExitCode == -1 && res.Signal == "SIGXFSZ") ||
-			(!fx.landlock() && res.ExitCode == 128+int(syscall.SIGXFSZ))
-		if res.Limit != "file_size" || !exitOK {
-			t.Errorf("dd of 20 MB: %+v", res)
-		}
-		if fi, err := os.Stat(filepath.Join(diskJail, "big")); err != nil || fi.Size() > 8<<20 {
-			fx.escape(t, "file past --max-disk 8MiB: %v %v", fi.Size(), err)
-		}
-		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
-			t.Fatalf("reset: %v", err)
-		}
-		// Each write on its own call: a file at the per-file bound takes
-		// the jail over --max-disk too (its directories take blocks), so
-		// the watchdog may kill the call for "disk" before it ends.
-		for _, w := range []struct{ name, command string }{
-			{"big", `head -c 20000000 /dev/zero > "$HOME/big"; echo "status $?"`},
-			{"sparse", `truncate -s 100M "$HOME/sparse"`},
-			{"seek", `dd if=/dev/zero of="$HOME/seek" bs=1 count=1 seek=20000000`},
-			// Python ignores SIGXFSZ: the write fails instead.
-			{"big-py", `"$PY" -c 'import os
+}
+
+func (fx *boundedFixture) fileSize(t *testing.T) {
+	res, _ := fx.disk.Exec(map[string]any{"argv": []string{"dd", "if=/dev/zero", "of=" + filepath.Join(fx.diskJail, "big"), "bs=1M", "count=20"}})
+	// bubblewrap's init reports a command a signal killed as 128+n;
+	// the Landlock backend waits for the command itself, and reports
+	// the signal.
+	exitOK := (res.ExitCode == -1 && res.Signal == "SIGXFSZ") ||
+		(!fx.landlock() && res.ExitCode == 128+int(syscall.SIGXFSZ))
+	if res.Limit != "file_size" || !exitOK {
+		t.Errorf("dd of 20 MB: %+v", res)
+	}
+	if fi, err := os.Stat(filepath.Join(fx.diskJail, "big")); err != nil || fi.Size() > 8<<20 {
+		fx.escape(t, "file past --max-disk 8MiB: %v %v", fi.Size(), err)
+	}
+	resetJail(t, fx.disk, t.Fatalf)
+	// Each write on its own call: a file at the per-file bound takes
+	// the jail over --max-disk too (its directories take blocks), so
+	// the watchdog may kill the call for "disk" before it ends.
+	for _, w := range []struct{ name, command string }{
+		{"big", `head -c 20000000 /dev/zero > "$HOME/big"; echo "status $?"`},
+		{"sparse", `truncate -s 100M "$HOME/sparse"`},
+		{"seek", `dd if=/dev/zero of="$HOME/seek" bs=1 count=1 seek=20000000`},
+		// Python ignores SIGXFSZ: the write fails instead.
+		{"big-py", `"$PY" -c 'import os
 with open(os.environ["HOME"] + "/big-py", "wb") as f:
     f.write(b"p" * 20000000)'`},
-		} {
-			res, _ := disk.Exec(map[string]any{"command": w.command, "env": map[string]any{"PY": fx.py}})
-			if fi, err := os.Lstat(filepath.Join(diskJail, w.name)); err == nil && fi.Size() > 8<<20 {
-				fx.escape(t, "%s: a file of %d bytes, past --max-disk 8MiB", w.name, fi.Size())
-			}
-			if res.Limit != "file_size" && res.Limit != "disk" && w.name != "sparse" && w.name != "seek" {
-				t.Errorf("%s: %+v", w.name, res)
-			}
-			if strings.Contains(res.Stdout, "status ") && !strings.Contains(res.Stdout, fmt.Sprintf("status %d\n", 128+int(syscall.SIGXFSZ))) {
-				t.Errorf("the writer did not get SIGXFSZ: %q", res.Stdout)
-			}
-			if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
-				t.Fatalf("reset: %v", err)
-			}
+	} {
+		res, _ := fx.disk.Exec(map[string]any{"command": w.command, "env": map[string]any{"PY": fx.py}})
+		if fi, err := os.Lstat(filepath.Join(fx.diskJail, w.name)); err == nil && fi.Size() > 8<<20 {
+			fx.escape(t, "%s: a file of %d bytes, past --max-disk 8MiB", w.name, fi.Size())
 		}
-	})
-	fx.vector(t, "disk", func(t *testing.T) {
-		res, raw := disk.Exec(map[string]any{"command": `i=0; while [ $i -lt 60 ]; do head -c 1000000 /dev/zero > "$HOME/f$i"; i=$((i+1)); sleep 0.1; done`})
-		if res.Limit != "disk" || !raw.IsError || res.DurationMS > 5000 {
-			t.Errorf("result: %+v", res)
+		if res.Limit != "file_size" && res.Limit != "disk" && w.name != "sparse" && w.name != "seek" {
+			t.Errorf("%s: %+v", w.name, res)
 		}
-		_, refused := disk.Exec(map[string]any{"command": "true"})
-		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(testkit.OneLineText(t, refused), "--max-disk") {
-			t.Errorf("a call over --max-disk: %q", testkit.ResultText(refused))
+		if strings.Contains(res.Stdout, "status ") && !strings.Contains(res.Stdout, fmt.Sprintf("status %d\n", 128+int(syscall.SIGXFSZ))) {
+			t.Errorf("the writer did not get SIGXFSZ: %q", res.Stdout)
 		}
-		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
-			t.Errorf("reset: %v", err)
-		}
-	})
-	fx.vector(t, "http-sessions", fx.httpSessions)
-	fx.vector(t, "http-flood", fx.httpFlood)
-	fx.vector(t, "dirs-symlinks", func(t *testing.T) {
-		// Directories and long symlinks take blocks (4 KiB each here)
-		// but no apparent size: 16 MiB of them under --max-disk 8MiB.
-		res, raw := disk.Exec(map[string]any{"command": `"$PY" -c 'import os
+		resetJail(t, fx.disk, t.Fatalf)
+	}
+}
+
+func (fx *boundedFixture) diskFill(t *testing.T) {
+	res, raw := fx.disk.Exec(map[string]any{"command": `i=0; while [ $i -lt 60 ]; do head -c 1000000 /dev/zero > "$HOME/f$i"; i=$((i+1)); sleep 0.1; done`})
+	if res.Limit != "disk" || !raw.IsError || res.DurationMS > 5000 {
+		t.Errorf("result: %+v", res)
+	}
+	refusesNext(t, fx.disk, "--max-disk", (*testing.T).Errorf)
+	resetJail(t, fx.disk, t.Errorf)
+}
+
+func (fx *boundedFixture) dirsSymlinks(t *testing.T) {
+	// Directories and long symlinks take blocks (4 KiB each here)
+	// but no apparent size: 16 MiB of them under --max-disk 8MiB.
+	res, raw := fx.disk.Exec(map[string]any{"command": `"$PY" -c 'import os
 h = os.environ["HOME"]
 for i in range(3000):
     os.mkdir(h + "/d%d" % i)
 for i in range(1000):
     os.symlink("x" * 4000, h + "/l%d" % i)'`, "env": map[string]any{"PY": fx.py}})
-		if res.Limit != "disk" || !raw.IsError {
-			fx.escape(t, "3,000 directories and 1,000 long symlinks under --max-disk 8MiB, and the call says: %+v", res)
-		}
-		_, refused := disk.Exec(map[string]any{"command": "true"})
-		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(testkit.OneLineText(t, refused), "--max-disk") {
-			fx.escape(t, "a call over --max-disk ran: %q", testkit.ResultText(refused))
-		}
-		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
-			t.Errorf("reset: %v", err)
-		}
-	})
-	fx.vector(t, "files", func(t *testing.T) {
-		// Inodes that take no block (empty files, short symlinks,
-		// FIFOs) under --max-files 1000.
-		files := fx.start(t, project, fx.env(), "--session", "files", "--max-files", "1000", "--auth", "none")
-		res, raw := files.Exec(map[string]any{"command": `"$PY" -c 'import os
+	if res.Limit != "disk" || !raw.IsError {
+		fx.escape(t, "3,000 directories and 1,000 long symlinks under --max-disk 8MiB, and the call says: %+v", res)
+	}
+	refusesNext(t, fx.disk, "--max-disk", fx.escape)
+	resetJail(t, fx.disk, t.Errorf)
+}
+
+func (fx *boundedFixture) files(t *testing.T) {
+	// Inodes that take no block (empty files, short symlinks,
+	// FIFOs) under --max-files 1000.
+	files := fx.start(t, fx.ownProject, fx.env(), "--session", "files", "--max-files", "1000", "--auth", "none")
+	res, raw := files.Exec(map[string]any{"command": `"$PY" -c 'import os
 h = os.environ["HOME"]
 for i in range(1500):
     open(h + "/e%d" % i, "w").close()
     os.symlink("t", h + "/s%d" % i)
     os.mkfifo(h + "/p%d" % i)'`, "env": map[string]any{"PY": fx.py}})
-		if res.Limit != "files" || !raw.IsError {
-			fx.escape(t, "4,500 files of no block under --max-files 1000, and the call says: %+v", res)
-		}
-		_, refused := files.Exec(map[string]any{"command": "true"})
-		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(testkit.OneLineText(t, refused), "--max-files") {
-			fx.escape(t, "a call over --max-files ran: %q", testkit.ResultText(refused))
-		}
-		if st := files.Status(); st.Usage.Files < 1000 || st.Limits.MaxFiles != 1000 {
-			t.Errorf("jail_status: usage %+v, limits %+v", st.Usage, st.Limits)
-		}
-		if r, err := files.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
-			t.Errorf("reset: %v", err)
-		}
-		if res, _ := files.Exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
-			t.Errorf("after the reset: %+v", res)
-		}
-	})
-	fx.vector(t, "deep-walk", fx.deepWalk)
-	fx.vector(t, "disk-burst", func(t *testing.T) {
-		// Past the bound between two looks of the watchdog, and exit 0:
-		// the call must still say so, and the next must not start.
-		res, raw := disk.Exec(map[string]any{"command": `i=0; while [ $i -lt 12 ]; do head -c 1048576 /dev/zero > "$HOME/burst$i"; i=$((i+1)); done`})
-		if res.Limit != "disk" || !raw.IsError {
-			fx.escape(t, "12 MiB written under --max-disk 8MiB, and the call says: %+v", res)
-		}
-		_, refused := disk.Exec(map[string]any{"command": "true"})
-		if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(testkit.OneLineText(t, refused), "--max-disk") {
-			fx.escape(t, "a call over --max-disk ran: %q", testkit.ResultText(refused))
-		}
-		if r, err := disk.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
-			t.Errorf("reset: %v", err)
-		}
-		if res, _ := disk.Exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
-			t.Errorf("after the reset: %+v", res)
-		}
-	})
+	if res.Limit != "files" || !raw.IsError {
+		fx.escape(t, "4,500 files of no block under --max-files 1000, and the call says: %+v", res)
+	}
+	refusesNext(t, files, "--max-files", fx.escape)
+	if st := files.Status(); st.Usage.Files < 1000 || st.Limits.MaxFiles != 1000 {
+		t.Errorf("jail_status: usage %+v, limits %+v", st.Usage, st.Limits)
+	}
+	resetJail(t, files, t.Errorf)
+	runsAfterReset(t, files)
+}
+
+func (fx *boundedFixture) diskBurst(t *testing.T) {
+	// Past the bound between two looks of the watchdog, and exit 0:
+	// the call must still say so, and the next must not start.
+	res, raw := fx.disk.Exec(map[string]any{"command": `i=0; while [ $i -lt 12 ]; do head -c 1048576 /dev/zero > "$HOME/burst$i"; i=$((i+1)); done`})
+	if res.Limit != "disk" || !raw.IsError {
+		fx.escape(t, "12 MiB written under --max-disk 8MiB, and the call says: %+v", res)
+	}
+	refusesNext(t, fx.disk, "--max-disk", fx.escape)
+	resetJail(t, fx.disk, t.Errorf)
+	runsAfterReset(t, fx.disk)
+}
+
+// refusesNext checks that ts, past the bound of flag, refuses its next
+// call with a word of flag; report counts a call that ran (an escape, or
+// (*testing.T).Errorf).
+func refusesNext(t *testing.T, ts *testkit.Server, flag string, report escapeFunc) {
+	t.Helper()
+	_, refused := ts.Exec(map[string]any{"command": "true"})
+	if !refused.IsError || refused.StructuredContent != nil || !strings.Contains(testkit.OneLineText(t, refused), flag) {
+		report(t, "a call over %s ran: %q", flag, testkit.ResultText(refused))
+	}
+}
+
+// resetJail empties ts's jail; fail counts a reset that failed (t.Fatalf
+// where the vector cannot go on, else t.Errorf).
+func resetJail(t *testing.T, ts *testkit.Server, fail func(format string, args ...any)) {
+	t.Helper()
+	if r, err := ts.Call(t.Context(), "jail_reset", nil); err != nil || r.IsError {
+		fail("reset: %v", err)
+	}
+}
+
+// runsAfterReset checks that ts runs a call again once its jail is reset.
+func runsAfterReset(t *testing.T, ts *testkit.Server) {
+	t.Helper()
+	if res, _ := ts.Exec(map[string]any{"command": "echo after"}); res.Stdout != "after\n" {
+		t.Errorf("after the reset: %+v", res)
+	}
 }
 
 // httpFloodFiles is the descriptors the server of httpFlood may open.

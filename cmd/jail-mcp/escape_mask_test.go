@@ -277,7 +277,7 @@ curl -sS -u "x-access-token:$TOKEN" "https://api.provider.test:$PORT/echo?gzip=1
 	fx.vector(t, "other-port", func(t *testing.T) {
 		// The bound host on a port --mask does not name: a blind
 		// tunnel, the placeholder as sent (issue 44).
-		vars["PORT2"] = prov.listenAgain(t)
+		vars["PORT2"] = prov.listen(t)
 		out := attack(t, `curl -sS --cacert "$CA" -H "Authorization: Bearer $TOKEN" "https://api.provider.test:$PORT2/check"`)
 		if strings.Contains(out, "authenticated as") {
 			fx.escape(t, "the placeholder authenticated on a port the credential is not bound to: %q", out)

@@ -58,13 +58,7 @@ echo plain > plain.txt`, evil, marker, evil)
 		{"team.gitconfig"}, {".githooks"}, {".githooks/pre-commit"}, {"sub"}, {"sub/.githooks/post-checkout"},
 		{"bare"}, {"bare/HEAD", "bare/objects", "bare/refs"}, {"."}, {"plain.txt", "team.gitconfig"},
 	} {
-		res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": paths})
-		if err != nil {
-			t.Fatalf("jail_apply %q: %v", paths, err)
-		}
-		if !res.IsError {
-			t.Errorf("jail_apply %q was not refused: %s", paths, testkit.ResultText(res))
-		}
+		refusesApply(t, ts, map[string]any{"paths": paths}, "")
 		sameTree(t, project, before)
 	}
 	// What git would run stays out: git status (core.fsmonitor) and a

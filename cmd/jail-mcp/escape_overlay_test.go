@@ -90,6 +90,17 @@ for nr, name in [(428, "open_tree"), (429, "move_mount"), (430, "fsopen"), (432,
 `)},
 }
 
+// overlayHostDirs are host directories outside the project for the
+// overlay's attacks to aim at: the servers' HOME, with a .gitconfig, and
+// a victim holding a file.
+func overlayHostDirs(t *testing.T) (home, victim string) {
+	t.Helper()
+	home, victim = testkit.HostDir(t), testkit.HostDir(t)
+	writeFiles(t, home, map[string]string{".gitconfig": "[user]\n\tname = host-user\n"})
+	writeFiles(t, victim, map[string]string{"file": "victim\n"})
+	return home, victim
+}
+
 // TestOverlayEscape runs overlayAttacks in a view, with another session's
 // view beside it holding a secret in its jail and its layer, and checks
 // the host after each. The secret is drawn at run time: the view shows
@@ -97,10 +108,7 @@ for nr, name in [(428, "open_tree"), (429, "move_mount"), (430, "fsopen"), (432,
 // compiled into this test would be found there.
 func TestOverlayEscape(t *testing.T) {
 	project := testkit.NewProject(t)
-	home := testkit.HostDir(t)
-	victim := testkit.HostDir(t)
-	writeFiles(t, home, map[string]string{".gitconfig": "[user]\n\tname = host-user\n"})
-	writeFiles(t, victim, map[string]string{"file": "victim\n"})
+	home, victim := overlayHostDirs(t)
 	writeFiles(t, project, map[string]string{"keep.txt": "keep\n", "gone.txt": "gone\n", "src/main.c": "int main(void) { return 0; }\n"})
 	env := testkit.ServerEnv("HOME=" + home)
 	bw := testkit.Backends()[0]
@@ -151,10 +159,7 @@ try() { if "$@" >/dev/null 2>&1; then echo "ESCAPED: $*"; fi; }
 // a plain file beside them is then applied alone.
 func TestOverlayApplyEscape(t *testing.T) {
 	project := testkit.NewProject(t)
-	home := testkit.HostDir(t)
-	victim := testkit.HostDir(t)
-	writeFiles(t, home, map[string]string{".gitconfig": "[user]\n\tname = host-user\n"})
-	writeFiles(t, victim, map[string]string{"file": "victim\n"})
+	home, victim := overlayHostDirs(t)
 	writeFiles(t, project, map[string]string{"keep.txt": "keep\n"})
 	env := testkit.ServerEnv("HOME=" + home)
 	bw := testkit.Backends()[0]
@@ -194,13 +199,7 @@ echo plain > plain.txt`, filepath.Join(victim, "file"), filepath.Join(home, ".gi
 		{".."}, {"../x"}, {"/etc/passwd"}, {"sub/../../x"}, {"."}, {"plain.txt", ".mcp.json"},
 		{".agent-home/other/.overlay/upper/other.txt"}, {".agent-home"},
 	} {
-		res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": paths})
-		if err != nil {
-			t.Fatalf("jail_apply %q: %v", paths, err)
-		}
-		if !res.IsError {
-			t.Errorf("jail_apply %q was not refused: %s", paths, testkit.ResultText(res))
-		}
+		refusesApply(t, ts, map[string]any{"paths": paths}, "")
 		sameTree(t, project, before)
 	}
 	diffs := append(treeDiff(homeBefore, treeOf(home)), treeDiff(victimBefore, treeOf(victim))...)
@@ -247,18 +246,13 @@ func TestOverlayApplyStaleView(t *testing.T) {
 	if _, out := ts.ReadUntil(id, "\x00never", 30*time.Second); out.Running {
 		t.Fatal("the job still runs")
 	}
-	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"notes.txt"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.IsError || !strings.Contains(testkit.ResultText(res), "conflict") {
-		t.Errorf("jail_apply of a copy of the replaced file was not refused as a conflict: %s", testkit.ResultText(res))
-	}
+	// A copy of the replaced file.
+	refusesApply(t, ts, map[string]any{"paths": []string{"notes.txt"}}, "conflict")
 	if got := testkit.MustRead(t, filepath.Join(project, "notes.txt")); got != "operator's edit\n" {
 		t.Errorf("the host's notes.txt holds %q: the operator's edit was reverted", got)
 	}
 	// What the host left alone applies.
-	res, err = ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"other.txt"}})
+	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"other.txt"}})
 	if err != nil || res.IsError {
 		t.Fatalf("jail_apply other.txt: %v %s", err, testkit.ResultText(res))
 	}
@@ -286,13 +280,8 @@ func TestOverlayApplyDigest(t *testing.T) {
 	if res, raw := ts.Exec(map[string]any{"command": "echo injected > a.txt"}); res.ExitCode != 0 {
 		t.Fatalf("rewrite: %s", testkit.ResultText(raw))
 	}
-	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"a.txt"}, "digest": reviewed.Digest})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.IsError || !strings.Contains(testkit.ResultText(res), "digest") {
-		t.Errorf("jail_apply with the digest of an older review was not refused: %s", testkit.ResultText(res))
-	}
+	// The digest of an older review.
+	refusesApply(t, ts, map[string]any{"paths": []string{"a.txt"}, "digest": reviewed.Digest}, "digest")
 	if got := testkit.MustRead(t, filepath.Join(project, "a.txt")); got != "host\n" {
 		t.Fatalf("the host's a.txt holds %q after a refused apply", got)
 	}
@@ -300,7 +289,7 @@ func TestOverlayApplyDigest(t *testing.T) {
 	if fresh.Digest == reviewed.Digest || fresh.Changes[0].Hash == reviewed.Changes[0].Hash {
 		t.Errorf("the rewrite left the digest or the hash as it was: %s %s", fresh.Digest, fresh.Changes[0].Hash)
 	}
-	res, err = ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"a.txt"}, "digest": fresh.Digest})
+	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"a.txt"}, "digest": fresh.Digest})
 	if err != nil || res.IsError {
 		t.Fatalf("jail_apply with the fresh digest: %v %s", err, testkit.ResultText(res))
 	}
@@ -311,5 +300,18 @@ func TestOverlayApplyDigest(t *testing.T) {
 	}
 	if got := testkit.MustRead(t, filepath.Join(project, "a.txt")); got != "injected\n" {
 		t.Errorf("the host's a.txt holds %q", got)
+	}
+}
+
+// refusesApply checks that jail_apply with args is refused, saying why
+// (a word of its text, or "" for any).
+func refusesApply(t *testing.T, ts *testkit.Server, args map[string]any, why string) {
+	t.Helper()
+	res, err := ts.Call(t.Context(), "jail_apply", args)
+	if err != nil {
+		t.Fatalf("jail_apply %v: %v", args, err)
+	}
+	if !res.IsError || !strings.Contains(testkit.ResultText(res), why) {
+		t.Errorf("jail_apply %v was not refused (%q): %s", args, why, testkit.ResultText(res))
 	}
 }

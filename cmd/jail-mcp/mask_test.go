@@ -40,7 +40,7 @@ import (
 type provider struct {
 	port  string
 	caPEM []byte
-	tls   *tls.Config // its listener's: listenAgain opens another port
+	tls   *tls.Config // its listeners': listen opens another port
 
 	mu       sync.Mutex
 	accepted map[string]bool // the real secrets, and those its token endpoint gave
@@ -89,19 +89,13 @@ func newProvider(t *testing.T, secrets ...string) *provider {
 		Certificates: []tls.Certificate{{Certificate: [][]byte{der, caDER}, PrivateKey: key}},
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", p.tls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: p}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	p.port = fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+	p.port = p.listen(t)
 	return p
 }
 
-// listenAgain serves the provider on another port too, and returns it.
-func (p *provider) listenAgain(t *testing.T) string {
+// listen serves the provider on a port of its own, and returns it: its
+// first (p.port), or another too.
+func (p *provider) listen(t *testing.T) string {
 	t.Helper()
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", p.tls)
 	if err != nil {

@@ -53,6 +53,25 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	}
 	tokenURL := sdkServe(t, tokenProject, "--token-file", tokenFile)
 
+	// sleep sums its arguments: "sleep 300 <marker>" is a sleep of five
+	// minutes that only this test starts.
+	marker := "0.4242" + strconv.Itoa(os.Getpid())
+	out, sleepers := runSDKScript(t, modules, marker,
+		"SDK_URL="+url, "SDK_TOKEN_URL="+tokenURL, "SDK_TOKEN="+token, "SDK_MARKER="+marker)
+
+	home := filepath.Join(project, ".agent-home")
+	checkSDKSessions(t, &out, project, tokenProject)
+	checkSDKTerminated(t, &out)
+	checkSDKForged(t, &out, project)
+	checkSDKToken(t, &out, tokenProject)
+	checkSDKCancel(t, &out, home, marker, sleepers)
+}
+
+// runSDKScript runs sdkScript with node, the SDK's modules and env, and
+// returns what it printed, and the most sleeps of marker seen running at
+// once while it ran: that "none left" after the cancel is not vacuous.
+func runSDKScript(t *testing.T, modules, marker string, env ...string) (sdkResults, int64) {
+	t.Helper()
 	dir := t.TempDir()
 	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
@@ -61,10 +80,6 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	if err := os.WriteFile(script, []byte(sdkScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// sleep sums its arguments: "sleep 300 <marker>" is a sleep of five
-	// minutes that only this test starts.
-	marker := "0.4242" + strconv.Itoa(os.Getpid())
-
 	// While the script runs, count the sleeps of the call it cancels, so
 	// that "none left" below is not vacuous.
 	var sleepers atomic.Int64
@@ -84,8 +99,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"SDK_URL="+url, "SDK_TOKEN_URL="+tokenURL, "SDK_TOKEN="+token, "SDK_MARKER="+marker)
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -101,8 +115,14 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		t.Fatalf("decode the script's output: %v\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	t.Logf("results: %s", bytes.TrimSpace(stdout.Bytes()))
+	return out, sleepers.Load()
+}
 
-	// (1) Two clients: two sessions, each in its own jail.
+// checkSDKSessions checks that two clients had two sessions, each in its
+// own jail, and that no other jail is on disk than theirs, the cancel
+// step's and the token server's.
+func checkSDKSessions(t *testing.T, out *sdkResults, project, tokenProject string) {
+	t.Helper()
 	if out.ProtocolVersion != "2025-11-25" {
 		t.Errorf("the SDK's latest protocol version is %q: check that this server still serves it", out.ProtocolVersion)
 	}
@@ -152,8 +172,14 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		t.Errorf("the token server's jails: %v, want only %q", got, out.Token.Right.Jail)
 	}
 
-	// (2) A terminated session's id is refused, with 404 as the spec asks
-	// (clients then start a new session); the other session lives on.
+}
+
+// checkSDKTerminated checks that a terminated session's id is refused,
+// with 404 as the spec asks (clients then start a new session), and that
+// the other session lives on.
+func checkSDKTerminated(t *testing.T, out *sdkResults) {
+	t.Helper()
+	a := out.Sessions[0]
 	term := out.Terminated
 	if term.ID != a.TransportSessionID || term.TransportSessionIDAfter != nil {
 		t.Errorf("terminateSession: ended %q (want %q), the transport still holds %v", term.ID, a.TransportSessionID, term.TransportSessionIDAfter)
@@ -168,7 +194,12 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		t.Errorf("the other session after one ended: %q", term.OtherStillWorks)
 	}
 
-	// (3) A forged session id, a malformed one, none.
+}
+
+// checkSDKForged checks that a forged session id, a malformed one and
+// none are refused, and that the forged session's command did not run.
+func checkSDKForged(t *testing.T, out *sdkResults, project string) {
+	t.Helper()
 	f := out.Forged
 	if f.Post.Status != 404 || f.Get != 404 || f.Delete != 404 || f.Garbage != 404 {
 		t.Errorf("forged session id: POST %d %q, GET %d, DELETE %d, malformed POST %d, want 404", f.Post.Status, f.Post.Body, f.Get, f.Delete, f.Garbage)
@@ -183,7 +214,11 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		return nil
 	})
 
-	// (4) The bearer token.
+}
+
+// checkSDKToken checks that the bearer token is enforced.
+func checkSDKToken(t *testing.T, out *sdkResults, tokenProject string) {
+	t.Helper()
 	tok := out.Token
 	for name, r := range map[string]sdkCall{"no Authorization header": tok.None, "a wrong token": tok.Wrong} {
 		if r.OK || r.Code != 401 {
@@ -194,7 +229,13 @@ func TestTypeScriptSDKClient(t *testing.T) {
 		t.Errorf("client with the token: %+v", r)
 	}
 
-	// (5) Cancel: the call is aborted; every process it started is gone.
+}
+
+// checkSDKCancel checks that the call the client cancelled is aborted,
+// and every process it started (sleeps of marker, of which sleepers were
+// seen at most) is gone.
+func checkSDKCancel(t *testing.T, out *sdkResults, home, marker string, sleepers int64) {
+	t.Helper()
 	c := out.Cancel
 	if !c.SawStarted || c.AbortedAfterMS < 500 || c.AfterStdout != "started\n" {
 		t.Errorf("cancel: %+v", c)
@@ -205,7 +246,7 @@ func TestTypeScriptSDKClient(t *testing.T) {
 	if c.RunningAfter != 0 {
 		t.Errorf("jail_status counts %d running commands after the cancel", c.RunningAfter)
 	}
-	if n := sleepers.Load(); n < 3 {
+	if n := sleepers; n < 3 {
 		t.Errorf("saw %d of the 3 sleeps of the cancelled command at most: the check below proves nothing", n)
 	}
 	if !testkit.WaitFor(5*time.Second, func() bool { return len(testkit.ProcessesWith(marker)) == 0 }) {

@@ -109,20 +109,7 @@ func TestProxyPlainRequests(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}}
 	do := func(method, target string, body io.Reader, header http.Header) (*http.Response, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, target, body)
-		for k, v := range header {
-			req.Header[k] = v
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, target, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("%s %s: body: %v", method, target, err)
-		}
-		return resp, string(b)
+		return send(t, client, method, target, header, body)
 	}
 
 	resp, body := do("GET", base+"/echo?q=1", nil, http.Header{"Proxy-Authorization": {"Basic c2VjcmV0"}, "Connection": {"X-Hop"}, "X-Hop": {"1"}})

@@ -710,26 +710,9 @@ func (m *mitm) roundTrip(req *http.Request, streamed bool) (resp *http.Response,
 // It reports whether the client's connection goes on.
 func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan error) bool {
 	s := &m.scrub // loaded for the request (loadScrub)
-	for resp.StatusCode < 200 {
-		if resp.StatusCode == http.StatusSwitchingProtocols {
-			m.drop()
-			m.answer(http.StatusBadGateway, "no protocol upgrade on a connection the proxy reads")
-			return false
-		}
-		dropHopHeaders(resp.Header)
-		m.writeHead(resp)
-		if err := m.cw.Flush(); err != nil {
-			return false
-		}
-		var err error
-		m.upHead.N = maxHeader
-		resp, err = http.ReadResponse(m.ur, req)
-		m.upHead.N = math.MaxInt64
-		if err != nil {
-			m.drop()
-			m.fail(fmt.Sprintf("no answer from %s that the proxy could read", m.host), err)
-			return false
-		}
+	resp, ok := m.informational(req, resp)
+	if !ok {
+		return false
 	}
 	dropHopHeaders(resp.Header)
 	bodyless := req.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
@@ -737,7 +720,6 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 	var whole, ahead []byte // a token answer read whole; the start of a larger one
 	readWhole := false
 	if !bodyless {
-		var ok bool
 		if body, whole, ahead, ok = m.readAnswer(resp); !ok {
 			return false
 		}
@@ -816,6 +798,34 @@ func (m *mitm) respond(req *http.Request, resp *http.Response, wrote <-chan erro
 		m.drop()
 	}
 	return keep
+}
+
+// informational passes the host's 1xx answers on to the client and
+// returns the final one; ok is false, the connection ended, where the
+// host switches protocols or its next answer cannot be read.
+func (m *mitm) informational(req *http.Request, resp *http.Response) (_ *http.Response, ok bool) {
+	for resp.StatusCode < 200 {
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			m.drop()
+			m.answer(http.StatusBadGateway, "no protocol upgrade on a connection the proxy reads")
+			return nil, false
+		}
+		dropHopHeaders(resp.Header)
+		m.writeHead(resp)
+		if err := m.cw.Flush(); err != nil {
+			return nil, false
+		}
+		var err error
+		m.upHead.N = maxHeader
+		resp, err = http.ReadResponse(m.ur, req)
+		m.upHead.N = math.MaxInt64
+		if err != nil {
+			m.drop()
+			m.fail(fmt.Sprintf("no answer from %s that the proxy could read", m.host), err)
+			return nil, false
+		}
+	}
+	return resp, true
 }
 
 // readAnswer is the body of resp to pass on, decoded: a JSON or form

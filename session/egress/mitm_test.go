@@ -336,7 +336,14 @@ func do(t testing.TB, c *http.Client, method, target string, header http.Header,
 	if body != "" {
 		r = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, target, r)
+	return send(t, c, method, target, header, r)
+}
+
+// send sends a request with body (nil for none) and reads the answer
+// whole.
+func send(t testing.TB, c *http.Client, method, target string, header http.Header, body io.Reader) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, target, body)
 	if err != nil {
 		t.Fatal(err)
 	}

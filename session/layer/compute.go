@@ -207,72 +207,101 @@ func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden boo
 		return w.added(u, rel, name, depth, &ust, ignored, !l.ok())
 	}
 
-	vk, hk := kind(&ust), kind(&lst)
-	e := entry{
+	e, change, err := w.compare(u, l, p, name, depth, ignored, &ust, &lst)
+	if err != nil {
+		return err
+	}
+	if change {
+		if err := w.changed(&e, u, l, name, &ust, &lst); err != nil {
+			return err
+		}
+	}
+	return w.beneath(u, l, &e, name, depth, hidden, hiddenBorn)
+}
+
+// compare makes the entry of p, in both the upper layer (ust) and the
+// host (lst), and says whether the view changed it: its type, its data
+// or permissions, a link's target or a device's number.
+func (w *walker) compare(u, l dirRef, p, name string, depth int, ignored string, ust, lst *unix.Stat_t) (e entry, change bool, err error) {
+	vk, hk := kind(ust), kind(lst)
+	e = entry{
 		Change: Change{Path: shown(p), Type: vk, HostType: hk},
-		rel:    p, upper: upperKind(&ust), perm: perm(&ust),
+		rel:    p, upper: upperKind(ust), perm: perm(ust),
 		host: true, ctime: lst.Ctim.Nano(),
 		ino: ust.Ino, uctime: ust.Ctim.Nano(),
 	}
 	e.ignored = w.ignoredAt(ignored, p, depth, name, vk == "dir", false)
-	if isReg(&ust) {
+	if isReg(ust) {
 		e.Size = ust.Size
 	}
-	if isReg(&lst) {
+	if isReg(lst) {
 		e.HostSize = lst.Size
 	}
 	e.Special = vk != "file" && vk != "dir"
 	var target string
 	if vk == "symlink" {
 		if target, err = readLink(u.fd, name); err != nil {
-			return upperErr("reading the upper layer's link", p, err)
+			return e, false, upperErr("reading the upper layer's link", p, err)
 		}
 		e.Target = shown(target)
 	}
-	change := vk != hk
-	if !change {
-		switch vk {
-		case "file":
-			e.sameData = w.same(u, l, name, &ust, &lst)
-			change = !e.sameData || perm(&ust) != perm(&lst)
-		case "symlink":
-			ht, err := readLink(l.fd, name)
-			if err != nil {
-				return fmt.Errorf("reading the project's link %s: %w", shown(p), err)
-			}
-			change = ht != target
-		case "device":
-			change = ust.Rdev != lst.Rdev || perm(&ust) != perm(&lst)
-		default:
-			change = perm(&ust) != perm(&lst)
-		}
+	if vk != hk {
+		return e, true, nil
 	}
-	if change {
-		switch {
-		case vk != hk:
-			e.Change.Change = typeChanged
-			e.Mode = newMode(&ust)
-		case vk != "symlink" && perm(&ust) != perm(&lst):
-			e.Change.Change = modified
-			e.Mode = fmt.Sprintf("%04o", perm(&ust))
-		default:
-			e.Change.Change = modified
+	switch vk {
+	case "file":
+		e.sameData = w.same(u, l, name, ust, lst)
+		change = !e.sameData || perm(ust) != perm(lst)
+	case "symlink":
+		ht, err := readLink(l.fd, name)
+		if err != nil {
+			return e, false, fmt.Errorf("reading the project's link %s: %w", shown(p), err)
 		}
-		if w.apply {
-			if e.born, err = born(u.fd, name); err != nil {
-				return upperErr("looking at the upper layer's", p, err)
-			}
-		}
-		var view *side
-		if isReg(&ust) {
-			view = w.viewFile(&e, u, name, &ust)
-		}
-		w.emit(&e)
-		if (isReg(&ust) || isReg(&lst)) && w.patching(&e) {
-			w.patchFile(&e, u, l, name, &ust, &lst, view)
-		}
+		change = ht != target
+	case "device":
+		change = ust.Rdev != lst.Rdev || perm(ust) != perm(lst)
+	default:
+		change = perm(ust) != perm(lst)
 	}
+	return e, change, nil
+}
 
+// changed says how the view changed entry e, of the upper entry name of
+// u and the host's of l, emits it, and patches a regular file's data.
+func (w *walker) changed(e *entry, u, l dirRef, name string, ust, lst *unix.Stat_t) error {
+	switch {
+	case e.Type != e.HostType:
+		e.Change.Change = typeChanged
+		e.Mode = newMode(ust)
+	case e.Type != "symlink" && perm(ust) != perm(lst):
+		e.Change.Change = modified
+		e.Mode = fmt.Sprintf("%04o", perm(ust))
+	default:
+		e.Change.Change = modified
+	}
+	if w.apply {
+		var err error
+		if e.born, err = born(u.fd, name); err != nil {
+			return upperErr("looking at the upper layer's", e.rel, err)
+		}
+	}
+	var view *side
+	if isReg(ust) {
+		view = w.viewFile(e, u, name, ust)
+	}
+	w.emit(e)
+	if (isReg(ust) || isReg(lst)) && w.patching(e) {
+		w.patchFile(e, u, l, name, ust, lst, view)
+	}
+	return nil
+}
+
+// beneath walks below entry e, the upper entry name of u and the host's
+// of l: a directory of the view against the host's (hidden from where
+// the view made one opaque), or the host's directory a file of the view
+// hides, which goes with the type change.
+func (w *walker) beneath(u, l dirRef, e *entry, name string, depth int, hidden bool, hiddenBorn int64) error {
+	p, vk, hk := e.rel, e.Type, e.HostType
 	if vk == "dir" {
 		sub, err := w.openUpperDir(u, p, name)
 		if err != nil || !sub.ok() {
