@@ -487,11 +487,11 @@ func (s *Session) resolveCwd(cwd string) (string, error) {
 		return "", inputErrorf("cwd %q: not a directory", cwd)
 	}
 	switch {
-	case within(canon, s.Path):
+	case jail.Within(canon, s.Path):
 		return canon, nil
-	case within(canon, s.m.cfg.Root) || within(canon, filepath.Join(project, BaseName)):
+	case jail.Within(canon, s.m.cfg.Root) || jail.Within(canon, filepath.Join(project, BaseName)):
 		return "", inputErrorf("cwd %q: inside the jail base but not this session's jail %s", cwd, s.Path)
-	case within(canon, project):
+	case jail.Within(canon, project):
 		return canon, nil
 	}
 	return "", inputErrorf("cwd %q: outside the project %s and the session's jail", cwd, project)

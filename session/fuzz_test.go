@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // Fuzz targets over path containment. `go test` runs only their seeds (the
@@ -118,7 +120,7 @@ func FuzzResolveRoot(f *testing.F) {
 			if !filepath.IsAbs(got) || filepath.Clean(got) != got {
 				t.Fatalf("ResolveRoot(%q) = %q: not absolute and clean", root, got)
 			}
-			if !within(got, base) {
+			if !jail.Within(got, base) {
 				t.Fatalf("ResolveRoot(%q) = %q: not %s or inside it", root, got, base)
 			}
 			if p, why := badComponent(base, got); p != "" {
@@ -187,7 +189,7 @@ func followedBelow(base, root string) string {
 		if err != nil {
 			return ""
 		}
-		if within(filepath.Join(parent, part), base) {
+		if jail.Within(filepath.Join(parent, part), base) {
 			return q
 		}
 	}
@@ -247,10 +249,10 @@ func FuzzResolveCwd(f *testing.F) {
 			t.Fatalf("resolveCwd(%q) = %q: not an existing directory (%v)", cwd, got, err)
 		}
 		switch {
-		case within(got, s.Path):
-		case within(got, jailBase):
+		case jail.Within(got, s.Path):
+		case jail.Within(got, jailBase):
 			t.Fatalf("resolveCwd(%q) = %q: inside the jail base but not the session's jail %s", cwd, got, s.Path)
-		case within(got, project):
+		case jail.Within(got, project):
 		default:
 			t.Fatalf("resolveCwd(%q) = %q: outside the project %s", cwd, got, project)
 		}

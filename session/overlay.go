@@ -73,7 +73,7 @@ func hostCaches(env map[string]string, home, project string) []hostCache {
 			continue
 		}
 		c.lower = r
-		if c.env != "" && (within(r, project) || within(project, r)) {
+		if c.env != "" && (jail.Within(r, project) || jail.Within(project, r)) {
 			continue // shown over the project, or the project in it
 		}
 		if shadowed(r) {
@@ -199,7 +199,7 @@ func viewEnv(env map[string]string, caches []hostCache) map[string]string {
 // empty (jail.ShadowDirs), where the sandbox cannot see a cache.
 func shadowed(p string) bool {
 	for _, d := range jail.ShadowDirs {
-		if r, err := filepath.EvalSymlinks(d); err == nil && within(p, r) || within(p, d) {
+		if r, err := filepath.EvalSymlinks(d); err == nil && jail.Within(p, r) || jail.Within(p, d) {
 			return true
 		}
 	}

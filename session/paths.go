@@ -148,14 +148,14 @@ func ResolveWritable(project, root string, rels []string) ([]string, error) {
 			return nil, fmt.Errorf("%q: protected path %s is it, holds it or lies in it: the host runs or trusts what is there", rel, name)
 		}
 		abs := filepath.Join(project, filepath.FromSlash(c))
-		if within(abs, root) || within(root, abs) {
+		if jail.Within(abs, root) || jail.Within(root, abs) {
 			return nil, fmt.Errorf("%q: the jails' directory %s is it, holds it or lies in it", rel, root)
 		}
 		if err := realDirs(project, c); err != nil {
 			return nil, fmt.Errorf("%q: %w", rel, err)
 		}
 		for _, o := range out {
-			if within(abs, o) || within(o, abs) {
+			if jail.Within(abs, o) || jail.Within(o, abs) {
 				return nil, fmt.Errorf("%q: lies in or holds %s, also writable: name one", rel, o)
 			}
 		}
@@ -183,7 +183,7 @@ func realDirs(project, rel string) error {
 			switch {
 			case err != nil:
 				return fmt.Errorf("%s is a symlink that leads nowhere", p)
-			case !within(to, project):
+			case !jail.Within(to, project):
 				return fmt.Errorf("%s is a symlink to %s, outside the project", p, to)
 			}
 			return fmt.Errorf("%s is a symlink (to %s): name the directory itself", p, to)
@@ -214,10 +214,4 @@ func canonicalPrefix(abs string) (string, error) {
 		rest = filepath.Join(filepath.Base(p), rest)
 		p = parent
 	}
-}
-
-// within reports whether path is dir or lies inside it; both are clean and
-// absolute.
-func within(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }

@@ -86,7 +86,7 @@ func register(dir, jails string) error {
 func otherJails(dir, mine string) []string {
 	var out []string
 	for _, e := range jail.ReadRegistry(dir) {
-		if e.Jails != mine && !within(mine, e.Jails) && !slices.Contains(out, e.Jails) {
+		if e.Jails != mine && !jail.Within(mine, e.Jails) && !slices.Contains(out, e.Jails) {
 			out = append(out, e.Jails)
 		}
 	}
