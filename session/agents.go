@@ -11,6 +11,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 // A session's commands run in session agents (where the backend has them,
@@ -178,7 +179,7 @@ func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure
 // openJail opens the jail by a descriptor, without following a link (its
 // parent is read-only to commands; this keeps it so).
 func (s *Session) openJail() (*os.File, error) {
-	jf, err := openPath(s.m.base, s.Name)
+	jf, err := jailfs.OpenPath(s.m.base, s.Name)
 	if err != nil {
 		return nil, fmt.Errorf("open jail %s: %w", s.Path, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 // unread is what a sandbox showing exps hides (Spec.Unread) and shows
@@ -39,7 +40,7 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 	// mount of bubblewrap's over a project that ends meanwhile would
 	// keep the sandbox from starting.
 	if s.m.registry != "" && !cfg.Backend.Agents() {
-		unread = append(unread, otherJails(s.m.registry, s.m.ownJails())...)
+		unread = append(unread, jailfs.OtherJails(s.m.registry, s.m.ownJails())...)
 	}
 	// A masked CLI's host credentials are read by no command, whatever
 	// the deny list says: the jail has their masked copies.

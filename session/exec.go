@@ -17,6 +17,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 // Request is one command to run in a session's jail. Exactly one of Command
@@ -376,7 +377,7 @@ func (s *Session) admit() error {
 	if err != nil {
 		return fmt.Errorf("count the jail's usage for --max-disk and --max-files: %w", err)
 	}
-	switch u.over(cfg) {
+	switch cfg.diskOver(u) {
 	case BoundDisk:
 		return inputErrorf("the jail holds %d bytes on disk, over --max-disk %d: remove files or call jail_reset", u.Bytes, cfg.MaxDisk)
 	case BoundFiles:
@@ -425,7 +426,7 @@ func (s *Session) sandboxFiles(spec *jail.Spec, exps []auth.Exposure) ([]*os.Fil
 	// Each sandbox opens them anew, without following a link: one the
 	// host removed since is made again.
 	for _, w := range s.m.cfg.Writable {
-		f, err := openWritable(s.m.cfg.Project, w, true)
+		f, err := jailfs.OpenWritable(s.m.cfg.Project, w, true)
 		if err != nil {
 			return opened, fmt.Errorf("open writable directory %s: %w", w, err)
 		}
@@ -784,7 +785,7 @@ func (s *Session) checkDiskAfter(res *Result) {
 		return
 	}
 	if u, err := s.diskUsage(diskEvery * watchInterval); err == nil {
-		if b := u.over(cfg); b != "" {
+		if b := cfg.diskOver(u); b != "" {
 			res.Limit = b
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 // The project view (--overlay): every command sees the project writable,
@@ -105,7 +106,7 @@ func (s *Session) viewFiles(spec *jail.Spec, opened *[]*os.File) error {
 	if !s.m.cfg.Overlay {
 		return nil
 	}
-	lf, err := openPath(s.root, layerDir)
+	lf, err := jailfs.OpenPath(s.root, layerDir)
 	if err != nil {
 		return fmt.Errorf("open the layer of %s: %w", s.Path, err)
 	}
@@ -171,7 +172,7 @@ func (s *Session) cleanViews() {
 				continue
 			}
 			if sub, err := r.OpenRoot(n); err == nil {
-				emptyRoot(sub)
+				jailfs.EmptyRoot(sub)
 				sub.Close()
 			}
 			r.Remove(n)

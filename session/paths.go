@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/jail-mcp/jail-mcp/jail"
@@ -15,16 +14,6 @@ import (
 
 // BaseName is the directory under the project that holds every jail.
 const BaseName = ".agent-home"
-
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
-// ValidName reports why name cannot be a session name, or nil.
-func ValidName(name string) error {
-	if !nameRE.MatchString(name) || name == "." || name == ".." {
-		return fmt.Errorf("invalid session name %q: want 1 to 64 of A-Z a-z 0-9 . _ - other than . and .. themselves", name)
-	}
-	return nil
-}
 
 // ResolveProject canonicalizes the project directory: absolute, symlinks
 // resolved, and an existing directory.

@@ -18,7 +18,7 @@ import (
 //   - no core dumps, and no file larger than maxFile (--max-disk): the
 //     resource limits every command inherits and cannot raise.
 //
-// The other bounds are per call (watch.go, cgroup_linux.go, usage_linux.go).
+// The other bounds are per call (watch.go, cgroup_linux.go, jailfs.UsageWatch).
 func PrepareProcess(maxFile int64) error {
 	if err := jail.ProtectServer(); err != nil {
 		return err

@@ -124,7 +124,7 @@ func (m *Manager) watchLoop() {
 				}
 				over[x.s] = ""
 				if u, ok := x.s.meter(0); ok {
-					over[x.s] = u.over(&cfg)
+					over[x.s] = cfg.diskOver(u)
 				}
 			}
 			for _, x := range roots {

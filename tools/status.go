@@ -10,6 +10,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 var emptyInputSchema = schema("empty.input")
@@ -68,7 +69,7 @@ type StatusResult struct {
 	DenyRead   DenyRead            `json:"deny_read"`
 	Mask       session.MaskInfo    `json:"mask"`
 	Auth       []AuthEntry         `json:"auth"`
-	Usage      session.Usage       `json:"usage"`
+	Usage      jailfs.Usage        `json:"usage"`
 	Running    int                 `json:"running"`
 	Limits     Limits              `json:"limits"`
 	Guarantees jail.Guarantees     `json:"guarantees"`
