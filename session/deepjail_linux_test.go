@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // chain makes a chain of n directories "d" below dir, with a file at its
@@ -92,7 +93,7 @@ func TestDeepJail(t *testing.T) {
 	m, _ := newManager(t, func(c *Config) { c.MaxDisk, c.MaxTimeout = 1<<40, time.Hour }, nil)
 	// After New: no cgroups, so the watchdog's count is the only bound.
 	m.cfg.MaxProcs, m.cfg.MaxMemory = 50, 64<<20
-	if m.cg != nil {
+	if m.pool != nil {
 		t.Fatal("the manager made cgroups")
 	}
 	// Walked whatever its depth: deeper than the usage watch goes.
@@ -131,12 +132,12 @@ func TestDeepJail(t *testing.T) {
 	other := openSession(t, m, "other")
 	for _, tt := range []struct {
 		name, command string
-		want          Bound
+		want          limits.Bound
 	}{
-		{"fork bomb", `i=0; while [ $i -lt 2000 ]; do sleep 300 & i=$((i+1)); done; wait`, BoundProcs},
+		{"fork bomb", `i=0; while [ $i -lt 2000 ]; do sleep 300 & i=$((i+1)); done; wait`, limits.BoundProcs},
 		{"memory hog", `exec python3 -c 'import time
 chunks = [b"m" * (1 << 20) for _ in range(512)]
-time.sleep(300)'`, BoundMemory},
+time.sleep(300)'`, limits.BoundMemory},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := other.Exec(t.Context(), Request{Command: tt.command, Timeout: 2 * time.Minute})

@@ -22,6 +22,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // ErrNotFound reports a session name the manager does not know.
@@ -110,10 +111,9 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 
-	dog watchdog
-	cg  *cgroupSet // nil where the server cannot create cgroups
-	ls  launchers
-	uw  *jailfs.UsageWatch
+	dog  limits.Watchdog
+	pool *limits.Pool // nil where the server cannot create cgroups
+	uw   *jailfs.UsageWatch
 }
 
 // skeleton is created in every jail; the XDG variables point at it.
@@ -195,18 +195,7 @@ func New(cfg Config) (*Manager, error) {
 		m.uw = jailfs.NewUsageWatch(log, base)
 	}
 	if !jail.IsRefusing(cfg.Backend) && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
-		m.cg = newCgroups()
-	}
-	if m.cg != nil {
-		// The first call finds its launcher ready, or nearly: the slow
-		// cgroup move overlaps opening the session. One call needs no
-		// spare beyond it, nor do session agents, which start once per
-		// session and policy.
-		spares := spareLaunchers
-		if cfg.OneCall || cfg.Backend.Agents() {
-			spares = 1
-		}
-		m.startLaunchers(spares)
+		m.pool = limits.NewPool(limits.Config{MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory, Agents: cfg.Backend.Agents(), OneCall: cfg.OneCall})
 	}
 	return m, nil
 }
@@ -254,8 +243,7 @@ func (m *Manager) Close() error {
 	for _, s := range m.all() {
 		s.Close()
 	}
-	m.closeLaunchers()
-	m.cg.close()
+	m.pool.Close()
 	if m.views != nil {
 		m.views.close()
 	}

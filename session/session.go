@@ -16,6 +16,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
 	"github.com/jail-mcp/jail-mcp/session/layer"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // Session is one jail and the commands running in it.
@@ -192,18 +193,6 @@ func (m *Manager) skeletonDirs() []string {
 	return dirs
 }
 
-// diskOver names the bound of the operator's that u, a jail's usage, is
-// over, or "".
-func (cfg *Config) diskOver(u jailfs.Usage) Bound {
-	switch {
-	case cfg.MaxDisk > 0 && u.Bytes > cfg.MaxDisk:
-		return BoundDisk
-	case cfg.MaxFiles > 0 && u.Files > cfg.MaxFiles:
-		return BoundFiles
-	}
-	return ""
-}
-
 // Usage counts the jail's inodes and their blocks without following
 // symlinks.
 func (s *Session) Usage() (jailfs.Usage, error) {
@@ -304,7 +293,7 @@ func (s *Session) meterOnce(gen uint64) {
 		if closed {
 			return jailfs.Usage{}, errClosed
 		}
-		return s.diskUsage(diskEvery * watchInterval)
+		return s.diskUsage(limits.DiskAge)
 	}()
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // backends are the Linux backends the confinement tests run under, each
@@ -683,7 +684,7 @@ func TestExecKillsEverything(t *testing.T) {
 					if res.End != Cancelled || res.Limit != "" {
 						t.Errorf("end %d limit %q, want cancelled only", res.End, res.Limit)
 					}
-				} else if res.End != TimedOut || res.Limit != BoundTimeout {
+				} else if res.End != TimedOut || res.Limit != limits.BoundTimeout {
 					t.Errorf("end %d limit %q, want timed out by timeout", res.End, res.Limit)
 				}
 				if res.ExitCode != -1 || res.Signal != "SIGKILL" {
@@ -748,7 +749,7 @@ func TestExecSignal(t *testing.T) {
 		name      string
 		signal    string
 		number    int
-		wantLimit Bound
+		wantLimit limits.Bound
 	}{
 		{"terminated", "TERM", 15, ""},
 		{"file size signal names the bound", "XFSZ", fileSizeSignal, "file_size"},
