@@ -243,7 +243,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 			}
 			// What no command reads in the project: each view masks it.
 			for _, h := range m.Hidden {
-				if within(h, m.Project) && h != m.Project {
+				if Within(h, m.Project) && h != m.Project {
 					o.unread = append(o.unread, h)
 				}
 			}

@@ -315,9 +315,9 @@ func bwrapFiles(spec Spec) []*os.File {
 func sandboxMasks(spec Spec, shadow []string) []Mask {
 	return masksOf(spec.Unread, func(p string) bool {
 		switch {
-		case within(p, spec.Jail) || within(spec.Jail, p):
+		case Within(p, spec.Jail) || Within(spec.Jail, p):
 			return false
-		case spec.Overlay != nil && spec.Project != "" && (within(p, spec.Project) || within(spec.Project, p)):
+		case spec.Overlay != nil && spec.Project != "" && (Within(p, spec.Project) || Within(spec.Project, p)):
 			return false
 		}
 		return !shadowed(p, shadow) || shadowed(p, spec.Visible)
@@ -349,7 +349,7 @@ func masksOf(unread []string, keep func(string) bool) []Mask {
 			continue
 		case !keep(p):
 			continue
-		case slices.ContainsFunc(out, func(m Mask) bool { return m.Dir && within(p, m.Path) }):
+		case slices.ContainsFunc(out, func(m Mask) bool { return m.Dir && Within(p, m.Path) }):
 			continue
 		}
 		out = append(out, Mask{Path: p, Dir: fi.IsDir()})
@@ -403,7 +403,7 @@ func (b *bwrap) visible(spec Spec) []string {
 	if r, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil && shadowed(r, b.shadow) {
 		out = append(out, r)
 	}
-	return slices.DeleteFunc(out, func(p string) bool { return within(p, spec.Jail) })
+	return slices.DeleteFunc(out, func(p string) bool { return Within(p, spec.Jail) })
 }
 
 // pathDirs resolves the directories of path that lie below a shadowed

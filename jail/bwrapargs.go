@@ -41,7 +41,7 @@ var ShadowDirs = []string{"/tmp", "/var/tmp", "/run"}
 // shadowed reports whether p lies in one of the shadowed directories.
 func shadowed(p string, shadow []string) bool {
 	for _, d := range shadow {
-		if within(p, d) {
+		if Within(p, d) {
 			return true
 		}
 	}
@@ -55,10 +55,13 @@ type Mask struct {
 	Dir  bool
 }
 
-// within reports whether p is dir or lies below it; both are clean.
-// It allocates nothing: a call's read view asks it of every hidden and
-// shown path, for each directory of the call's PATH.
-func within(p, dir string) bool {
+// Within reports whether p is dir or lies below it; both are clean and
+// absolute. It allocates nothing: a call's read view asks it of every
+// hidden and shown path, for each directory of the call's PATH. It is
+// the one test of the kind for the server (the session's paths, its
+// jails, the registry), so that "/" and a name that merely begins with
+// dir's are read the same way everywhere.
+func Within(p, dir string) bool {
 	return dir == "/" || strings.HasPrefix(p, dir) && (len(p) == len(dir) || p[len(dir)] == '/')
 }
 
@@ -252,7 +255,7 @@ func (b *bwrapBuilder) jail(spec Spec) (staged func(string) string) {
 			return p
 		}
 	}
-	siblings := spec.Overlay == nil && spec.Siblings != "" && spec.Jail != spec.Siblings && within(spec.Jail, spec.Siblings)
+	siblings := spec.Overlay == nil && spec.Siblings != "" && spec.Jail != spec.Siblings && Within(spec.Jail, spec.Siblings)
 	if siblings {
 		b.add("--perms", "0755", "--tmpfs", spec.Siblings)
 	}
@@ -286,7 +289,7 @@ func (b *bwrapBuilder) unread(masks []Mask, vis []string) (dirs []string) {
 		}
 		b.add("--perms", "0755", "--tmpfs", m.Path)
 		for _, v := range vis {
-			if v != m.Path && within(v, m.Path) {
+			if v != m.Path && Within(v, m.Path) {
 				b.add("--ro-bind-try", v, v)
 			}
 		}

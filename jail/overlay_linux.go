@@ -147,12 +147,12 @@ type view struct {
 // at jailPath in siblings, given by its descriptor, mounts the caches in
 // the jail and starts watching the project.
 func newOverlayState(project, jailPath, siblings string, jail *os.File, caches []CacheMount, abi int, inPlace []string, inPlaceFiles []*os.File) (*overlayState, error) {
-	if project == "" || siblings == "" || !within(jailPath, siblings) || jailPath == siblings {
+	if project == "" || siblings == "" || !Within(jailPath, siblings) || jailPath == siblings {
 		return nil, errors.New("agent: the project view needs the project and the jail inside it")
 	}
 	o := &overlayState{project: project, jailPath: jailPath, siblings: siblings, abi: abi, entered: map[int]*view{}, inPlace: inPlace}
 	for _, p := range inPlace {
-		if !within(p, project) || p == project || within(p, siblings) {
+		if !Within(p, project) || p == project || Within(p, siblings) {
 			return nil, fmt.Errorf("agent: the writable %s is not in the project", p)
 		}
 	}
@@ -437,7 +437,7 @@ func (o *overlayState) mountCache(c CacheMount) error {
 	if fi, err := os.Stat(c.Lower); err != nil || !fi.IsDir() {
 		return nil
 	}
-	if !(within(c.Target, StagedJail) && c.Target != StagedJail || c.Target == c.Lower) || strings.ContainsAny(c.Name, "/.") {
+	if !(Within(c.Target, StagedJail) && c.Target != StagedJail || c.Target == c.Lower) || strings.ContainsAny(c.Name, "/.") {
 		return fmt.Errorf("agent: cache %s: neither in the jail nor at its own place", c.Name)
 	}
 	base := "caches/" + c.Name
@@ -552,7 +552,7 @@ func (o *overlayState) mountView(name string) error {
 // directory by an empty read-only tmpfs, a file by an empty read-only one
 // of mode 0000, never below the jails' directory (siblings).
 func maskUnread(unread []string, siblings string) error {
-	masks := masksOf(unread, func(p string) bool { return !within(p, siblings) && !within(siblings, p) })
+	masks := masksOf(unread, func(p string) bool { return !Within(p, siblings) && !Within(siblings, p) })
 	empty := -1 // a detached tmpfs holding the empty file
 	defer func() {
 		if empty >= 0 {
@@ -607,7 +607,7 @@ func linkedUnread(unread []string, project string) []string {
 				continue
 			}
 			r, err := filepath.EvalSymlinks(m)
-			if err != nil || r == project || !within(r, project) {
+			if err != nil || r == project || !Within(r, project) {
 				continue
 			}
 			out = append(out, r)

@@ -231,7 +231,7 @@ func sbplReads(spec Spec, ps *sbplParams) []string {
 	jail := realPath(spec.Jail)
 	siblings := ""
 	if spec.Siblings != "" {
-		if s := realPath(spec.Siblings); jail != s && within(jail, s) {
+		if s := realPath(spec.Siblings); jail != s && Within(jail, s) {
 			siblings = s
 		}
 	}
@@ -390,7 +390,7 @@ func (r *sbplReadRules) siblings(siblings, jail string) {
 // shallowest first; none unless p lies strictly below top.
 func dirsBetween(top, p string) []string {
 	var out []string
-	for ; p != top && within(p, top); p = path.Dir(p) {
+	for ; p != top && Within(p, top); p = path.Dir(p) {
 		out = append(out, p)
 	}
 	slices.Reverse(out)
@@ -437,7 +437,7 @@ func (e unreadEntry) depth() int {
 // a pattern, the element of its directory that matches it.
 func (e unreadEntry) top(p string) (string, bool) {
 	if e.pat == "" {
-		return e.path, within(p, e.path)
+		return e.path, Within(p, e.path)
 	}
 	rest, ok := strings.CutPrefix(p, strings.TrimSuffix(e.path, "/")+"/")
 	if !ok {

@@ -60,7 +60,7 @@ func (v readView) registeredJails() []string {
 	for _, e := range ReadRegistry(v.registry) {
 		r := CanonicalPath(e.Jails)
 		if slices.Contains(v.hidden, r) || slices.Contains(out, r) ||
-			slices.ContainsFunc(v.shown, func(s string) bool { return within(s, r) }) {
+			slices.ContainsFunc(v.shown, func(s string) bool { return Within(s, r) }) {
 			continue
 		}
 		out = append(out, r)
@@ -72,11 +72,11 @@ func (v readView) registeredJails() []string {
 // granted at path: in the jail, a writable directory, or the overlay's
 // project.
 func (v readView) refers(path string) bool {
-	if within(path, v.jail) || v.opaque != "" && within(path, v.opaque) {
+	if Within(path, v.jail) || v.opaque != "" && Within(path, v.opaque) {
 		return true
 	}
 	for _, w := range v.writable {
-		if within(path, w) {
+		if Within(path, w) {
 			return true
 		}
 	}
@@ -115,7 +115,7 @@ func under(p, h string) bool {
 		return false
 	}
 	if !isPattern(pat) {
-		return within(p, h)
+		return Within(p, h)
 	}
 	rest, ok := strings.CutPrefix(p, dir)
 	if !ok || !strings.HasSuffix(dir, "/") {
@@ -231,7 +231,7 @@ func (v readView) hiddenPath(p string) bool {
 		}
 	}
 	for _, s := range v.shown {
-		if within(p, s) && len(s) > depth {
+		if Within(p, s) && len(s) > depth {
 			depth, hidden = len(s), false
 		}
 	}
@@ -242,7 +242,7 @@ func (v readView) hiddenPath(p string) bool {
 // p is a hidden path or lies above one.
 func (v readView) coversHidden(p string) bool {
 	for _, h := range v.hidden {
-		if within(h, p) {
+		if Within(h, p) {
 			return true
 		}
 	}
@@ -265,7 +265,7 @@ func (v readView) linkedHidden() []string {
 		for _, m := range matches {
 			r := CanonicalPath(m)
 			if r == m || slices.Contains(v.hidden, r) || slices.Contains(out, r) ||
-				slices.ContainsFunc(v.shown, func(s string) bool { return within(s, r) }) {
+				slices.ContainsFunc(v.shown, func(s string) bool { return Within(s, r) }) {
 				continue
 			}
 			out = append(out, r)
@@ -362,7 +362,7 @@ func (w *viewWalk) grant(path string, access uint64) error {
 // walk decides dir, shown or not: whole when nothing marked lies below
 // it, else entry by entry.
 func (w *viewWalk) walk(dir string, show bool) error {
-	if dir != w.v.opaque && slices.ContainsFunc(w.marked, func(m string) bool { return m != dir && within(m, dir) }) {
+	if dir != w.v.opaque && slices.ContainsFunc(w.marked, func(m string) bool { return m != dir && Within(m, dir) }) {
 		return w.entries(dir, show)
 	}
 	if !show {

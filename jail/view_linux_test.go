@@ -97,8 +97,8 @@ func TestUnder(t *testing.T) {
 			t.Errorf("under(%q, %q) = %t, want %t", tc.p, tc.h, got, tc.want)
 		}
 		if !strings.ContainsAny(tc.h, "*") {
-			if got := within(tc.p, tc.h); got != tc.want {
-				t.Errorf("within(%q, %q) = %t, want %t", tc.p, tc.h, got, tc.want)
+			if got := Within(tc.p, tc.h); got != tc.want {
+				t.Errorf("Within(%q, %q) = %t, want %t", tc.p, tc.h, got, tc.want)
 			}
 		}
 	}
@@ -127,7 +127,7 @@ func TestCallShownPath(t *testing.T) {
 	v := readView{hidden: viewHidden("landlock", jails), shown: viewShown("landlock", own, nil), jail: own}
 	path := "PATH=" + filepath.Join(other, "bin") + ":" + other + ":" + filepath.Join(own, "link") + ":" + tool + ":/usr/bin"
 	got := callShown(v, []string{path}, nil)
-	if len(got) != 1 || !within(tool, got[0]) {
+	if len(got) != 1 || !Within(tool, got[0]) {
 		t.Fatalf("shown for %s: %v, want only %s (or its parent)", path, got, tool)
 	}
 }

@@ -308,7 +308,7 @@ func (w *writeWatch) look(n *seccompNotif) string {
 		return ""
 	}
 	for _, p := range paths {
-		if !within(p, w.project) || slices.ContainsFunc(w.free, func(f string) bool { return within(p, f) }) {
+		if !Within(p, w.project) || slices.ContainsFunc(w.free, func(f string) bool { return Within(p, f) }) {
 			continue
 		}
 		switch kind {

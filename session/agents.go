@@ -11,6 +11,8 @@ import (
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // A session's commands run in session agents (where the backend has them,
@@ -52,9 +54,9 @@ func (p callPlan) networkMode() string {
 type agentSlot struct {
 	key      agentKey
 	runner   jail.Runner
-	cc       *callCgroup  // its cgroups, or nil
-	perCall  bool         // each call gets cgroups of its own in cc
-	egress   *agentEgress // the proxy of its allowlist, or nil
+	cc       *limits.Group // its cgroups, or nil
+	perCall  bool          // each call gets cgroups of its own in cc
+	egress   *agentEgress  // the proxy of its allowlist, or nil
 	started  time.Time
 	lastUsed time.Time
 	running  int
@@ -116,7 +118,7 @@ func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, rest
 		s.stopAgent(slot)
 	}
 	var runner jail.Runner
-	var cc *callCgroup
+	var cc *limits.Group
 	if p.allow != nil {
 		next.egress = s.newEgress(*p.allow)
 	}
@@ -148,7 +150,7 @@ func (s *Session) agentDone(slot *agentSlot) {
 // jail, by descriptor, and under bwrap the credentials of the policy
 // bound in it; from a launcher thread already in cgroups of its own where
 // the server makes cgroups.
-func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (r jail.Runner, cc *callCgroup, perCall bool, err error) {
+func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (r jail.Runner, cc *limits.Group, perCall bool, err error) {
 	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project, s.m.cfg.Home}, Siblings: filepath.Dir(s.Path), Project: s.m.cfg.Project, MaxMemory: s.m.cfg.MaxMemory}
 	spec.Unread, spec.Visible = s.unread(exps, spec.Visible)
 	spec.Jails = s.m.registry
@@ -162,13 +164,13 @@ func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure
 		return nil, nil, false, err
 	}
 	var launch jail.Launcher
-	if l := s.m.takeLauncher(); l != nil {
-		cc, launch = l.cc, l.launch
-		spec.Place = s.m.agentPlacer(cc)
+	if l := s.m.pool.Take(); l != nil {
+		cc, launch = l.Group(), l.Launch
+		spec.Place = s.m.pool.AgentPlacer(cc)
 	}
 	if r, err = s.m.cfg.Backend.Runner(spec, launch); err != nil {
 		if cc != nil {
-			s.m.removeCgroups(cc)
+			s.m.pool.Remove(cc)
 		}
 		return nil, nil, false, err
 	}
@@ -178,7 +180,7 @@ func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure
 // openJail opens the jail by a descriptor, without following a link (its
 // parent is read-only to commands; this keeps it so).
 func (s *Session) openJail() (*os.File, error) {
-	jf, err := openPath(s.m.base, s.Name)
+	jf, err := jailfs.OpenPath(s.m.base, s.Name)
 	if err != nil {
 		return nil, fmt.Errorf("open jail %s: %w", s.Path, err)
 	}
@@ -223,7 +225,7 @@ func (s *Session) stopAgent(a *agentSlot) {
 		a.egress.close()
 	}
 	if a.cc != nil {
-		s.m.removeCgroups(a.cc)
+		s.m.pool.Remove(a.cc)
 		a.cc = nil
 	}
 }

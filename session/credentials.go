@@ -13,6 +13,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 // stateDir holds the per-session copies of the files CLIs rewrite at start
@@ -325,7 +326,7 @@ func (s *Session) bindCredentials(spec *jail.Spec, exps []auth.Exposure, opened 
 			// descriptor opened without following links: a concurrent
 			// command swapping it for a symlink cannot redirect the bind.
 			src := statePath(e.Name, it.Rel)
-			f, err := openPath(s.root, src)
+			f, err := jailfs.OpenPath(s.root, src)
 			if err != nil {
 				return fmt.Errorf("open %s: %w", src, err)
 			}
@@ -367,7 +368,7 @@ func (s *Session) addMaskedMount(spec *jail.Spec, cli, host, rel, target string,
 	if err := s.writeMasked(cli, host, src); err != nil {
 		return fmt.Errorf("mask %s: %w", host, err)
 	}
-	f, err := openPath(s.root, src)
+	f, err := jailfs.OpenPath(s.root, src)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", src, err)
 	}
@@ -660,8 +661,8 @@ func (s *Session) copyTreeIn(src, dst string) error {
 }
 
 // removeAll removes rel and what is below it without following a
-// symlink, by descriptors (walk_unix.go), opening up (inside rel only)
+// symlink, by descriptors (jailfs.RemoveTree), opening up (inside rel only)
 // the directories a command left unwritable.
 func (s *Session) removeAll(rel string) error {
-	return removeTree(s.root, rel)
+	return jailfs.RemoveTree(s.root, rel)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 // unread is what a sandbox showing exps hides (Spec.Unread) and shows
@@ -39,7 +40,7 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 	// mount of bubblewrap's over a project that ends meanwhile would
 	// keep the sandbox from starting.
 	if s.m.registry != "" && !cfg.Backend.Agents() {
-		unread = append(unread, otherJails(s.m.registry, s.m.ownJails())...)
+		unread = append(unread, jailfs.OtherJails(s.m.registry, s.m.ownJails())...)
 	}
 	// A masked CLI's host credentials are read by no command, whatever
 	// the deny list says: the jail has their masked copies.
@@ -51,7 +52,7 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 		unread = append(unread, jail.CanonicalPath(p))
 	}
 	for _, p := range cfg.Deny.Paths {
-		if !slices.ContainsFunc(enabled, func(e string) bool { return within(p, e) }) {
+		if !slices.ContainsFunc(enabled, func(e string) bool { return jail.Within(p, e) }) {
 			unread = append(unread, p)
 		}
 	}
@@ -77,23 +78,23 @@ func ResolveDeny(entries []string, def bool, home, project, root string, writabl
 	}
 	for _, e := range entries {
 		c := jail.CanonicalPath(e)
-		if within(project, c) {
+		if jail.Within(project, c) {
 			return auth.Deny{}, fmt.Errorf("%s: holds the project, which commands read", e)
 		}
-		if within(c, root) || within(root, c) {
+		if jail.Within(c, root) || jail.Within(root, c) {
 			return auth.Deny{}, fmt.Errorf("%s: the jails' directory %s is it, holds it or lies in it", e, root)
 		}
 	}
 	var paths []string
 	for _, p := range append(d.Paths, entries...) {
 		c := jail.CanonicalPath(p)
-		if within(project, c) || within(c, root) || within(root, c) {
+		if jail.Within(project, c) || jail.Within(c, root) || jail.Within(root, c) {
 			// A built-in path the project's place makes moot (a project
 			// in ~/.config): the project and the jails stay readable.
 			continue
 		}
 		for _, w := range writable {
-			if within(c, w) || within(w, c) {
+			if jail.Within(c, w) || jail.Within(w, c) {
 				return auth.Deny{}, fmt.Errorf("%s: the --writable directory %s is it, holds it or lies in it, and commands rename what is there: name another directory writable", c, w)
 			}
 		}

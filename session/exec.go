@@ -17,6 +17,8 @@ import (
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // Request is one command to run in a session's jail. Exactly one of Command
@@ -67,10 +69,11 @@ type Request struct {
 // Result is the outcome of a command that ran.
 type Result struct {
 	// End is how it ended; Limit the bound it went over (End OverBound
-	// or TimedOut), else a bound it met on its own way out: BoundFileSize
-	// (a write refused), BoundDisk (the jail found full once it ended).
+	// or TimedOut), else a bound it met on its own way out:
+	// limits.BoundFileSize (a write refused), limits.BoundDisk (the jail
+	// found full once it ended).
 	End          End
-	Limit        Bound
+	Limit        limits.Bound
 	ExitCode     int // -1 when killed by a signal
 	Signal       string
 	SignalNumber int
@@ -372,14 +375,14 @@ func (s *Session) admit() error {
 	}
 	// No call starts in a jail over its bound; one whose usage cannot be
 	// told is not run either (fail closed).
-	u, err := s.diskUsage(diskEvery * watchInterval)
+	u, err := s.diskUsage(limits.DiskAge)
 	if err != nil {
 		return fmt.Errorf("count the jail's usage for --max-disk and --max-files: %w", err)
 	}
-	switch u.over(cfg) {
-	case BoundDisk:
+	switch cfg.diskOver(u) {
+	case limits.BoundDisk:
 		return inputErrorf("the jail holds %d bytes on disk, over --max-disk %d: remove files or call jail_reset", u.Bytes, cfg.MaxDisk)
-	case BoundFiles:
+	case limits.BoundFiles:
 		return inputErrorf("the jail holds %d files, over --max-files %d: remove files or call jail_reset", u.Files, cfg.MaxFiles)
 	}
 	return nil
@@ -425,7 +428,7 @@ func (s *Session) sandboxFiles(spec *jail.Spec, exps []auth.Exposure) ([]*os.Fil
 	// Each sandbox opens them anew, without following a link: one the
 	// host removed since is made again.
 	for _, w := range s.m.cfg.Writable {
-		f, err := openWritable(s.m.cfg.Project, w, true)
+		f, err := jailfs.OpenWritable(s.m.cfg.Project, w, true)
 		if err != nil {
 			return opened, fmt.Errorf("open writable directory %s: %w", w, err)
 		}
@@ -487,11 +490,11 @@ func (s *Session) resolveCwd(cwd string) (string, error) {
 		return "", inputErrorf("cwd %q: not a directory", cwd)
 	}
 	switch {
-	case within(canon, s.Path):
+	case jail.Within(canon, s.Path):
 		return canon, nil
-	case within(canon, s.m.cfg.Root) || within(canon, filepath.Join(project, BaseName)):
+	case jail.Within(canon, s.m.cfg.Root) || jail.Within(canon, filepath.Join(project, BaseName)):
 		return "", inputErrorf("cwd %q: inside the jail base but not this session's jail %s", cwd, s.Path)
-	case within(canon, project):
+	case jail.Within(canon, project):
 		return canon, nil
 	}
 	return "", inputErrorf("cwd %q: outside the project %s and the session's jail", cwd, project)
@@ -536,18 +539,18 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	// memory exactly: a command on its own in cgroups of its own, a
 	// session agent's commands in the agent's, each call held to the
 	// bounds by the watchdog besides.
-	var cc *callCgroup
-	var mark cgroupMark
+	var cc *limits.Group
+	var mark limits.Mark
 	if slot != nil {
 		cc = slot.cc
 		if !slot.perCall {
-			mark = cc.mark()
+			mark = cc.Mark()
 		}
-	} else if l := s.m.takeLauncher(); l != nil {
-		cc, call.Launch = l.cc, l.launch
+	} else if l := s.m.pool.Take(); l != nil {
+		cc, call.Launch = l.Group(), l.Launch
 		// Removing a cgroup waits for its last process to be reaped by the
 		// kernel; the result need not wait for that.
-		defer s.m.removeCgroups(cc)
+		defer s.m.pool.Remove(cc)
 	}
 	start := time.Now()
 	proc, err := runner.Run(call)
@@ -587,14 +590,14 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	// by the kernel, which counts there every fork it refused and every
 	// process its OOM killer took: the call's alone.
 	shared := slot != nil
-	if pl, ok := proc.Placement.(*callPlacement); ok && pl.cc != nil {
-		cc, mark, shared = pl.cc, pl.mark, false
+	if pl, ok := proc.Placement.(*limits.CallPlacement); ok && pl.Group() != nil {
+		cc, mark, shared = pl.Group(), pl.Mark(), false
 		defer pl.Remove()
 	} else if proc.Placement != nil {
 		defer proc.Placement.Remove()
 	}
 	stopped, bound, exit, lost := s.wait(ctx, proc, cc, mark, shared, timeout)
-	var kernel Bound
+	var kernel limits.Bound
 	if stopped != OverBound && cc != nil {
 		// The kernel enforces cgroup bounds by itself (a refused fork, an
 		// OOM kill), often before the watchdog looks: ask it. Cgroups a
@@ -602,9 +605,9 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		// of all of them: an OOM kill is this call's only when it was
 		// killed, and a refused fork may be another's (the watchdog holds
 		// each to its own count).
-		lim := cc.exceededSince(mark)
+		lim := cc.ExceededSince(mark)
 		// (137: a shell's report of its child killed by SIGKILL.)
-		if !shared || lim == BoundMemory && (exit.Signal == syscall.SIGKILL || exit.Code == 128+int(syscall.SIGKILL)) {
+		if !shared || lim == limits.BoundMemory && (exit.Signal == syscall.SIGKILL || exit.Code == 128+int(syscall.SIGKILL)) {
 			kernel = lim
 		}
 	}
@@ -619,7 +622,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	}
 	sio.drain()
 	res.settle(stopped, bound, kernel, exit, lost)
-	if stopped == OverBound && bound == BoundMemory && proc.Tree != nil {
+	if stopped == OverBound && bound == limits.BoundMemory && proc.Tree != nil {
 		res.SharedMemory = proc.Tree().Shared
 	}
 	if eg != nil {
@@ -634,7 +637,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 // bound the watchdog finds crossed, whichever comes first, and kills it
 // for any but the first. It returns what stopped it (Exited: nothing),
 // the bound, its exit, and the loss of its session agent, if that ended it.
-func (s *Session) wait(ctx context.Context, proc jail.Process, cc *callCgroup, mark cgroupMark, shared bool, timeout time.Duration) (stopped End, bound Bound, exit jail.Exit, lost error) {
+func (s *Session) wait(ctx context.Context, proc jail.Process, cc *limits.Group, mark limits.Mark, shared bool, timeout time.Duration) (stopped End, bound limits.Bound, exit jail.Exit, lost error) {
 	type ended struct {
 		exit jail.Exit
 		err  error
@@ -643,7 +646,7 @@ func (s *Session) wait(ctx context.Context, proc jail.Process, cc *callCgroup, m
 	go func() { e, err := proc.Wait(); exited <- ended{e, err} }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	hit := make(chan Bound, 1)
+	hit := make(chan limits.Bound, 1)
 	stopWatch := s.m.watch(s, proc.Pid, proc.Tree, cc, mark, shared, hit)
 	defer stopWatch()
 
@@ -783,8 +786,8 @@ func (s *Session) checkDiskAfter(res *Result) {
 	if cfg.MaxDisk <= 0 && cfg.MaxFiles <= 0 || res.Limit != "" {
 		return
 	}
-	if u, err := s.diskUsage(diskEvery * watchInterval); err == nil {
-		if b := u.over(cfg); b != "" {
+	if u, err := s.diskUsage(limits.DiskAge); err == nil {
+		if b := cfg.diskOver(u); b != "" {
 			res.Limit = b
 		}
 	}

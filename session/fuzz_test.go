@@ -11,57 +11,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // Fuzz targets over path containment. `go test` runs only their seeds (the
 // f.Add calls and testdata/fuzz/<Fuzz>/); .ci/fuzz runs each with -fuzz.
 // Every body is host-side file work only: no jailed process per input.
-
-// validNameSpec is ValidName's contract written out byte by byte, apart
-// from the regular expression it is implemented with.
-func validNameSpec(name string) bool {
-	if len(name) < 1 || len(name) > 64 || name == "." || name == ".." {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-func FuzzValidName(f *testing.F) {
-	for _, s := range []string{
-		"a", "s", "A-b_c.9", "...", ".hidden", "-", "_", "a.", ".a.", "..a", "a..",
-		"", ".", "..", "./", "/", "a/b", "../x", "..\\x", "a\\b", "//",
-		strings.Repeat("x", 64), strings.Repeat("x", 65), strings.Repeat(".", 64),
-		"a\x00", "\x00", "a\n", "a\nb", " a", "a ", "ä", "\u2024\u2024", "\uff0e\uff0e", "a\u0338",
-		"\xff", "a\xc0\xaf", "\u202e", "con",
-	} {
-		f.Add(s)
-	}
-	const base = "/project/.agent-home"
-	f.Fuzz(func(t *testing.T, name string) {
-		err := ValidName(name)
-		if want := validNameSpec(name); (err == nil) != want {
-			t.Fatalf("ValidName(%q) = %v, want ok %t", name, err, want)
-		}
-		if err != nil {
-			return
-		}
-		joined := filepath.Join(base, name)
-		if strings.ContainsRune(name, filepath.Separator) || strings.ContainsRune(name, '/') {
-			t.Fatalf("ValidName accepted %q, which holds a separator", name)
-		}
-		if filepath.Dir(joined) != base || filepath.Base(joined) != name || joined != base+string(filepath.Separator)+name {
-			t.Fatalf("ValidName accepted %q, but Join(%s, it) = %s is not a direct child of the base", name, base, joined)
-		}
-	})
-}
 
 // fuzzProject is a canonical project for the ResolveRoot target:
 //
@@ -118,7 +74,7 @@ func FuzzResolveRoot(f *testing.F) {
 			if !filepath.IsAbs(got) || filepath.Clean(got) != got {
 				t.Fatalf("ResolveRoot(%q) = %q: not absolute and clean", root, got)
 			}
-			if !within(got, base) {
+			if !jail.Within(got, base) {
 				t.Fatalf("ResolveRoot(%q) = %q: not %s or inside it", root, got, base)
 			}
 			if p, why := badComponent(base, got); p != "" {
@@ -187,7 +143,7 @@ func followedBelow(base, root string) string {
 		if err != nil {
 			return ""
 		}
-		if within(filepath.Join(parent, part), base) {
+		if jail.Within(filepath.Join(parent, part), base) {
 			return q
 		}
 	}
@@ -247,10 +203,10 @@ func FuzzResolveCwd(f *testing.F) {
 			t.Fatalf("resolveCwd(%q) = %q: not an existing directory (%v)", cwd, got, err)
 		}
 		switch {
-		case within(got, s.Path):
-		case within(got, jailBase):
+		case jail.Within(got, s.Path):
+		case jail.Within(got, jailBase):
 			t.Fatalf("resolveCwd(%q) = %q: inside the jail base but not the session's jail %s", cwd, got, s.Path)
-		case within(got, project):
+		case jail.Within(got, project):
 		default:
 			t.Fatalf("resolveCwd(%q) = %q: outside the project %s", cwd, got, project)
 		}

@@ -21,6 +21,8 @@ import (
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // ErrNotFound reports a session name the manager does not know.
@@ -93,7 +95,7 @@ type Manager struct {
 	base   *os.Root
 	getenv func(string) string // over cfg.Environ
 	// registry is where this user's servers name their projects' jails
-	// (registry.go), "" when it cannot be written.
+	// (jailfs.RegistryDir), "" when it cannot be written.
 	registry string
 	// hostEnv is what every call's environment takes of the host's
 	// (hostEnv of cfg.Environ and cfg.PassEnv), made once.
@@ -109,10 +111,9 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 
-	dog watchdog
-	cg  *cgroupSet // nil where the server cannot create cgroups
-	ls  launchers
-	uw  *usageWatch
+	dog  limits.Watchdog
+	pool *limits.Pool // nil where the server cannot create cgroups
+	uw   *jailfs.UsageWatch
 }
 
 // skeleton is created in every jail; the XDG variables point at it.
@@ -133,7 +134,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("create jail base %s: %w", cfg.Root, err)
 	}
 	for _, w := range cfg.Writable {
-		f, err := openWritable(cfg.Project, w, true)
+		f, err := jailfs.OpenWritable(cfg.Project, w, true)
 		if err != nil {
 			return nil, fmt.Errorf("make writable directory %s: %w", w, err)
 		}
@@ -172,8 +173,8 @@ func New(cfg Config) (*Manager, error) {
 			return nil, err
 		}
 	}
-	if dir := registryDir(getenv); dir != "" {
-		if err := register(dir, m.ownJails()); err != nil {
+	if dir := jailfs.RegistryDir(getenv); dir != "" {
+		if err := jailfs.Register(dir, m.ownJails()); err != nil {
 			log.Warn("name the project's jails where this user's other servers hide them from their commands", "dir", dir, "err", err)
 		} else {
 			m.registry = dir
@@ -191,21 +192,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.hostEnv = sync.OnceValue(func() map[string]string { return viewEnv(hostEnv(cfg.Environ, cfg.PassEnv), m.caches) })
 	if cfg.MaxDisk > 0 || cfg.MaxFiles > 0 {
-		m.uw = newUsageWatch(log)
+		m.uw = jailfs.NewUsageWatch(log, base)
 	}
 	if !jail.IsRefusing(cfg.Backend) && (cfg.MaxProcs > 0 || cfg.MaxMemory > 0) {
-		m.cg = newCgroups(log)
-	}
-	if m.cg != nil {
-		// The first call finds its launcher ready, or nearly: the slow
-		// cgroup move overlaps opening the session. One call needs no
-		// spare beyond it, nor do session agents, which start once per
-		// session and policy.
-		spares := spareLaunchers
-		if cfg.OneCall || cfg.Backend.Agents() {
-			spares = 1
-		}
-		m.startLaunchers(spares)
+		m.pool = limits.NewPool(limits.Config{MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory, Agents: cfg.Backend.Agents(), OneCall: cfg.OneCall, Log: log})
 	}
 	return m, nil
 }
@@ -253,13 +243,12 @@ func (m *Manager) Close() error {
 	for _, s := range m.all() {
 		s.Close()
 	}
-	m.closeLaunchers()
-	m.cg.close()
+	m.pool.Close()
 	if m.views != nil {
 		m.views.close()
 	}
 	if m.uw != nil {
-		m.uw.close()
+		m.uw.Close()
 	}
 	return m.base.Close()
 }
@@ -301,7 +290,7 @@ func (m *Manager) Config() Config { return m.cfg }
 // Open returns the session called name, creating its jail and skeleton when
 // they do not exist. A session directory that is a symlink is refused.
 func (m *Manager) Open(name string) (*Session, error) {
-	if err := ValidName(name); err != nil {
+	if err := jailfs.ValidName(name); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
@@ -327,7 +316,7 @@ func (m *Manager) Open(name string) (*Session, error) {
 	// Held while the session is open: jail-mcp prune leaves it alone.
 	lock, err := m.base.Open(name)
 	if err == nil {
-		err = lockShared(lock)
+		err = jailfs.LockShared(lock)
 	}
 	if err != nil {
 		root.Close()

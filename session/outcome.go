@@ -6,37 +6,8 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
-
-// Bound names a bound of the operator's that a command went over.
-type Bound string
-
-// The bounds, as results name them (the limit field).
-const (
-	BoundTimeout  Bound = "timeout"   // its time: timeout_ms, --timeout, --max-timeout, --max-job-time
-	BoundProcs    Bound = "procs"     // --max-procs
-	BoundMemory   Bound = "memory"    // --max-memory
-	BoundDisk     Bound = "disk"      // --max-disk, the jail's usage
-	BoundFiles    Bound = "files"     // --max-files, the jail's inodes
-	BoundFileSize Bound = "file_size" // --max-disk, one file's size
-)
-
-// Flag is the operator's setting behind b.
-func (b Bound) Flag() string {
-	switch b {
-	case BoundTimeout:
-		return "--timeout"
-	case BoundProcs:
-		return "--max-procs"
-	case BoundMemory:
-		return "--max-memory"
-	case BoundDisk, BoundFileSize:
-		return "--max-disk"
-	case BoundFiles:
-		return "--max-files"
-	}
-	return ""
-}
 
 // End is how a command ended: exactly one, decided once, by settle, when
 // it ends.
@@ -47,7 +18,7 @@ const (
 	Exited End = iota
 	// Signalled: killed by a signal the server did not send (Signal).
 	Signalled
-	// TimedOut: killed at its time bound (Limit is BoundTimeout).
+	// TimedOut: killed at its time bound (Limit is limits.BoundTimeout).
 	TimedOut
 	// OverBound: killed for going over Limit.
 	OverBound
@@ -82,8 +53,8 @@ func (e End) String() string {
 // it sets End, Limit, ExitCode and Signal. The agent's loss wins over the
 // rest (it took the command with it), then the server's timeout, then a
 // bound, then the cancellation. A write stopped at the per-file bound is
-// the command's own end with Limit BoundFileSize: the command was not
-// killed for it (it got SIGXFSZ, or its shell reports 128+SIGXFSZ).
+// the command's own end with Limit limits.BoundFileSize: the command was
+// not killed for it (it got SIGXFSZ, or its shell reports 128+SIGXFSZ).
 // RefusedWriteNote is the line a result adds when the jail refused the
 // command a write in the read-only project: the path, and the way out;
 // "" when it refused none.
@@ -101,7 +72,7 @@ func (r *Result) RefusedWriteNote() string {
 	return fmt.Sprintf("write refused: %s is in the project, which is read-only in the jail%s; write under $HOME (the session's jail) instead, for instance a copy of the project", r.RefusedWrite, more)
 }
 
-func (r *Result) settle(stopped End, bound, kernel Bound, exit jail.Exit, lost error) {
+func (r *Result) settle(stopped End, bound, kernel limits.Bound, exit jail.Exit, lost error) {
 	r.ExitCode = exit.Code
 	r.RefusedWrite, r.RefusedWrites = exit.RefusedWrite, exit.RefusedWrites
 	r.Stopped = exit.Stopped
@@ -113,7 +84,7 @@ func (r *Result) settle(stopped End, bound, kernel Bound, exit jail.Exit, lost e
 	case lost != nil:
 		r.End, r.AgentLost = AgentLost, lost.Error()
 	case stopped == TimedOut:
-		r.End, r.Limit = TimedOut, BoundTimeout
+		r.End, r.Limit = TimedOut, limits.BoundTimeout
 	case stopped == OverBound:
 		r.End, r.Limit = OverBound, bound
 	case kernel != "":
@@ -126,10 +97,10 @@ func (r *Result) settle(stopped End, bound, kernel Bound, exit jail.Exit, lost e
 		r.End = Exited
 	}
 	xfsz := r.SignalNumber == fileSizeSignal || r.Signal == "" && r.ExitCode == 128+fileSizeSignal
-	if xfsz && (r.Limit == "" || r.Limit == BoundDisk) {
+	if xfsz && (r.Limit == "" || r.Limit == limits.BoundDisk) {
 		// A file stopped at its bound can fill the jail too (the two
 		// bounds are one size): what ended the command is what it says.
-		r.Limit = BoundFileSize
+		r.Limit = limits.BoundFileSize
 		r.End = Exited
 		if r.Signal != "" {
 			r.End = Signalled
@@ -143,12 +114,12 @@ func (r *Result) Failed() bool {
 	return r.End != Exited || r.ExitCode != 0 || r.Limit != ""
 }
 
-// LimitAfterExit says that Limit (BoundDisk, BoundFiles) was found
-// crossed once the command had ended, between two looks of the watchdog:
-// it was not killed for it, and no call runs until the jail is back under
-// the bound.
+// LimitAfterExit says that Limit (limits.BoundDisk, limits.BoundFiles)
+// was found crossed once the command had ended, between two looks of the
+// watchdog: it was not killed for it, and no call runs until the jail is
+// back under the bound.
 func (r *Result) LimitAfterExit() bool {
-	return (r.Limit == BoundDisk || r.Limit == BoundFiles) && r.End != OverBound
+	return (r.Limit == limits.BoundDisk || r.Limit == limits.BoundFiles) && r.End != OverBound
 }
 
 // ExitStatus is the command's status as a shell reports it: its exit
@@ -186,7 +157,7 @@ func (r *Result) Status() string {
 	switch {
 	case r.LimitAfterExit():
 		s += fmt.Sprintf(", but the jail went over its %s bound (%s) during the call: no command runs in it until files are removed or jail_reset is called", r.Limit, r.Limit.Flag())
-	case r.Limit == BoundFileSize:
+	case r.Limit == limits.BoundFileSize:
 		s += " (a process wrote past the per-file size bound, --max-disk)"
 	}
 	return s

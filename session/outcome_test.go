@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // TestSettle: how a command ended is decided once, in this order: the
@@ -20,11 +21,11 @@ func TestSettle(t *testing.T) {
 	tests := []struct {
 		name          string
 		stopped       End
-		bound, kernel Bound
+		bound, kernel limits.Bound
 		exit          jail.Exit
 		lost          error
 		end           End
-		limit         Bound
+		limit         limits.Bound
 		status        int
 		failed        bool
 		says          string
@@ -32,17 +33,17 @@ func TestSettle(t *testing.T) {
 		{"exit 0", Exited, "", "", jail.Exit{}, nil, Exited, "", 0, false, "exit 0 in"},
 		{"exit 3", Exited, "", "", jail.Exit{Code: 3}, nil, Exited, "", 3, true, "exit 3 in"},
 		{"a signal of its own", Exited, "", "", jail.Exit{Code: -1, Signal: syscall.SIGTERM}, nil, Signalled, "", 128 + 15, true, "killed by SIGTERM"},
-		{"timed out", TimedOut, "", "", killed, nil, TimedOut, BoundTimeout, 128 + 9, true, "timed out after"},
-		{"the watchdog's bound", OverBound, BoundProcs, "", killed, nil, OverBound, BoundProcs, 128 + 9, true, "procs bound (--max-procs)"},
-		{"the kernel's bound", Exited, "", BoundMemory, killed, nil, OverBound, BoundMemory, 128 + 9, true, "memory bound (--max-memory)"},
-		{"the kernel's bound over a cancellation", Cancelled, "", BoundMemory, killed, nil, OverBound, BoundMemory, 128 + 9, true, "memory bound"},
-		{"a timeout over the kernel's bound", TimedOut, "", BoundMemory, killed, nil, TimedOut, BoundTimeout, 128 + 9, true, "timed out"},
+		{"timed out", TimedOut, "", "", killed, nil, TimedOut, limits.BoundTimeout, 128 + 9, true, "timed out after"},
+		{"the watchdog's bound", OverBound, limits.BoundProcs, "", killed, nil, OverBound, limits.BoundProcs, 128 + 9, true, "procs bound (--max-procs)"},
+		{"the kernel's bound", Exited, "", limits.BoundMemory, killed, nil, OverBound, limits.BoundMemory, 128 + 9, true, "memory bound (--max-memory)"},
+		{"the kernel's bound over a cancellation", Cancelled, "", limits.BoundMemory, killed, nil, OverBound, limits.BoundMemory, 128 + 9, true, "memory bound"},
+		{"a timeout over the kernel's bound", TimedOut, "", limits.BoundMemory, killed, nil, TimedOut, limits.BoundTimeout, 128 + 9, true, "timed out"},
 		{"cancelled", Cancelled, "", "", killed, nil, Cancelled, "", 128 + 9, true, "cancelled after"},
 		{"agent lost", Exited, "", "", jail.Exit{}, errors.New("gone"), AgentLost, "", 0, true, "lost after"},
 		{"agent lost over a timeout", TimedOut, "", "", killed, errors.New("gone"), AgentLost, "", 128 + 9, true, "lost after"},
-		{"SIGXFSZ", Exited, "", "", xfsz, nil, Signalled, BoundFileSize, 128 + 25, true, "killed by SIGXFSZ"},
-		{"a shell's 153", Exited, "", "", jail.Exit{Code: 128 + 25}, nil, Exited, BoundFileSize, 153, true, "per-file size bound"},
-		{"SIGXFSZ found as the disk bound", OverBound, BoundDisk, "", xfsz, nil, Signalled, BoundFileSize, 128 + 25, true, "killed by SIGXFSZ"},
+		{"SIGXFSZ", Exited, "", "", xfsz, nil, Signalled, limits.BoundFileSize, 128 + 25, true, "killed by SIGXFSZ"},
+		{"a shell's 153", Exited, "", "", jail.Exit{Code: 128 + 25}, nil, Exited, limits.BoundFileSize, 153, true, "per-file size bound"},
+		{"SIGXFSZ found as the disk bound", OverBound, limits.BoundDisk, "", xfsz, nil, Signalled, limits.BoundFileSize, 128 + 25, true, "killed by SIGXFSZ"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,14 +64,14 @@ func TestSettle(t *testing.T) {
 func TestLimitAfterExit(t *testing.T) {
 	r := &Result{}
 	r.settle(Exited, "", "", jail.Exit{}, nil)
-	r.Limit = BoundDisk
+	r.Limit = limits.BoundDisk
 	if !r.LimitAfterExit() || !r.Failed() || r.ExitStatus() != 0 {
 		t.Errorf("after exit %t failed %t status %d, want true true 0", r.LimitAfterExit(), r.Failed(), r.ExitStatus())
 	}
 	if s := r.Status(); !strings.HasPrefix(s, "exit 0 in") || !strings.Contains(s, "jail_reset") {
 		t.Errorf("status %q", s)
 	}
-	r.settle(OverBound, BoundDisk, "", jail.Exit{Code: -1, Signal: syscall.SIGKILL}, nil)
+	r.settle(OverBound, limits.BoundDisk, "", jail.Exit{Code: -1, Signal: syscall.SIGKILL}, nil)
 	if r.LimitAfterExit() {
 		t.Error("a command killed for the disk bound reported as over it after its exit")
 	}

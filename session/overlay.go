@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 // The project view (--overlay): every command sees the project writable,
@@ -73,7 +74,7 @@ func hostCaches(env map[string]string, home, project string) []hostCache {
 			continue
 		}
 		c.lower = r
-		if c.env != "" && (within(r, project) || within(project, r)) {
+		if c.env != "" && (jail.Within(r, project) || jail.Within(project, r)) {
 			continue // shown over the project, or the project in it
 		}
 		if shadowed(r) {
@@ -105,7 +106,7 @@ func (s *Session) viewFiles(spec *jail.Spec, opened *[]*os.File) error {
 	if !s.m.cfg.Overlay {
 		return nil
 	}
-	lf, err := openPath(s.root, layerDir)
+	lf, err := jailfs.OpenPath(s.root, layerDir)
 	if err != nil {
 		return fmt.Errorf("open the layer of %s: %w", s.Path, err)
 	}
@@ -171,7 +172,7 @@ func (s *Session) cleanViews() {
 				continue
 			}
 			if sub, err := r.OpenRoot(n); err == nil {
-				emptyRoot(sub)
+				jailfs.EmptyRoot(sub)
 				sub.Close()
 			}
 			r.Remove(n)
@@ -199,7 +200,7 @@ func viewEnv(env map[string]string, caches []hostCache) map[string]string {
 // empty (jail.ShadowDirs), where the sandbox cannot see a cache.
 func shadowed(p string) bool {
 	for _, d := range jail.ShadowDirs {
-		if r, err := filepath.EvalSymlinks(d); err == nil && within(p, r) || within(p, d) {
+		if r, err := filepath.EvalSymlinks(d); err == nil && jail.Within(p, r) || jail.Within(p, d) {
 			return true
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/jail-mcp/jail-mcp/jail"
@@ -15,16 +14,6 @@ import (
 
 // BaseName is the directory under the project that holds every jail.
 const BaseName = ".agent-home"
-
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
-// ValidName reports why name cannot be a session name, or nil.
-func ValidName(name string) error {
-	if !nameRE.MatchString(name) || name == "." || name == ".." {
-		return fmt.Errorf("invalid session name %q: want 1 to 64 of A-Z a-z 0-9 . _ - other than . and .. themselves", name)
-	}
-	return nil
-}
 
 // ResolveProject canonicalizes the project directory: absolute, symlinks
 // resolved, and an existing directory.
@@ -148,14 +137,14 @@ func ResolveWritable(project, root string, rels []string) ([]string, error) {
 			return nil, fmt.Errorf("%q: protected path %s is it, holds it or lies in it: the host runs or trusts what is there", rel, name)
 		}
 		abs := filepath.Join(project, filepath.FromSlash(c))
-		if within(abs, root) || within(root, abs) {
+		if jail.Within(abs, root) || jail.Within(root, abs) {
 			return nil, fmt.Errorf("%q: the jails' directory %s is it, holds it or lies in it", rel, root)
 		}
 		if err := realDirs(project, c); err != nil {
 			return nil, fmt.Errorf("%q: %w", rel, err)
 		}
 		for _, o := range out {
-			if within(abs, o) || within(o, abs) {
+			if jail.Within(abs, o) || jail.Within(o, abs) {
 				return nil, fmt.Errorf("%q: lies in or holds %s, also writable: name one", rel, o)
 			}
 		}
@@ -183,7 +172,7 @@ func realDirs(project, rel string) error {
 			switch {
 			case err != nil:
 				return fmt.Errorf("%s is a symlink that leads nowhere", p)
-			case !within(to, project):
+			case !jail.Within(to, project):
 				return fmt.Errorf("%s is a symlink to %s, outside the project", p, to)
 			}
 			return fmt.Errorf("%s is a symlink (to %s): name the directory itself", p, to)
@@ -214,10 +203,4 @@ func canonicalPrefix(abs string) (string, error) {
 		rest = filepath.Join(filepath.Base(p), rest)
 		p = parent
 	}
-}
-
-// within reports whether path is dir or lies inside it; both are clean and
-// absolute.
-func within(path, dir string) bool {
-	return path == dir || strings.HasPrefix(path, dir+string(filepath.Separator))
 }

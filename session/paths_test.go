@@ -7,36 +7,6 @@ import (
 	"testing"
 )
 
-func TestValidName(t *testing.T) {
-	tests := []struct {
-		name string
-		ok   bool
-	}{
-		{"a", true},
-		{"A-b_c.9", true},
-		{strings.Repeat("x", 64), true},
-		{"...", true},
-		{".hidden", true},
-		{"", false},
-		{".", false},
-		{"..", false},
-		{"a/b", false},
-		{strings.Repeat("x", 65), false},
-		{"ä", false},
-		{" a", false},
-		{"a\n", false},
-		{"a\x00", false},
-		{"a b", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if err := ValidName(tt.name); (err == nil) != tt.ok {
-				t.Errorf("ValidName(%q) = %v, want ok %t", tt.name, err, tt.ok)
-			}
-		})
-	}
-}
-
 // canonTempDir is t.TempDir with its own symlinks (a symlinked /tmp, say)
 // resolved, so that expectations compare canonical paths.
 func canonTempDir(t testing.TB) string {

@@ -3,7 +3,6 @@
 package session
 
 import (
-	"errors"
 	"os"
 	"syscall"
 )
@@ -15,16 +14,8 @@ func signalName(sig syscall.Signal) string { return sig.String() }
 // closeInheritedFDs has nothing to do here: no command is ever started.
 func closeInheritedFDs() error { return nil }
 
-// openPath and openHostPath return no descriptor: no backend of this OS
-// binds paths, so the session copies credentials instead.
-func openPath(root *os.Root, name string) (*os.File, error) { return nil, nil }
-
+// openHostPath returns no descriptor: no backend of this OS binds paths,
+// so the session copies credentials instead.
 func openHostPath(name string) (*os.File, error) { return nil, nil }
 
 const fileSizeSignal = -1
-
-// openWritable is refused: nothing here confines, let alone a directory
-// of the project written in place.
-func openWritable(project, dir string, create bool) (*os.File, error) {
-	return nil, errors.ErrUnsupported
-}

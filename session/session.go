@@ -14,7 +14,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 	"github.com/jail-mcp/jail-mcp/session/layer"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // Session is one jail and the commands running in it.
@@ -61,13 +63,13 @@ type Session struct {
 	// started), the walk running (walking, closed when it ends), and the
 	// watchdog's latest look (metered).
 	usageMu   sync.Mutex
-	usage     Usage
+	usage     jailfs.Usage
 	usageAt   time.Time
 	walking   chan struct{}
 	walkStart time.Time
 	walkErr   error
 	metering  bool
-	metered   Usage
+	metered   jailfs.Usage
 	meteredAt time.Time
 	meterGen  uint64 // a reset's: a look begun before it counts nothing
 }
@@ -104,7 +106,7 @@ func (s *Session) Close() error {
 		s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)
 	}
 	if s.m.uw != nil {
-		s.m.uw.forget(s)
+		s.m.uw.Forget(s.Name)
 	}
 	s.touch()
 	s.lock.Close()
@@ -191,28 +193,9 @@ func (m *Manager) skeletonDirs() []string {
 	return dirs
 }
 
-// Usage is what a jail holds: its inodes of every kind (files,
-// directories, symlinks, FIFOs, sockets; a hard link once) and the bytes
-// the file system spends on them (their blocks, not their apparent size).
-type Usage struct {
-	Files int64 `json:"files"`
-	Bytes int64 `json:"bytes"`
-}
-
-// over names the bound of the operator's that u is over, or "".
-func (u Usage) over(cfg *Config) Bound {
-	switch {
-	case cfg.MaxDisk > 0 && u.Bytes > cfg.MaxDisk:
-		return BoundDisk
-	case cfg.MaxFiles > 0 && u.Files > cfg.MaxFiles:
-		return BoundFiles
-	}
-	return ""
-}
-
 // Usage counts the jail's inodes and their blocks without following
 // symlinks.
-func (s *Session) Usage() (Usage, error) {
+func (s *Session) Usage() (jailfs.Usage, error) {
 	s.resetMu.RLock()
 	defer s.resetMu.RUnlock()
 	return s.diskUsage(0)
@@ -226,7 +209,7 @@ func (s *Session) Usage() (Usage, error) {
 // enough. Walking takes half a second for 100,000 files, so a call's disk
 // check before it starts then takes the walk of the last second: the
 // precision the watchdog gives the disk bound without inotify.
-func (s *Session) diskUsage(maxAge time.Duration) (Usage, error) {
+func (s *Session) diskUsage(maxAge time.Duration) (jailfs.Usage, error) {
 	if u, ok := s.exactUsage(); ok {
 		return u, nil
 	}
@@ -248,7 +231,7 @@ func (s *Session) diskUsage(maxAge time.Duration) (Usage, error) {
 		if !started.Before(since) && s.walkErr != nil {
 			err := s.walkErr
 			s.usageMu.Unlock()
-			return Usage{}, err
+			return jailfs.Usage{}, err
 		}
 	}
 	done := make(chan struct{})
@@ -256,7 +239,7 @@ func (s *Session) diskUsage(maxAge time.Duration) (Usage, error) {
 	s.walking, s.walkStart = done, start
 	s.usageMu.Unlock()
 
-	u, err := countRoot(s.root)
+	u, err := jailfs.CountRoot(s.root)
 
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()
@@ -273,11 +256,11 @@ func (s *Session) diskUsage(maxAge time.Duration) (Usage, error) {
 
 // exactUsage is the jail's usage as of now, where the usage watch keeps
 // it; ok is false where it does not.
-func (s *Session) exactUsage() (u Usage, ok bool) {
+func (s *Session) exactUsage() (u jailfs.Usage, ok bool) {
 	if s.m.uw == nil {
-		return Usage{}, false
+		return jailfs.Usage{}, false
 	}
-	return s.m.uw.usage(s)
+	return s.m.uw.Usage(s.Name)
 }
 
 // meter returns the usage the latest look at the jail found, for the
@@ -286,7 +269,7 @@ func (s *Session) exactUsage() (u Usage, ok bool) {
 // a deep or large jail) holds up only the looks at this jail, never the
 // watchdog's other work (other calls' processes and memory, other jails).
 // ok is false until a look has counted the jail.
-func (s *Session) meter(maxAge time.Duration) (u Usage, ok bool) {
+func (s *Session) meter(maxAge time.Duration) (u jailfs.Usage, ok bool) {
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()
 	if !s.metering && (s.meteredAt.IsZero() || time.Since(s.meteredAt) >= maxAge) {
@@ -298,7 +281,7 @@ func (s *Session) meter(maxAge time.Duration) (u Usage, ok bool) {
 }
 
 func (s *Session) meterOnce(gen uint64) {
-	u, err := func() (Usage, error) {
+	u, err := func() (jailfs.Usage, error) {
 		// Held shared, as by a call: a reset (and the session's end)
 		// waits for the look, and the look never counts a jail half
 		// emptied.
@@ -308,9 +291,9 @@ func (s *Session) meterOnce(gen uint64) {
 		closed := s.closed
 		s.mu.Unlock()
 		if closed {
-			return Usage{}, errClosed
+			return jailfs.Usage{}, errClosed
 		}
-		return s.diskUsage(diskEvery * watchInterval)
+		return s.diskUsage(limits.DiskAge)
 	}()
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()
@@ -323,7 +306,7 @@ func (s *Session) meterOnce(gen uint64) {
 // forgetUsage drops the latest count: the jail just changed a lot.
 func (s *Session) forgetUsage() {
 	s.usageMu.Lock()
-	s.usageAt, s.meteredAt, s.metered = time.Time{}, time.Time{}, Usage{}
+	s.usageAt, s.meteredAt, s.metered = time.Time{}, time.Time{}, jailfs.Usage{}
 	s.meterGen++
 	s.usageMu.Unlock()
 }
@@ -370,23 +353,23 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	// Emptying the jail is not followed event by event: it is scanned
 	// again, once, at the next look.
 	if s.m.uw != nil {
-		s.m.uw.forget(s)
+		s.m.uw.Forget(s.Name)
 	}
 	// The skeleton's directories are made again: what they took is not
 	// what the reset removed.
-	var skel Usage
+	var skel jailfs.Usage
 	for _, d := range s.m.skeletonDirs() {
 		if fi, err := s.root.Lstat(d); err == nil && fi.IsDir() {
 			skel.Files++
-			skel.Bytes += diskBytes(fi)
+			skel.Bytes += jailfs.DiskBytes(fi)
 		}
 	}
 	// Emptied by descriptors, never by a path from the jail's root
-	// (walk_unix.go): a symlink is removed itself, never followed, and
+	// (jailfs.EmptyRoot): a symlink is removed itself, never followed, and
 	// directories a command left without rights (chmod 500, 000) are
 	// opened up, inside the jail only, so that they can be emptied when
 	// the server is not root.
-	u, err := emptyRoot(s.root)
+	u, err := jailfs.EmptyRoot(s.root)
 	u.Files, u.Bytes = max(u.Files-skel.Files, 0), max(u.Bytes-skel.Bytes, 0)
 	s.forgetUsage()
 	s.ensureSkeleton()
@@ -395,17 +378,6 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 		return r, fmt.Errorf("reset %s: %w", s.Path, err)
 	}
 	return r, nil
-}
-
-func readDir(root *os.Root, dir string) ([]string, error) {
-	f, err := root.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	slices.Sort(names)
-	return names, err
 }
 
 // outputDir is where a call's whole output is kept when it is cut.
@@ -436,7 +408,7 @@ func (s *Session) newOutputDir(id string) (string, error) {
 	if err := s.root.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
-	if names, err := readDir(s.root, outputDir); err == nil && len(names) > keepOutputs {
+	if names, err := jailfs.SortedNames(s.root, outputDir); err == nil && len(names) > keepOutputs {
 		live := s.liveOutputDirs()
 		for _, n := range names[:len(names)-keepOutputs] {
 			if n != id && !live[n] {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // backends are the Linux backends the confinement tests run under, each
@@ -131,9 +133,9 @@ func tree(t testing.TB, dir string) []string {
 // hostUsage is what the file system spends below dir, by the host's own
 // walk: every inode but dir's, of every kind, by its blocks, a hard link
 // once; skip names directories left out (with what they hold).
-func hostUsage(t testing.TB, dir string) Usage {
+func hostUsage(t testing.TB, dir string) jailfs.Usage {
 	t.Helper()
-	var u Usage
+	var u jailfs.Usage
 	seen := map[uint64]bool{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -165,9 +167,9 @@ func hostUsage(t testing.TB, dir string) Usage {
 
 // skeletonUsage is what the skeleton's directories of the jail dir take,
 // those that are directories.
-func skeletonUsage(t testing.TB, dir string) Usage {
+func skeletonUsage(t testing.TB, dir string) jailfs.Usage {
 	t.Helper()
-	var u Usage
+	var u jailfs.Usage
 	for _, d := range (&Manager{}).skeletonDirs() {
 		if fi, err := os.Lstat(filepath.Join(dir, d)); err == nil && fi.IsDir() {
 			u.Files++
@@ -437,7 +439,7 @@ func TestReset(t *testing.T) {
 				os.Chmod(s.Path+"/ro", 0o700)
 				held, skel := hostUsage(t, s.Path), skeletonUsage(t, s.Path)
 				os.Chmod(s.Path+"/ro", 0o500)
-				want := Usage{Files: held.Files - skel.Files, Bytes: held.Bytes - skel.Bytes}
+				want := jailfs.Usage{Files: held.Files - skel.Files, Bytes: held.Bytes - skel.Bytes}
 				if want.Files != tt.wantFiles {
 					t.Fatalf("planted %d inodes, want %d", want.Files, tt.wantFiles)
 				}
@@ -682,7 +684,7 @@ func TestExecKillsEverything(t *testing.T) {
 					if res.End != Cancelled || res.Limit != "" {
 						t.Errorf("end %d limit %q, want cancelled only", res.End, res.Limit)
 					}
-				} else if res.End != TimedOut || res.Limit != BoundTimeout {
+				} else if res.End != TimedOut || res.Limit != limits.BoundTimeout {
 					t.Errorf("end %d limit %q, want timed out by timeout", res.End, res.Limit)
 				}
 				if res.ExitCode != -1 || res.Signal != "SIGKILL" {
@@ -747,7 +749,7 @@ func TestExecSignal(t *testing.T) {
 		name      string
 		signal    string
 		number    int
-		wantLimit Bound
+		wantLimit limits.Bound
 	}{
 		{"terminated", "TERM", 15, ""},
 		{"file size signal names the bound", "XFSZ", fileSizeSignal, "file_size"},

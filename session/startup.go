@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // PrepareProcess makes, once at start-up and before the first command,
@@ -18,7 +19,8 @@ import (
 //   - no core dumps, and no file larger than maxFile (--max-disk): the
 //     resource limits every command inherits and cannot raise.
 //
-// The other bounds are per call (watch.go, cgroup_linux.go, usage_linux.go).
+// The other bounds are per call (limits.Watchdog, limits.Pool,
+// jailfs.UsageWatch).
 func PrepareProcess(maxFile int64) error {
 	if err := jail.ProtectServer(); err != nil {
 		return err
@@ -26,7 +28,7 @@ func PrepareProcess(maxFile int64) error {
 	if err := closeInheritedFDs(); err != nil {
 		return err
 	}
-	if err := limitProcess(maxFile); err != nil {
+	if err := limits.LimitProcess(maxFile); err != nil {
 		return fmt.Errorf("set resource limits: %w", err)
 	}
 	return nil

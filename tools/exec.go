@@ -13,6 +13,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 var execInputSchema = schema("exec.input")
@@ -183,7 +184,7 @@ func resultWarnings(r *session.Result) []string {
 	if !r.Confined {
 		w = append(w, "a command ran UNCONFINED (--fallback warn: no jail could confine it)")
 	}
-	if r.Limit != "" && r.Limit != session.BoundTimeout {
+	if r.Limit != "" && r.Limit != limits.BoundTimeout {
 		w = append(w, fmt.Sprintf("a command went over its %s bound (%s) in session %s", r.Limit, r.Limit.Flag(), r.Session))
 	}
 	if note := agentNote(r); note != "" {

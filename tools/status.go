@@ -10,6 +10,8 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 var emptyInputSchema = schema("empty.input")
@@ -68,7 +70,7 @@ type StatusResult struct {
 	DenyRead   DenyRead            `json:"deny_read"`
 	Mask       session.MaskInfo    `json:"mask"`
 	Auth       []AuthEntry         `json:"auth"`
-	Usage      session.Usage       `json:"usage"`
+	Usage      jailfs.Usage        `json:"usage"`
 	Running    int                 `json:"running"`
 	Limits     Limits              `json:"limits"`
 	Guarantees jail.Guarantees     `json:"guarantees"`
@@ -148,14 +150,14 @@ func authEntries(m *session.Manager, s *session.Session) []AuthEntry {
 // enforced lists the bounds that hold here: all of them where the
 // watchdog sees processes (Linux), the time and output bounds elsewhere.
 func enforced(b jail.Backend) []string {
-	if jail.IsRefusing(b) || !session.Watchable {
+	if jail.IsRefusing(b) || !limits.Watchable {
 		return limitNames[:alwaysEnforced]
 	}
 	return limitNames
 }
 
 func notEnforced(b jail.Backend) []string {
-	if jail.IsRefusing(b) || !session.Watchable {
+	if jail.IsRefusing(b) || !limits.Watchable {
 		return limitNames[alwaysEnforced:]
 	}
 	return []string{}

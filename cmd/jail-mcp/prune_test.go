@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
-	"github.com/jail-mcp/jail-mcp/session"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 // TestPrune: prune lists every jail with its last use and removes, with
@@ -44,17 +44,17 @@ func TestPrune(t *testing.T) {
 	}
 	os.Chtimes(filepath.Join(base, "held"), old, old) // old, but held by a server
 
-	list := func(args ...string) map[string]session.PruneEntry {
+	list := func(args ...string) map[string]jailfs.PruneEntry {
 		t.Helper()
 		res := runInProcess(t, append([]string{"prune", "--project", project, "--json"}, args...), cfgEnv())
 		if res.code != 0 {
 			t.Fatalf("prune %v: exit %d, stderr %s", args, res.code, res.stderr)
 		}
-		var entries []session.PruneEntry
+		var entries []jailfs.PruneEntry
 		if err := json.Unmarshal([]byte(res.stdout), &entries); err != nil {
 			t.Fatalf("prune --json: %v\n%s", err, res.stdout)
 		}
-		m := map[string]session.PruneEntry{}
+		m := map[string]jailfs.PruneEntry{}
 		for _, e := range entries {
 			m[e.Name] = e
 		}

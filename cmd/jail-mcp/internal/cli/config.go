@@ -22,6 +22,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 // Config is the operator's configuration, validated: every field of the
@@ -339,7 +340,7 @@ func parseWritable(c *Config, v string) error {
 var errSessionName = errors.New("want 1 to 64 of A-Z a-z 0-9 . _ - and not . or ..")
 
 func parseSession(c *Config, v string) error {
-	if v != "" && session.ValidName(v) != nil {
+	if v != "" && jailfs.ValidName(v) != nil {
 		return errSessionName
 	}
 	c.Session = v

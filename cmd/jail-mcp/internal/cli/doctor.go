@@ -14,6 +14,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // DoctorReport is what "jail-mcp doctor --json" prints.
@@ -52,7 +53,7 @@ type DoctorReport struct {
 	// LeftoverCgroups are cgroups of servers killed before they cleaned
 	// up that this user's servers cannot remove (another user's); absent
 	// when there are none.
-	LeftoverCgroups *session.LeftoverCgroups `json:"leftover_cgroups,omitempty"`
+	LeftoverCgroups *limits.LeftoverCgroups `json:"leftover_cgroups,omitempty"`
 	Version         string                   `json:"version"`
 }
 
@@ -98,7 +99,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		return UsageError("%v", err)
 	}
 	r.DenyRead = &deny
-	if left := session.Leftovers(); left.Count > 0 {
+	if left := limits.Leftovers(); left.Count > 0 {
 		r.LeftoverCgroups = &left
 	}
 	r.Mask = cfg.Mask.Credentials()

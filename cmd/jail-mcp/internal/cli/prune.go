@@ -11,7 +11,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/jail-mcp/jail-mcp/session"
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
 )
 
 // prune is "jail-mcp prune": it lists the project's jails with when each
@@ -44,7 +44,7 @@ func prune(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if err != nil {
 		return UsageError("%v", err)
 	}
-	entries, err := session.Prune(cfg.Root, age, *remove, time.Now())
+	entries, err := jailfs.Prune(cfg.Root, age, *remove, time.Now())
 	if err != nil {
 		return fmt.Errorf("prune %s: %w", cfg.Root, err)
 	}
@@ -52,7 +52,7 @@ func prune(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if entries == nil {
-			entries = []session.PruneEntry{}
+			entries = []jailfs.PruneEntry{}
 		}
 		return enc.Encode(entries)
 	}

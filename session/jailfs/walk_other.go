@@ -1,25 +1,25 @@
 //go:build !linux && !darwin
 
-package session
+package jailfs
 
 import (
 	"io/fs"
 	"os"
 )
 
-// countRoot counts what the jail root holds: every entry, and the size of
+// CountRoot counts what the jail root holds: every entry, and the size of
 // regular files (this system's blocks are not told apart here).
-func countRoot(root *os.Root) (Usage, error) {
+func CountRoot(root *os.Root) (Usage, error) {
 	return walkRoot(root, false)
 }
 
-// emptyRoot removes everything the jail root holds and says what it held.
-func emptyRoot(root *os.Root) (Usage, error) {
+// EmptyRoot removes everything the jail root holds and says what it held.
+func EmptyRoot(root *os.Root) (Usage, error) {
 	u, err := walkRoot(root, true)
 	if err != nil {
 		return u, err
 	}
-	names, err := readDir(root, ".")
+	names, err := SortedNames(root, ".")
 	if err != nil {
 		return u, err
 	}
@@ -31,7 +31,9 @@ func emptyRoot(root *os.Root) (Usage, error) {
 	return u, nil
 }
 
-func removeTree(root *os.Root, rel string) error {
+// RemoveTree removes rel of root and everything below it: a directory
+// left without the owner's rights is given them first.
+func RemoveTree(root *os.Root, rel string) error {
 	if err := root.RemoveAll(rel); err == nil {
 		return nil
 	}
@@ -71,9 +73,9 @@ func walkRoot(root *os.Root, unlock bool) (Usage, error) {
 	return u, err
 }
 
-// diskBytes is what the file system spends on the file of fi: its size,
+// DiskBytes is what the file system spends on the file of fi: its size,
 // here.
-func diskBytes(fi os.FileInfo) int64 {
+func DiskBytes(fi os.FileInfo) int64 {
 	if fi.Mode().IsRegular() {
 		return fi.Size()
 	}

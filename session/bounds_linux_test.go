@@ -2,54 +2,80 @@ package session
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
-// TestLaunchersCleanUp: a manager leaves no cgroup behind when it closes,
-// whether it served one call (jail-mcp run: one launcher prepared at
-// start, none spare after it) or many calls with spares ready, and even
-// when it closes while a launcher is still being prepared. Without cgroups
-// (an unprivileged server) there is nothing to leave, and the calls run.
-func TestLaunchersCleanUp(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		oneCall bool
-		calls   int
+// TestWatchdogCountsWhatNoResidentSetShows: where no cgroup counts a
+// call (a normal user's server), the watchdog holds it to --max-procs
+// and --max-memory with its threads (each takes a pid) and the memfds its
+// processes hold open, whose pages written with write(2) are in no
+// resident set: under each backend's session agents, and under bwrap
+// without them (as on a kernel without Landlock ABI 6), where the server
+// counts bwrap's descendants itself. Where cgroups hold the call (root
+// here) the kernel stops it, and the result names the same bound.
+func TestWatchdogCountsWhatNoResidentSetShows(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is needed: apt-get install python3")
+	}
+	tests := []struct {
+		name, script string
+		limit        limits.Bound
 	}{
-		{"one call", true, 1},
-		{"many calls", false, 5},
-		{"closed at once", false, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, _ := buildManager(t, "bwrap", func(c *Config) { c.OneCall, c.MaxProcs, c.MaxMemory = tc.oneCall, 100, 1<<30 }, nil)
-			var dirs []string
-			if m.cg != nil {
-				dirs = []string{m.cg.pids, m.cg.memory}
+		{"threads", `import threading, time
+stop = threading.Event()
+for _ in range(200):
+    try:
+        threading.Thread(target=stop.wait, daemon=True).start()
+    except RuntimeError:
+        break
+time.sleep(30)`, limits.BoundProcs},
+		{"memfds", `import os, time
+fds = [os.memfd_create("fill") for _ in range(40)]
+for fd in fds:
+    for _ in range(6):
+        os.write(fd, b"m" * (1 << 20))
+time.sleep(30)`, limits.BoundMemory},
+	}
+	modes := []struct {
+		name, backend string
+		opts          jail.Options
+	}{
+		{"bwrap", "bwrap", jail.Options{}},
+		{"landlock", "landlock", jail.Options{}},
+		{"bwrap-without-agents", "bwrap", jail.Options{LandlockABI: func() (int, error) { return 0, unix.ENOSYS }}},
+	}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			b, err := jail.Open(t.Context(), mode.backend, mode.opts)
+			if err != nil {
+				t.Fatal(err)
 			}
-			s := openSession(t, m, "launchers")
-			for range tc.calls {
-				res, err := s.Exec(t.Context(), Request{Argv: []string{"/bin/true"}})
-				if err != nil || res.ExitCode != 0 {
-					t.Fatalf("exec: %v %+v", err, res)
-				}
+			m, _ := newManagerOn(t, mode.backend, func(c *Config) {
+				c.Backend, c.MaxProcs, c.MaxMemory = b, 50, 64<<20
+			}, nil)
+			s := openSession(t, m, "bounds")
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					res, err := s.Exec(t.Context(), Request{Argv: []string{py, "-c", tt.script}, Timeout: 20 * time.Second})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Limit != tt.limit || res.End != OverBound {
+						t.Errorf("limit %q, end %v, want %q: %+v %q", res.Limit, res.End, tt.limit, res, res.Stderr.Text)
+					}
+				})
 			}
-			m.Close()
-			for _, d := range dirs {
-				if d == "" {
-					continue
-				}
-				if _, err := os.Stat(d); err == nil {
-					entries, _ := os.ReadDir(d)
-					t.Errorf("cgroup %s left behind, holding %d entries", d, len(entries))
-				}
-			}
-			t.Logf("cgroups in use: %t", len(dirs) > 0)
 		})
 	}
 }
@@ -66,7 +92,7 @@ func TestLaunchersCleanUp(t *testing.T) {
 func TestKernelBoundsPerCall(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, backend string) {
 		m, _ := newManagerOn(t, backend, func(c *Config) { c.MaxProcs, c.MaxMemory = 20, 64<<20 }, nil)
-		if m.cg == nil {
+		if m.pool == nil {
 			t.Skip("the server cannot make cgroups here (not root, or no cgroup v1 pids and memory): the watchdog alone bounds calls, tested by TestProcessBound")
 		}
 		s := openSession(t, m, "kernel-bounds")
@@ -94,14 +120,14 @@ func TestKernelBoundsPerCall(t *testing.T) {
 		// cgroup's events). The shell's "Cannot fork" line is not looked
 		// for: under a load that forks and writes, the kill at the bound
 		// often lands before the shell wrote it.
-		if bomb.Limit != BoundProcs || bomb.AgentRestarted != "" || bomb.AgentLost != "" {
+		if bomb.Limit != limits.BoundProcs || bomb.AgentRestarted != "" || bomb.AgentLost != "" {
 			t.Errorf("fork bomb: limit %q, want procs from the kernel's refused fork, on the same agent: %+v", bomb.Limit, bomb)
 		}
 		oom, err := s.Exec(t.Context(), Request{Command: `sh -c 'x=$(head -c 200000000 /dev/zero | tr "\0" a)'; echo "child ended: $?"; exit 3`})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if oom.Limit != BoundMemory || oom.AgentRestarted != "" || oom.AgentLost != "" {
+		if oom.Limit != limits.BoundMemory || oom.AgentRestarted != "" || oom.AgentLost != "" {
 			t.Errorf("a child OOM-killed: limit %q, want memory: %+v", oom.Limit, oom)
 		}
 		if err := os.WriteFile(filepath.Join(s.Path, "bombs-done"), nil, 0o644); err != nil {
@@ -121,7 +147,8 @@ func TestKernelBoundsPerCall(t *testing.T) {
 			}
 		}
 		made := 0
-		dirs, _ := filepath.Glob(filepath.Join(m.cg.pids, "*", "calls", "k*"))
+		pids, _ := m.pool.Dirs()
+		dirs, _ := filepath.Glob(filepath.Join(pids, "*", "calls", "k*"))
 		for _, d := range dirs {
 			if n, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), "k")); err == nil {
 				made = max(made, n)

@@ -1,4 +1,4 @@
-package session
+package jailfs
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// usageWatch keeps the usage of every jail in use current from the
+// UsageWatch keeps the usage of every jail in use current from the
 // kernel's inotify events, so that a look at a jail's usage costs what
 // changed since the last look, not a walk of the jail (half a second for
 // 100,000 files). One inotify instance serves a manager: the kernel allows
@@ -30,15 +30,16 @@ import (
 // overflowed, or an entry cannot be looked at, the jail is scanned again.
 // Where no watch can be added (the user's inotify watches are used up),
 // the jail is left to the walk the other systems use.
-type usageWatch struct {
-	log *slog.Logger
+type UsageWatch struct {
+	log  *slog.Logger
+	base *os.Root // the jail base: a jail is a directory of it, by name
 
 	mu     sync.Mutex
 	fd     int // the inotify instance; -1: none, every jail is walked
 	budget int // watches this manager may hold at once
 	buf    []byte
 	wds    map[int32]*wdir
-	jails  map[*Session]*wjail
+	jails  map[string]*wjail // by the jail's name
 }
 
 // errNoWatches reports that a jail needs more watches than the budget
@@ -109,8 +110,9 @@ type wdir struct {
 const watchMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MODIFY | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
 	unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
 
-func newUsageWatch(log *slog.Logger) *usageWatch {
-	w := &usageWatch{log: log, fd: -1, wds: map[int32]*wdir{}, jails: map[*Session]*wjail{}}
+// NewUsageWatch returns the usage watch of the jails of base.
+func NewUsageWatch(log *slog.Logger, base *os.Root) *UsageWatch {
+	w := &UsageWatch{log: log, base: base, fd: -1, wds: map[int32]*wdir{}, jails: map[string]*wjail{}}
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		log.Warn("no inotify instance: the disk bound walks each jail instead, at most once a second", "err", err)
@@ -129,27 +131,28 @@ func newUsageWatch(log *slog.Logger) *usageWatch {
 	return w
 }
 
-func (w *usageWatch) close() {
+// Close stops watching every jail.
+func (w *UsageWatch) Close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fd >= 0 {
 		unix.Close(w.fd)
 		w.fd = -1
 	}
-	w.wds, w.jails = map[int32]*wdir{}, map[*Session]*wjail{}
+	w.wds, w.jails = map[int32]*wdir{}, map[string]*wjail{}
 }
 
-// usage returns s's usage, exact as of now, scanning the jail on its
-// first look; ok is false when it cannot be kept here, and the caller
-// walks the jail instead.
-func (w *usageWatch) usage(s *Session) (u Usage, ok bool) {
+// Usage returns the usage of the jail name, exact as of now, scanning
+// the jail on its first look; ok is false when it cannot be kept here,
+// and the caller walks the jail instead.
+func (w *UsageWatch) Usage(name string) (u Usage, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fd < 0 {
 		return Usage{}, false
 	}
 	w.read()
-	j := w.jails[s]
+	j := w.jails[name]
 	if j != nil && j.walked {
 		return Usage{}, false
 	}
@@ -158,37 +161,37 @@ func (w *usageWatch) usage(s *Session) (u Usage, ok bool) {
 			w.drop(j)
 		}
 		var err error
-		if j, err = w.scan(s); err != nil {
+		if j, err = w.scan(name); err != nil {
 			// Not watched until a reset empties the jail: a scan that
 			// failed would fail again, and cost a walk each time.
-			w.jails[s] = &wjail{walked: true}
+			w.jails[name] = &wjail{walked: true}
 			if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.ENOMEM) {
 				w.log.Warn("no inotify watch left for this jail: the disk bound walks it instead, at most once a second",
-					"session", s.Name, "err", err, "watching", len(w.wds), "fix", "sudo sysctl -w fs.inotify.max_user_watches=1048576")
+					"session", name, "err", err, "watching", len(w.wds), "fix", "sudo sysctl -w fs.inotify.max_user_watches=1048576")
 			} else {
-				w.log.Warn("the disk bound walks this jail, at most once a second: it cannot be watched", "session", s.Name, "err", err)
+				w.log.Warn("the disk bound walks this jail, at most once a second: it cannot be watched", "session", name, "err", err)
 			}
 			return Usage{}, false
 		}
-		w.jails[s] = j
+		w.jails[name] = j
 	}
 	return j.usage, true
 }
 
-// forget stops watching s's jail: before a reset empties it, and when the
-// session ends.
-func (w *usageWatch) forget(s *Session) {
+// Forget stops watching the jail name: before a reset empties it, and
+// when its session ends.
+func (w *UsageWatch) Forget(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if j := w.jails[s]; j != nil {
+	if j := w.jails[name]; j != nil {
 		w.drop(j)
-		delete(w.jails, s)
+		delete(w.jails, name)
 	}
 }
 
 // read takes every event queued and brings the jails they name up to
 // date.
-func (w *usageWatch) read() {
+func (w *UsageWatch) read() {
 	var touched []*wdir
 	for {
 		n, err := unix.Read(w.fd, w.buf)
@@ -235,7 +238,7 @@ func (w *usageWatch) read() {
 }
 
 // settle looks again at the entries of d that events named.
-func (w *usageWatch) settle(d *wdir) {
+func (w *UsageWatch) settle(d *wdir) {
 	if d.wd < 0 {
 		return // gone: its parent's events remove it
 	}
@@ -280,9 +283,9 @@ func (w *usageWatch) settle(d *wdir) {
 	}
 }
 
-// scan watches and counts s's jail.
-func (w *usageWatch) scan(s *Session) (*wjail, error) {
-	j := &wjail{base: s.m.base, name: s.Name, seed: maphash.MakeSeed(), inodes: map[uint64]inode{}}
+// scan watches and counts the jail name.
+func (w *UsageWatch) scan(name string) (*wjail, error) {
+	j := &wjail{base: w.base, name: name, seed: maphash.MakeSeed(), inodes: map[uint64]inode{}}
 	b, err := j.base.Open(".")
 	if err != nil {
 		return nil, err
@@ -310,7 +313,7 @@ func (w *usageWatch) scan(s *Session) (*wjail, error) {
 // descriptor is parentFd: opened below it without following a symlink,
 // and opened up for the scan when a command took the server's rights on
 // it away (chmod 000), then given its mode back.
-func (w *usageWatch) scanDir(j *wjail, parent *wdir, parentFd int, name string) error {
+func (w *UsageWatch) scanDir(j *wjail, parent *wdir, parentFd int, name string) error {
 	if parent.depth >= watchDepth {
 		return errTooDeep
 	}
@@ -331,7 +334,7 @@ func (w *usageWatch) scanDir(j *wjail, parent *wdir, parentFd int, name string) 
 }
 
 // watch adds the watch of the directory open as f and its node.
-func (w *usageWatch) watch(j *wjail, parent *wdir, name string, f *os.File) (*wdir, error) {
+func (w *UsageWatch) watch(j *wjail, parent *wdir, name string, f *os.File) (*wdir, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, err
@@ -365,7 +368,7 @@ func (w *usageWatch) watch(j *wjail, parent *wdir, name string, f *os.File) (*wd
 }
 
 // fill counts the entries of d, open as f, and scans its directories.
-func (w *usageWatch) fill(j *wjail, d *wdir, f *os.File) error {
+func (w *UsageWatch) fill(j *wjail, d *wdir, f *os.File) error {
 	fd := int(f.Fd())
 	for {
 		names, err := f.Readdirnames(1024)
@@ -394,7 +397,7 @@ func (w *usageWatch) fill(j *wjail, d *wdir, f *os.File) error {
 // open opens the watched directory d, from the jail base down (at most
 // watchDepth steps); restore gives it back the mode it had, where it had
 // to be opened up.
-func (w *usageWatch) open(d *wdir) (f *os.File, restore func(), err error) {
+func (w *UsageWatch) open(d *wdir) (f *os.File, restore func(), err error) {
 	names := []string{}
 	for x := d; x.parent != nil; x = x.parent {
 		names = append(names, x.name)
@@ -420,7 +423,7 @@ func (w *usageWatch) open(d *wdir) (f *os.File, restore func(), err error) {
 }
 
 // drop removes every watch of j.
-func (w *usageWatch) drop(j *wjail) {
+func (w *UsageWatch) drop(j *wjail) {
 	if j.root != nil {
 		j.root.unwatch(w)
 	}
@@ -428,7 +431,7 @@ func (w *usageWatch) drop(j *wjail) {
 
 // remove takes the entry name out of d: a file, or a directory with
 // everything below it.
-func (d *wdir) remove(w *usageWatch, name string) {
+func (d *wdir) remove(w *UsageWatch, name string) {
 	k := d.j.key(name)
 	if ino, ok := d.files[k]; ok {
 		delete(d.files, k)
@@ -442,7 +445,7 @@ func (d *wdir) remove(w *usageWatch, name string) {
 
 // unwatch removes the watches of d and everything below it, and takes
 // what they held out of the usage, d itself included.
-func (d *wdir) unwatch(w *usageWatch) {
+func (d *wdir) unwatch(w *UsageWatch) {
 	for _, sub := range d.dirs {
 		sub.unwatch(w)
 	}

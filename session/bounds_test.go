@@ -30,6 +30,6 @@ func TestProcessBound(t *testing.T) {
 		if left := survivors(t, marker); len(left) > 0 {
 			t.Errorf("left running: %v", left)
 		}
-		t.Logf("cgroups in use: %t", m.cg != nil)
+		t.Logf("cgroups in use: %t", m.pool != nil)
 	})
 }

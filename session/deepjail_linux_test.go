@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
 // chain makes a chain of n directories "d" below dir, with a file at its
@@ -91,11 +93,10 @@ func TestDeepJail(t *testing.T) {
 	m, _ := newManager(t, func(c *Config) { c.MaxDisk, c.MaxTimeout = 1<<40, time.Hour }, nil)
 	// After New: no cgroups, so the watchdog's count is the only bound.
 	m.cfg.MaxProcs, m.cfg.MaxMemory = 50, 64<<20
-	if m.cg != nil {
+	if m.pool != nil {
 		t.Fatal("the manager made cgroups")
 	}
-	// Walked whatever its depth, as by a server out of inotify watches.
-	m.uw.budget = 1000
+	// Walked whatever its depth: deeper than the usage watch goes.
 	deep := openSession(t, m, "deep")
 	start := time.Now()
 	chain(t, deep.Path, deepDepth)
@@ -109,7 +110,7 @@ func TestDeepJail(t *testing.T) {
 		t.Fatalf("Usage() = %+v, %v; want %d files", u, err, want)
 	}
 	if _, ok := deep.exactUsage(); ok {
-		t.Errorf("a jail %d levels deep is watched, deeper than %d", deepDepth, watchDepth)
+		t.Errorf("a jail %d levels deep is watched, deeper than the usage watch goes", deepDepth)
 	}
 
 	// A call of the deep jail runs, so that the watchdog looks at its
@@ -131,12 +132,12 @@ func TestDeepJail(t *testing.T) {
 	other := openSession(t, m, "other")
 	for _, tt := range []struct {
 		name, command string
-		want          Bound
+		want          limits.Bound
 	}{
-		{"fork bomb", `i=0; while [ $i -lt 2000 ]; do sleep 300 & i=$((i+1)); done; wait`, BoundProcs},
+		{"fork bomb", `i=0; while [ $i -lt 2000 ]; do sleep 300 & i=$((i+1)); done; wait`, limits.BoundProcs},
 		{"memory hog", `exec python3 -c 'import time
 chunks = [b"m" * (1 << 20) for _ in range(512)]
-time.sleep(300)'`, BoundMemory},
+time.sleep(300)'`, limits.BoundMemory},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := other.Exec(t.Context(), Request{Command: tt.command, Timeout: 2 * time.Minute})
@@ -174,7 +175,7 @@ time.sleep(300)'`, BoundMemory},
 	}
 	chain(t, old, deepDepth)
 	start = time.Now()
-	got, err := Prune(m.cfg.Root, 0, true, time.Now().Add(time.Hour))
+	got, err := jailfs.Prune(m.cfg.Root, 0, true, time.Now().Add(time.Hour))
 	t.Logf("pruned in %v", time.Since(start))
 	if err != nil {
 		t.Fatal(err)
@@ -186,63 +187,6 @@ time.sleep(300)'`, BoundMemory},
 	}
 	if _, err := os.Lstat(old); !os.IsNotExist(err) {
 		t.Errorf("the deep jail is still there: %v", err)
-	}
-}
-
-// TestWalkComb: a walk deeper than its window of descriptors, with a
-// directory and a file at every level and directories a command locked
-// (chmod 000) on the way, counts what the host's own walk counts, gives
-// every locked directory its mode back, and empties it all.
-func TestWalkComb(t *testing.T) {
-	m, _ := newManager(t, nil, nil)
-	s := openSession(t, m, "comb")
-	p := s.Path
-	var locked []string
-	for i := range 3 * walkWindow {
-		if err := os.WriteFile(filepath.Join(p, "f"), []byte(strings.Repeat("x", i)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(p, "side", "leaf"), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if i%40 == 7 {
-			locked = append(locked, p)
-		}
-		p = filepath.Join(p, "d")
-		if err := os.Mkdir(p, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := hostUsage(t, s.Path)
-	for i := len(locked) - 1; i >= 0; i-- { // from the bottom: each needs the way down
-		if err := os.Chmod(locked[i], 0o000); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := len(locked) - 1; i >= 0; i-- {
-		defer os.Chmod(locked[i], 0o700)
-	}
-	got, err := countRoot(s.root)
-	if err != nil || got != want {
-		t.Errorf("countRoot = %+v, %v; the host counts %+v", got, err, want)
-	}
-	// Each locked directory has its mode back; opened by the test (from
-	// the top down) to look at the next one, then locked again.
-	for _, d := range locked {
-		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0 {
-			t.Errorf("%s after the walk: %v %v", d, fi.Mode(), err)
-		}
-		os.Chmod(d, 0o700)
-	}
-	for i := len(locked) - 1; i >= 0; i-- {
-		os.Chmod(locked[i], 0o000)
-	}
-	removed, err := emptyRoot(s.root)
-	if err != nil || removed != want {
-		t.Errorf("emptyRoot = %+v, %v; want %+v", removed, err, want)
-	}
-	if left, err := countRoot(s.root); err != nil || left != (Usage{}) {
-		t.Errorf("left after emptying: %+v, %v", left, err)
 	}
 }
 

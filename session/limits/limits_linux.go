@@ -1,4 +1,4 @@
-package session
+package limits
 
 import (
 	"os"
@@ -76,11 +76,11 @@ func below(pid, root int, procs map[int]jail.Stat) bool {
 	return false
 }
 
-// limitProcess bounds what every command of this server may do to a file:
+// LimitProcess bounds what every command of this server may do to a file:
 // no core dumps, and no single file larger than maxFile. The limits are
 // the server's own, soft and hard, so no command can raise them; the
 // server itself never writes a file that large.
-func limitProcess(maxFile int64) error {
+func LimitProcess(maxFile int64) error {
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package session
+package jailfs
 
 import (
 	"errors"
@@ -17,10 +17,10 @@ import (
 // the jail for reading, and lock it) must not hang the server.
 var lockWait = 10 * time.Second
 
-// lockShared holds a shared lock on a jail's directory for as long as a
+// LockShared holds a shared lock on a jail's directory for as long as a
 // server has its session open; prune takes it exclusively, so it never
 // removes a jail a running server holds.
-func lockShared(dir *os.File) error {
+func LockShared(dir *os.File) error {
 	deadline := time.Now().Add(lockWait)
 	for {
 		err := unix.Flock(int(dir.Fd()), unix.LOCK_SH|unix.LOCK_NB)

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package session
+package jailfs
 
 import (
 	"errors"
@@ -61,16 +61,16 @@ func (t *tally) add(st *unix.Stat_t) {
 	t.u.Bytes += int64(st.Blocks) * 512
 }
 
-// countRoot counts what the jail root holds (not the jail's directory
+// CountRoot counts what the jail root holds (not the jail's directory
 // itself).
-func countRoot(root *os.Root) (Usage, error) {
+func CountRoot(root *os.Root) (Usage, error) {
 	return walkRoot(root, false)
 }
 
-// emptyRoot removes everything the jail root holds and says what it held.
+// EmptyRoot removes everything the jail root holds and says what it held.
 // Directories a command left without the owner's rights are given them
 // back first, so that the server empties them when it is not root.
-func emptyRoot(root *os.Root) (Usage, error) {
+func EmptyRoot(root *os.Root) (Usage, error) {
 	return walkRoot(root, true)
 }
 
@@ -83,9 +83,9 @@ func walkRoot(root *os.Root, remove bool) (Usage, error) {
 	return walkTree(f, remove)
 }
 
-// removeTree removes rel of root and everything below it, never following
+// RemoveTree removes rel of root and everything below it, never following
 // a symlink: a symlink is removed itself.
-func removeTree(root *os.Root, rel string) error {
+func RemoveTree(root *os.Root, rel string) error {
 	dir, name := path.Split(path.Clean(rel))
 	p, err := root.Open(path.Clean("./" + dir))
 	if err != nil {
@@ -304,8 +304,8 @@ func restoreMode(f *os.File, mode uint32) {
 	}
 }
 
-// diskBytes is what the file system spends on the file of fi.
-func diskBytes(fi os.FileInfo) int64 {
+// DiskBytes is what the file system spends on the file of fi.
+func DiskBytes(fi os.FileInfo) int64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return int64(st.Blocks) * 512
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package session
+package limits
 
 import (
 	"time"
@@ -23,7 +23,9 @@ func scanProcs() map[int]jail.Stat { return nil }
 
 func descendants(root int, procs map[int]jail.Stat, memfds *memfdScan) procTree { return procTree{} }
 
-// limitProcess is not implemented off Linux yet.
-func limitProcess(maxFile int64) error { return nil }
+// LimitProcess is not implemented off Linux yet.
+func LimitProcess(maxFile int64) error { return nil }
 
+// Watchable reports whether the watchdog can see processes here: not
+// off Linux yet.
 const Watchable = false

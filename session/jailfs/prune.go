@@ -1,4 +1,4 @@
-package session
+package jailfs
 
 import (
 	"errors"
@@ -37,7 +37,7 @@ func Prune(root string, olderThan time.Duration, remove bool, now time.Time) ([]
 		return nil, err
 	}
 	defer base.Close()
-	names, err := readDir(base, ".")
+	names, err := SortedNames(base, ".")
 	if err != nil {
 		return nil, err
 	}
@@ -88,9 +88,9 @@ func pruneOne(base *os.Root, e *PruneEntry, remove bool) error {
 	// By descriptors, never by paths from the jail's root (walk_unix.go):
 	// a chain of 30,000 directories is counted and removed in the time
 	// its directories take.
-	walk := countRoot
+	walk := CountRoot
 	if removing {
-		walk = emptyRoot
+		walk = EmptyRoot
 	}
 	u, err := walk(jail)
 	e.Files, e.Bytes = u.Files, u.Bytes

@@ -1,4 +1,4 @@
-package session
+package jailfs
 
 import (
 	"crypto/sha256"
@@ -16,16 +16,16 @@ import (
 )
 
 // The servers of one user name their projects' jails in a directory of
-// that user's (registryDir), one symlink each: every session hides the
+// that user's (RegistryDir), one symlink each: every session hides the
 // jails of every other project it finds there (jail.Spec.Jails), not
 // only its own project's others. A command cannot write there (the
 // runtime directory and /tmp are hidden from it, and read-only).
 
-// registryDir is where the servers of this user name their projects'
+// RegistryDir is where the servers of this user name their projects'
 // jails: in XDG_RUNTIME_DIR, else in a directory of the user's own in
 // TMPDIR (or /tmp), as getenv gives them. Servers that see different
 // ones do not hide each other's jails.
-func registryDir(getenv func(string) string) string {
+func RegistryDir(getenv func(string) string) string {
 	if rt := getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(rt) {
 		return filepath.Join(rt, "jail-mcp", "jails")
 	}
@@ -52,10 +52,10 @@ func ownDir(dir string) error {
 	return nil
 }
 
-// register names jails, the directory of a project's jails, in the
+// Register names jails, the directory of a project's jails, in the
 // registry dir: a symlink named by its hash, made aside and renamed into
 // place. Entries whose directory is gone are removed.
-func register(dir, jails string) error {
+func Register(dir, jails string) error {
 	for _, d := range []string{filepath.Dir(dir), dir} {
 		if err := ownDir(d); err != nil {
 			return err
@@ -81,12 +81,12 @@ func register(dir, jails string) error {
 	return nil
 }
 
-// otherJails are the jails' directories of the other projects the
+// OtherJails are the jails' directories of the other projects the
 // registry names, but one that holds mine (a server run in a jail).
-func otherJails(dir, mine string) []string {
+func OtherJails(dir, mine string) []string {
 	var out []string
 	for _, e := range jail.ReadRegistry(dir) {
-		if e.Jails != mine && !within(mine, e.Jails) && !slices.Contains(out, e.Jails) {
+		if e.Jails != mine && !jail.Within(mine, e.Jails) && !slices.Contains(out, e.Jails) {
 			out = append(out, e.Jails)
 		}
 	}

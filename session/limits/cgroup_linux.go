@@ -1,4 +1,4 @@
-package session
+package limits
 
 import (
 	"bufio"
@@ -191,9 +191,9 @@ func (cs *cgroupSet) close() {
 	}
 }
 
-// callCgroup is one call's cgroups: of a command on its own, of a
+// Group is one call's cgroups: of a command on its own, of a
 // session agent, or of one call of an agent, nested in the agent's.
-type callCgroup struct {
+type Group struct {
 	pids, mem string
 	enforced  map[Bound]bool // bound names the kernel enforces for this call
 	// keep is a process never killed when the cgroups are removed: the
@@ -255,7 +255,7 @@ func (c *cgroupFile) read(dir, name string) []byte {
 }
 
 // closeFiles closes the cgroups' kept files.
-func (cc *callCgroup) closeFiles() {
+func (cc *Group) closeFiles() {
 	for _, c := range []*cgroupFile{&cc.pidsTasks, &cc.memTasks, &cc.pidsEvents, &cc.pidsCurrent, &cc.memOOM} {
 		c.close()
 	}
@@ -263,7 +263,7 @@ func (cc *callCgroup) closeFiles() {
 
 // call creates the cgroups of one call with its bounds. A bound that
 // cannot be set is left to the watchdog.
-func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
+func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *Group {
 	if cs == nil {
 		return nil
 	}
@@ -271,14 +271,14 @@ func (cs *cgroupSet) call(id string, maxProcs, maxMemory int64) *callCgroup {
 }
 
 // sub creates cgroups nested in cc's, with bounds of their own.
-func (cc *callCgroup) sub(id string, maxProcs, maxMemory int64) *callCgroup {
+func (cc *Group) sub(id string, maxProcs, maxMemory int64) *Group {
 	return makeCgroups(cc.pids, cc.mem, id, maxProcs, maxMemory)
 }
 
 // makeCgroups creates the cgroups id under the pids and memory cgroups
 // given (each "" when absent) with their bounds, or returns nil.
-func makeCgroups(pids, memory, id string, maxProcs, maxMemory int64) *callCgroup {
-	cc := &callCgroup{enforced: map[Bound]bool{}}
+func makeCgroups(pids, memory, id string, maxProcs, maxMemory int64) *Group {
+	cc := &Group{enforced: map[Bound]bool{}}
 	if pids != "" && maxProcs > 0 {
 		d := filepath.Join(pids, id)
 		if os.Mkdir(d, 0o755) == nil {
@@ -311,7 +311,7 @@ func write(path, value string) error {
 }
 
 // move moves the thread tid (a host id) into the cgroups.
-func (cc *callCgroup) move(tid int) error {
+func (cc *Group) move(tid int) error {
 	for _, t := range []struct {
 		dir  string
 		file *cgroupFile
@@ -334,25 +334,25 @@ func (cc *callCgroup) move(tid int) error {
 // process it forks starts there. cgroup v1 moves single threads through
 // "tasks". The thread never leaves: it forks one command, waits for it and
 // dies, which leaves the groups empty for removal.
-func (cc *callCgroup) join() error { return cc.move(unix.Gettid()) }
+func (cc *Group) join() error { return cc.move(unix.Gettid()) }
 
-// launcher is a locked OS thread already moved into a call's cgroups,
+// Launcher is a locked OS thread already moved into a call's cgroups,
 // waiting to fork that call's command. Moving a thread between cgroup v1
 // groups waits for an RCU grace period (milliseconds), so launchers are
 // prepared ahead, off the calls' path.
-type launcher struct {
-	cc  *callCgroup
+type Launcher struct {
+	cc  *Group
 	run chan func()
 }
 
 // prepare makes a call's cgroups and a launcher thread inside them, or
 // returns nil where that cannot be done.
-func (cs *cgroupSet) prepare(id string, maxProcs, maxMemory int64) *launcher {
+func (cs *cgroupSet) prepare(id string, maxProcs, maxMemory int64) *Launcher {
 	cc := cs.call(id, maxProcs, maxMemory)
 	if cc == nil {
 		return nil
 	}
-	l := &launcher{cc: cc, run: make(chan func())}
+	l := &Launcher{cc: cc, run: make(chan func())}
 	ready := make(chan error, 1)
 	jail.FreshThread(func() { // never the main thread; it dies with the call
 		err := cc.join()
@@ -371,27 +371,30 @@ func (cs *cgroupSet) prepare(id string, maxProcs, maxMemory int64) *launcher {
 	return l
 }
 
-// launch is the jail.Launcher of l: fn runs on its thread.
-func (l *launcher) launch(fn func()) { l.run <- fn }
+// Group is the call's cgroups the launcher's thread is in.
+func (l *Launcher) Group() *Group { return l.cc }
+
+// Launch is the jail.Launcher of l: fn runs on its thread.
+func (l *Launcher) Launch(fn func()) { l.run <- fn }
 
 // discard ends an unused launcher and removes its cgroups once its thread
 // is gone.
-func (l *launcher) discard() {
+func (l *Launcher) discard() {
 	close(l.run)
 	l.cc.remove()
 }
 
-// cgroupMark is what a cgroup's counters of bounds hit said at a moment:
+// Mark is what a cgroup's counters of bounds hit said at a moment:
 // the cgroups of a session agent serve many calls, and a call is judged
 // by what it hit, not by what the calls before it did.
-type cgroupMark struct{ oom, max int64 }
+type Mark struct{ oom, max int64 }
 
-// mark reads the counters now; nil marks nothing.
-func (cc *callCgroup) mark() cgroupMark {
+// Mark reads the counters now; nil marks nothing.
+func (cc *Group) Mark() Mark {
 	if cc == nil {
-		return cgroupMark{}
+		return Mark{}
 	}
-	var m cgroupMark
+	var m Mark
 	if cc.mem != "" {
 		m.oom = cgroupCounter(cc.memOOM.read(cc.mem, "memory.oom_control"), "oom_kill")
 	}
@@ -401,11 +404,11 @@ func (cc *callCgroup) mark() cgroupMark {
 	return m
 }
 
-// exceededSince names the bound the kernel hit since m, or "": a fork
+// ExceededSince names the bound the kernel hit since m, or "": a fork
 // refused at pids.max, or a process killed by the OOM killer at the
 // memory limit.
-func (cc *callCgroup) exceededSince(m cgroupMark) Bound {
-	now := cc.mark()
+func (cc *Group) ExceededSince(m Mark) Bound {
+	now := cc.Mark()
 	switch {
 	case now.oom > m.oom:
 		return BoundMemory
@@ -428,7 +431,7 @@ func cgroupCounter(b []byte, name string) int64 {
 
 // remove kills whatever is left in the call's cgroups and removes them,
 // the cgroups nested in them first.
-func (cc *callCgroup) remove() {
+func (cc *Group) remove() {
 	cc.closeFiles()
 	if cc.pool != nil {
 		cc.pool.close()
@@ -479,44 +482,50 @@ func removeCgroup(d string, keep int) error {
 	return err
 }
 
-// callPlacement is the cgroups of one call of a session agent, nested in
+// CallPlacement is the cgroups of one call of a session agent, nested in
 // the agent's calls cgroups: the kernel holds the call to its own bounds,
 // and counts a refused fork or an OOM kill of its processes there and
 // nowhere else, so that a call's result names the bound it hit whatever
 // its neighbours did.
-type callPlacement struct {
+type CallPlacement struct {
 	pool *callPool
-	cc   *callCgroup
-	mark cgroupMark // cc's counters when it was given to the call
+	cc   *Group
+	mark Mark // cc's counters when it was given to the call
 	once sync.Once
 }
 
 // Remove gives the call's cgroups back to the agent's pool, once.
-func (p *callPlacement) Remove() { p.once.Do(func() { p.pool.release(p.cc) }) }
+func (p *CallPlacement) Remove() { p.once.Do(func() { p.pool.release(p.cc) }) }
 
-// agentPlacer returns the Placer of a session agent whose cgroups are
+// Group is the call's cgroups.
+func (p *CallPlacement) Group() *Group { return p.cc }
+
+// Mark is the counters of the call's cgroups when the call got them.
+func (p *CallPlacement) Mark() Mark { return p.mark }
+
+// AgentPlacer returns the Placer of a session agent whose cgroups are
 // agent: the agent's own threads stay there; its calls go to a cgroup
 // "calls" nested in it, which holds them together (callsProcs, and
 // --max-memory), so that no call can take from the agent the threads and
 // memory it needs to serve; and each call to one of its own in that.
-func (m *Manager) agentPlacer(agent *callCgroup) jail.Placer {
-	calls := agent.sub("calls", callsProcs(m.cfg.MaxProcs), m.cfg.MaxMemory)
+func (pool *Pool) AgentPlacer(agent *Group) jail.Placer {
+	calls := agent.sub("calls", callsProcs(pool.cfg.MaxProcs), pool.cfg.MaxMemory)
 	if calls == nil {
 		return nil
 	}
-	cp := &callPool{m: m, calls: calls}
+	cp := &callPool{pool: pool, calls: calls}
 	agent.pool = cp
 	return func(agentPid, tid int) (jail.Placement, error) {
 		cc, mark := cp.take()
 		if cc == nil {
 			id := "k" + strconv.FormatInt(cp.seq.Add(1), 10)
 			// The call thread counts as one of the call's processes.
-			if cc = calls.sub(id, m.cfg.MaxProcs+1, m.cfg.MaxMemory); cc == nil {
+			if cc = calls.sub(id, pool.cfg.MaxProcs+1, pool.cfg.MaxMemory); cc == nil {
 				return nil, fmt.Errorf("make the cgroups of a call in %s", calls.pids+calls.mem)
 			}
 			cc.keep = agentPid
 		}
-		p := &callPlacement{pool: cp, cc: cc, mark: mark}
+		p := &CallPlacement{pool: cp, cc: cc, mark: mark}
 		if err := cc.move(tid); err != nil {
 			p.Remove()
 			return nil, err
@@ -532,12 +541,12 @@ func (m *Manager) agentPlacer(agent *callCgroup) jail.Placer {
 // the kernel reclaims at the bound, and counters, which the next call is
 // judged against from where they stood when it got them (its mark).
 type callPool struct {
-	m      *Manager
-	calls  *callCgroup
+	pool   *Pool
+	calls  *Group
 	seq    atomic.Int64
 	mu     sync.Mutex
-	ended  []*callCgroup // of ended calls, oldest first
-	closed bool          // the agent's cgroups are being removed, with these
+	ended  []*Group // of ended calls, oldest first
+	closed bool     // the agent's cgroups are being removed, with these
 }
 
 // callPoolSize is how many ended calls' cgroups an agent keeps: one round
@@ -546,21 +555,21 @@ const callPoolSize = 2 * jail.AgentSpares
 
 // take returns the cgroups of an ended call that hold no process any
 // more, with their counters now, or nil.
-func (cp *callPool) take() (*callCgroup, cgroupMark) {
+func (cp *callPool) take() (*Group, Mark) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	for i, cc := range cp.ended {
 		if cc.empty() {
 			cp.ended = slices.Delete(cp.ended, i, i+1)
-			return cc, cc.mark()
+			return cc, cc.Mark()
 		}
 	}
-	return nil, cgroupMark{}
+	return nil, Mark{}
 }
 
 // release keeps cc for a later call; past callPoolSize the oldest is
 // removed in the background, with whatever is left in it.
-func (cp *callPool) release(cc *callCgroup) {
+func (cp *callPool) release(cc *Group) {
 	cp.mu.Lock()
 	if cp.closed {
 		cp.mu.Unlock()
@@ -568,13 +577,13 @@ func (cp *callPool) release(cc *callCgroup) {
 		return
 	}
 	cp.ended = append(cp.ended, cc)
-	var old *callCgroup
+	var old *Group
 	if len(cp.ended) > callPoolSize {
 		old, cp.ended = cp.ended[0], slices.Delete(cp.ended, 0, 1)
 	}
 	cp.mu.Unlock()
 	if old != nil {
-		cp.m.removeCgroups(old)
+		cp.pool.Remove(old)
 	}
 }
 
@@ -595,7 +604,7 @@ func (cp *callPool) close() {
 // of a kept file; without it, the memory cgroup's list of its tasks,
 // read anew (an open tasks file keeps the list it made for a while).
 // Threads go into both, and leave neither, together.
-func (cc *callCgroup) empty() bool {
+func (cc *Group) empty() bool {
 	if cc.pids != "" {
 		return string(bytes.TrimSpace(cc.pidsCurrent.read(cc.pids, "pids.current"))) == "0"
 	}

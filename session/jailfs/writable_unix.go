@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package session
+package jailfs
 
 import (
 	"errors"
@@ -16,14 +16,14 @@ import (
 // not a directory.
 var errNotRealDir = errors.New("a symlink or not a directory")
 
-// openWritable opens dir, a writable directory of project
-// (ResolveWritable), walking down from project one component at a time
+// OpenWritable opens dir, a writable directory of project
+// (session.ResolveWritable), walking down from project one component at a time
 // without ever following a link: a component that is one, or is not a
 // directory, is refused, whatever was placed there since the server
 // started (a command of another session that writes the directory above
 // it). With create, what is missing is made on the way. On Linux the
 // descriptor is O_PATH, for a backend to bind or grant rights to.
-func openWritable(project, dir string, create bool) (*os.File, error) {
+func OpenWritable(project, dir string, create bool) (*os.File, error) {
 	rel, err := filepath.Rel(project, dir)
 	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return nil, fmt.Errorf("%s is not inside the project %s", dir, project)

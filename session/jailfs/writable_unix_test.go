@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package session
+package jailfs
 
 import (
 	"errors"
@@ -35,12 +35,12 @@ func TestOpenWritable(t *testing.T) {
 		{"file/x", true, false},
 	} {
 		t.Run(tt.dir, func(t *testing.T) {
-			f, err := openWritable(project, filepath.Join(project, tt.dir), tt.create)
+			f, err := OpenWritable(project, filepath.Join(project, tt.dir), tt.create)
 			if f != nil {
 				f.Close()
 			}
 			if (err == nil) != tt.ok {
-				t.Fatalf("openWritable(%s, create %t): %v, want ok %t", tt.dir, tt.create, err, tt.ok)
+				t.Fatalf("OpenWritable(%s, create %t): %v, want ok %t", tt.dir, tt.create, err, tt.ok)
 			}
 			if tt.ok {
 				if fi, err := os.Lstat(filepath.Join(project, tt.dir)); err != nil || !fi.IsDir() {

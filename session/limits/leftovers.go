@@ -1,4 +1,4 @@
-package session
+package limits
 
 // LeftoverCgroups are the cgroups beside this process's own that servers
 // killed before they could clean up left, which its servers may not

@@ -1,7 +1,8 @@
-package session
+package jailfs
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -13,21 +14,64 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// usageManager is a manager whose jails' usage the usage watch keeps.
-func usageManager(t *testing.T) *Manager {
+// usageWatch is a usage watch over a new jail base, and the base's path.
+func usageWatch(t *testing.T) (*UsageWatch, string) {
 	t.Helper()
-	m, _ := newManager(t, func(c *Config) { c.MaxDisk = 1 << 40 }, nil)
-	if m.uw == nil || m.uw.fd < 0 {
+	dir := canonTempDir(t)
+	base, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { base.Close() })
+	w := NewUsageWatch(slog.New(slog.DiscardHandler), base)
+	t.Cleanup(w.Close)
+	if w.fd < 0 {
 		t.Fatal("no usage watch: inotify is unavailable here")
 	}
-	return m
+	return w, dir
+}
+
+// watchedJail is a jail of a usage watch's base.
+type watchedJail struct {
+	w    *UsageWatch
+	name string
+	Path string
+	root *os.Root
+}
+
+func newJail(t *testing.T, w *UsageWatch, dir, name string) *watchedJail {
+	t.Helper()
+	j := &watchedJail{w: w, name: name, Path: filepath.Join(dir, name)}
+	if err := os.Mkdir(j.Path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(j.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	j.root = root
+	return j
+}
+
+// exactUsage is the jail's usage as the watch keeps it.
+func (j *watchedJail) exactUsage() (Usage, bool) { return j.w.Usage(j.name) }
+
+// reset empties the jail as a session's reset does: not followed event by
+// event, but scanned again at the next look.
+func (j *watchedJail) reset(t *testing.T) {
+	t.Helper()
+	j.w.Forget(j.name)
+	if _, err := EmptyRoot(j.root); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // walked is the jail's usage by a walk that sees everything: directories
 // a step left without rights are opened up for it.
-func walked(t *testing.T, s *Session) Usage {
+func walked(t *testing.T, s *watchedJail) Usage {
 	t.Helper()
-	u, err := countRoot(s.root)
+	u, err := CountRoot(s.root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +81,8 @@ func walked(t *testing.T, s *Session) Usage {
 // TestUsageWatch changes a jail the ways commands do, a look after each
 // change, and the watched usage must be what a walk finds.
 func TestUsageWatch(t *testing.T) {
-	m := usageManager(t)
-	s := openSession(t, m, "watched")
+	w, dir := usageWatch(t)
+	s := newJail(t, w, dir, "watched")
 	j := s.Path
 	sh := func(t *testing.T, script string) {
 		t.Helper()
@@ -94,8 +138,8 @@ func TestUsageWatch(t *testing.T) {
 // TestUsageWatchOverflow: more events than the kernel queues between two
 // looks, and the jail is scanned again.
 func TestUsageWatchOverflow(t *testing.T) {
-	m := usageManager(t)
-	s := openSession(t, m, "flood")
+	w, base := usageWatch(t)
+	s := newJail(t, w, base, "flood")
 	if _, ok := s.exactUsage(); !ok {
 		t.Fatal("the usage watch does not keep the jail")
 	}
@@ -126,8 +170,8 @@ func TestUsageWatchOverflow(t *testing.T) {
 // TestUsageWatchRandom makes random changes with looks between some of
 // them; every look must agree with a walk.
 func TestUsageWatchRandom(t *testing.T) {
-	m := usageManager(t)
-	s := openSession(t, m, "random")
+	w, dir := usageWatch(t)
+	s := newJail(t, w, dir, "random")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, seed>>1))
@@ -191,10 +235,10 @@ func TestUsageWatchRandom(t *testing.T) {
 }
 
 // TestUsageWatchSessions: each session's jail is its own; a reset and the
-// end of a session stop its watches.
+// end of a session (Forget) stop its watches.
 func TestUsageWatchSessions(t *testing.T) {
-	m := usageManager(t)
-	a, b := openSession(t, m, "a"), openSession(t, m, "b")
+	w, dir := usageWatch(t)
+	a, b := newJail(t, w, dir, "a"), newJail(t, w, dir, "b")
 	ua, _ := a.exactUsage()
 	ub, _ := b.exactUsage()
 	if err := os.WriteFile(filepath.Join(a.Path, "f"), make([]byte, 1000), 0o600); err != nil {
@@ -206,17 +250,15 @@ func TestUsageWatchSessions(t *testing.T) {
 	if got, _ := b.exactUsage(); got != ub {
 		t.Errorf("b changed with a: %+v, was %+v", got, ub)
 	}
-	if _, err := a.Reset(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := a.exactUsage(); got != walked(t, a) || got.Files != int64(len((&Manager{}).skeletonDirs())) {
+	a.reset(t)
+	if got, _ := a.exactUsage(); got != walked(t, a) || got.Files != 0 {
 		t.Errorf("after reset: %+v", got)
 	}
-	watches := len(m.uw.wds)
-	a.Close()
-	m.uw.mu.Lock()
-	left := len(m.uw.wds)
-	m.uw.mu.Unlock()
+	watches := len(w.wds)
+	w.Forget(a.name)
+	w.mu.Lock()
+	left := len(w.wds)
+	w.mu.Unlock()
 	if left >= watches {
 		t.Errorf("watches after the session ended: %d, before %d", left, watches)
 	}
@@ -225,8 +267,8 @@ func TestUsageWatchSessions(t *testing.T) {
 // TestUsageWatchNeverLeavesTheJail: a directory swapped for a symlink
 // while the server looks is never followed out, nor its mode changed.
 func TestUsageWatchNeverLeavesTheJail(t *testing.T) {
-	m := usageManager(t)
-	s := openSession(t, m, "swap")
+	w, dir := usageWatch(t)
+	s := newJail(t, w, dir, "swap")
 	outside := canonTempDir(t)
 	if err := os.WriteFile(filepath.Join(outside, "big"), make([]byte, 1<<20), 0o600); err != nil {
 		t.Fatal(err)
@@ -263,9 +305,9 @@ func TestUsageWatchNeverLeavesTheJail(t *testing.T) {
 // manager may use is walked instead, and the watches stay within the
 // budget: a command cannot take the user's watches from other programs.
 func TestUsageWatchBudget(t *testing.T) {
-	m := usageManager(t)
-	m.uw.budget = 20
-	s := openSession(t, m, "dirs")
+	w, dir := usageWatch(t)
+	w.budget = 20
+	s := newJail(t, w, dir, "dirs")
 	for i := range 30 {
 		if err := os.MkdirAll(filepath.Join(s.Path, "many", fmt.Sprint(i)), 0o700); err != nil {
 			t.Fatal(err)
@@ -277,16 +319,11 @@ func TestUsageWatchBudget(t *testing.T) {
 	if _, ok := s.exactUsage(); ok {
 		t.Error("a jail of 38 directories is watched with a budget of 20")
 	}
-	if n := len(m.uw.wds); n > 20 {
+	if n := len(w.wds); n > 20 {
 		t.Errorf("%d watches held, budget 20", n)
 	}
-	if u, err := s.diskUsage(0); err != nil || u != walked(t, s) {
-		t.Errorf("walked usage %+v (%v), want %+v", u, err, walked(t, s))
-	}
 	// Emptied by a reset, it is watched again.
-	if _, err := s.Reset(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	s.reset(t)
 	if u, ok := s.exactUsage(); !ok || u != walked(t, s) {
 		t.Errorf("after reset: %+v %t", u, ok)
 	}

@@ -1,0 +1,87 @@
+package jailfs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestValidName(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"a", true},
+		{"A-b_c.9", true},
+		{strings.Repeat("x", 64), true},
+		{"...", true},
+		{".hidden", true},
+		{"", false},
+		{".", false},
+		{"..", false},
+		{"a/b", false},
+		{strings.Repeat("x", 65), false},
+		{"ä", false},
+		{" a", false},
+		{"a\n", false},
+		{"a\x00", false},
+		{"a b", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := ValidName(tt.name); (err == nil) != tt.ok {
+				t.Errorf("ValidName(%q) = %v, want ok %t", tt.name, err, tt.ok)
+			}
+		})
+	}
+}
+
+// canonTempDir is t.TempDir with its own symlinks (a symlinked /tmp, say)
+// resolved, so that expectations compare canonical paths.
+func canonTempDir(t testing.TB) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// jailOf makes the jail name under a new base, and returns the base open
+// as a root, the jail's path and the jail open as a root.
+func jailOf(t testing.TB, name string) (base *os.Root, path string, jail *os.Root) {
+	t.Helper()
+	dir := canonTempDir(t)
+	path = filepath.Join(dir, name)
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { base.Close() })
+	jail, err = base.OpenRoot(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { jail.Close() })
+	return base, path, jail
+}
+
+func mkdirs(t testing.TB, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func symlink(t testing.TB, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
