@@ -1,13 +1,13 @@
 package session
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/session/layer"
+	"github.com/jail-mcp/jail-mcp/session/output"
 )
 
 // What the project view (--overlay, overlay.go) changed, and how it
@@ -182,54 +182,17 @@ func (s *Session) boundPatch(patch []byte, r *DiffResult) {
 	}
 	r.PatchTruncated = true
 	var where string
-	kept, err := s.keepPatch(patch)
+	kept, n, err := s.outputs().Keep(patchFile, patch, output.KeptMax(s.m.cfg.MaxDisk))
+	kept = filepath.Join(s.Path, kept)
 	switch {
 	case err != nil:
 		where = fmt.Sprintf("the whole patch could not be kept: %v", err)
-	case kept.n < len(patch):
-		r.OutputPath = kept.path
-		where = fmt.Sprintf("the first %d bytes of the patch are in %s", kept.n, kept.path)
+	case n < len(patch):
+		r.OutputPath = kept
+		where = fmt.Sprintf("the first %d bytes of the patch are in %s", n, kept)
 	default:
-		r.OutputPath = kept.path
-		where = "the whole patch is in " + kept.path
+		r.OutputPath = kept
+		where = "the whole patch is in " + kept
 	}
-	mark := func(left int) string { return fmt.Sprintf("[... %d bytes left out; %s ...]\n", left, where) }
-	// Head and marker stay within the bound; sizing the marker with the
-	// whole count leaves room for the count it will say.
-	head := patch[:max(0, limit-len(mark(len(patch)))-1)]
-	if i := bytes.LastIndexByte(head, '\n'); i >= 0 {
-		head = head[:i+1]
-		r.Patch = string(head) + mark(len(patch)-len(head))
-		return
-	}
-	// One line longer than the bound: cut inside it, at a character.
-	head = trimRuneEnd(head)
-	r.Patch = string(head) + "\n" + mark(len(patch)-len(head))
-}
-
-type keptPatch struct {
-	path string // absolute, in the jail
-	n    int    // bytes kept
-}
-
-// keepPatch writes patch to diff.patch in a new output directory of the
-// jail, through the jail's root, up to the bound of a kept stream.
-func (s *Session) keepPatch(patch []byte) (keptPatch, error) {
-	dir, err := s.newOutputDir(outputID())
-	if err != nil {
-		return keptPatch{}, err
-	}
-	data := patch[:min(int64(len(patch)), s.m.keptMax())]
-	f, err := s.createOutput(dir, patchFile)
-	if err != nil {
-		return keptPatch{}, err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return keptPatch{}, err
-	}
-	return keptPatch{path: filepath.Join(s.Path, dir, patchFile), n: len(data)}, nil
+	r.Patch = output.CutHead(patch, limit, func(left int) string { return fmt.Sprintf("[... %d bytes left out; %s ...]\n", left, where) })
 }
