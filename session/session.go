@@ -25,7 +25,7 @@ type Session struct {
 
 	// resetMu is held shared by every running command and exclusively by
 	// Reset, so a reset never empties a jail under a live command (and by
-	// an Apply of the project view's layer, view.go).
+	// an Apply of the project view's layer, review.go).
 	resetMu sync.RWMutex
 	// views records when calls used the project view (--overlay), for
 	// jail_apply's conflicts (layer.Views).
