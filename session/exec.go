@@ -18,6 +18,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
 	"github.com/jail-mcp/jail-mcp/session/output"
+	"github.com/jail-mcp/jail-mcp/session/view"
 )
 
 // Request is one command to run in a session's jail. Exactly one of Command
@@ -214,7 +215,7 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 		// it ran is gone (deferred first, run last).
 		defer s.views.Begin()()
 	}
-	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: callEnv(host, s.Path, credEnv, req.Env), ViewGen: s.m.viewGen()}
+	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: view.CallEnv(host, s.Path, credEnv, req.Env), ViewGen: s.m.view.Gen()}
 
 	var runner jail.Runner
 	var slot *agentSlot
@@ -298,7 +299,7 @@ func (s *Session) plan(req Request) (callPlan, error) {
 	if p.dir, err = s.resolveCwd(req.Cwd); err != nil {
 		return p, err
 	}
-	if err := checkEnv(req.Env); err != nil {
+	if err := view.CheckEnv(req.Env); err != nil {
 		return p, &InputError{msg: err.Error()}
 	}
 	if req.Timeout < 0 {

@@ -8,9 +8,10 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/session/layer"
 	"github.com/jail-mcp/jail-mcp/session/output"
+	"github.com/jail-mcp/jail-mcp/session/view"
 )
 
-// What the project view (--overlay, overlay.go) changed, and how it
+// What the project view (--overlay, session/view) changed, and how it
 // reaches the project: session/layer does the work, on the session's
 // upper layer; a session only finds the layer, bounds what is returned
 // and holds the locks.
@@ -160,7 +161,7 @@ func (s *Session) layerUpper() (string, error) {
 		return "", fmt.Errorf("session %s: %w", s.Name, errClosed)
 	}
 	s.ensureSkeleton()
-	for _, p := range []string{layerDir, LayerUpper} {
+	for _, p := range []string{view.LayerDir, view.LayerUpper} {
 		fi, err := s.root.Lstat(p)
 		if err != nil {
 			return "", fmt.Errorf("open the layer of %s: %w", s.Path, err)
@@ -169,7 +170,7 @@ func (s *Session) layerUpper() (string, error) {
 			return "", fmt.Errorf("open the layer of %s: %s is not a directory", s.Path, p)
 		}
 	}
-	return filepath.Join(s.Path, LayerUpper), nil
+	return filepath.Join(s.Path, view.LayerUpper), nil
 }
 
 // boundPatch puts patch in r, cut to --max-output when longer: the whole

@@ -100,6 +100,13 @@ func writeFile(t testing.TB, name, content string) {
 	}
 }
 
+// sorted is lists joined and sorted.
+func sorted(lists ...[]string) []string {
+	out := slices.Concat(lists...)
+	slices.Sort(out)
+	return out
+}
+
 // tree lists every path under dir with its type and content, without
 // following symlinks, to prove that something was left untouched.
 func tree(t testing.TB, dir string) []string {
