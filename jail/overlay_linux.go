@@ -25,7 +25,7 @@ import (
 // mount that has looked them up (it caches their entries): a view serves
 // calls only while the host changed nothing of the project's directories.
 // The server watches them and numbers their states (Call.ViewGen, the
-// session package's viewWatch): a call runs in a view made at its number,
+// watch of session/view): a call runs in a view made at its number,
 // or the agent makes one; told of a change (msgView), the agent readies a
 // view ahead of the next call. A job keeps the view it started in. A call
 // numbered 0 (a watch that cannot see everything) gets a view of its own,

@@ -13,6 +13,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/egress"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
 	"github.com/jail-mcp/jail-mcp/session/limits"
+	"github.com/jail-mcp/jail-mcp/session/view"
 )
 
 // A session's commands run in session agents (where the backend has them,
@@ -154,7 +155,7 @@ func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure
 	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project, s.m.cfg.Home}, Siblings: filepath.Dir(s.Path), Project: s.m.cfg.Project, MaxMemory: s.m.cfg.MaxMemory}
 	spec.Unread, spec.Visible = s.unread(exps, spec.Visible)
 	spec.Jails = s.m.registry
-	spec.CallPath = envOf(callEnv(s.m.hostEnv(), s.Path, nil, nil), "PATH")
+	spec.CallPath = view.EnvOf(view.CallEnv(s.m.hostEnv(), s.Path, nil, nil), "PATH")
 	if eg != nil {
 		spec.Egress = &jail.Egress{Serve: eg.serve}
 	}

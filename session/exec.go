@@ -19,6 +19,8 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/egress"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
 	"github.com/jail-mcp/jail-mcp/session/limits"
+	"github.com/jail-mcp/jail-mcp/session/output"
+	"github.com/jail-mcp/jail-mcp/session/view"
 )
 
 // Request is one command to run in a session's jail. Exactly one of Command
@@ -65,6 +67,9 @@ type Request struct {
 	// copy to a terminal whose output the command stopped blocks for ever.
 	Ended func()
 }
+
+// Stream is the outcome of one captured output stream (session/output).
+type Stream = output.Stream
 
 // Result is the outcome of a command that ran.
 type Result struct {
@@ -213,7 +218,7 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 		// it ran is gone (deferred first, run last).
 		defer s.views.Begin()()
 	}
-	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: callEnv(host, s.Path, credEnv, req.Env), ViewGen: s.m.viewGen()}
+	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: view.CallEnv(host, s.Path, credEnv, req.Env), ViewGen: s.m.view.Gen()}
 
 	var runner jail.Runner
 	var slot *agentSlot
@@ -297,7 +302,7 @@ func (s *Session) plan(req Request) (callPlan, error) {
 	if p.dir, err = s.resolveCwd(req.Cwd); err != nil {
 		return p, err
 	}
-	if err := checkEnv(req.Env); err != nil {
+	if err := view.CheckEnv(req.Env); err != nil {
 		return p, &InputError{msg: err.Error()}
 	}
 	if req.Timeout < 0 {
@@ -528,7 +533,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		call.Env = proxyEnv(call.Env, eg.port)
 		refusals = eg.mark()
 	}
-	out := s.newCallOutput()
+	out := output.NewCall(s.outputs(), cfg.MaxOutput, output.KeptMax(cfg.MaxDisk))
 	sio, err := attachStreams(&call, req, out)
 	if err != nil {
 		return nil, err
@@ -582,7 +587,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	}
 	stopProgress := func() {}
 	if req.Progress != nil {
-		stopProgress = progress(req.Progress, start, out.stdout, out.stderr)
+		stopProgress = progress(req.Progress, start, out.LastLine)
 	}
 
 	// A session agent's call that runs in cgroups of its own, nested in
@@ -666,51 +671,19 @@ func (s *Session) wait(ctx context.Context, proc jail.Process, cc *limits.Group,
 	return stopped, bound, end.exit, end.err
 }
 
-// callOutput is where a call's output goes: two captures, head and tail
-// inline, the whole stream spilled to one directory per call, made on
-// demand.
-type callOutput struct {
-	stdout, stderr *capture
-	once           sync.Once
-	dir            string
-	err            error
-}
-
-func (s *Session) newCallOutput() *callOutput {
-	cfg := s.m.cfg
-	o := &callOutput{}
-	id := outputID()
-	spill := func(name string) func() (io.WriteCloser, error) {
-		return func() (io.WriteCloser, error) {
-			o.once.Do(func() { o.dir, o.err = s.newOutputDir(id) })
-			if o.err != nil {
-				return nil, o.err
-			}
-			return s.createOutput(o.dir, name)
-		}
-	}
-	o.stdout = newCapture(cfg.MaxOutput, spill("stdout"))
-	o.stderr = newCapture(cfg.MaxOutput, spill("stderr"))
-	o.stdout.keepMax = s.m.keptMax()
-	o.stderr.keepMax = o.stdout.keepMax
-	return o
-}
-
 // finishOutput puts the call's output in res: what the captures hold, or
 // (jail-mcp run, whose output went to its own writers) the byte counts.
-func (s *Session) finishOutput(res *Result, out *callOutput, req Request, counted [2]*counter) {
-	where := filepath.Join(s.Path, out.dir)
-	res.Stdout, _ = out.stdout.finish(filepath.Join(where, "stdout"))
-	res.Stderr, _ = out.stderr.finish(filepath.Join(where, "stderr"))
+func (s *Session) finishOutput(res *Result, out *output.Call, req Request, counted [2]*counter) {
+	var where string
+	res.Stdout, res.Stderr, where = out.Finish(s.Path)
 	if req.Stdout != nil {
 		res.Stdout = Stream{Bytes: counted[0].n}
 	}
 	if req.Stderr != nil {
 		res.Stderr = Stream{Bytes: counted[1].n}
 	}
-	if out.dir != "" && out.err == nil {
+	if where != "" {
 		res.OutputPath = where
-		s.completeOutput(out.dir, out.stdout, out.stderr)
 	}
 }
 
@@ -736,10 +709,10 @@ func (c *callStreams) drain() { drain(&c.copies, c.readers) }
 // attachStreams gives call its standard streams, per req: the terminal's
 // far end, or pipes whose output goes to out (or req's own writers) and
 // the input req gives.
-func attachStreams(call *jail.Call, req Request, out *callOutput) (*callStreams, error) {
+func attachStreams(call *jail.Call, req Request, out *output.Call) (*callStreams, error) {
 	nothing := func() {}
 	c := &callStreams{started: nothing, stopStdin: nothing, feed: nothing}
-	outW, errW := io.Writer(out.stdout), io.Writer(out.stderr)
+	outW, errW := out.Writers()
 	if req.Stdout != nil {
 		outW = req.Stdout
 	}
@@ -793,22 +766,6 @@ func (s *Session) checkDiskAfter(res *Result) {
 	}
 }
 
-// completeOutput writes the stream that was not cut into the output
-// directory too, so it holds the whole output of the call.
-func (s *Session) completeOutput(dir string, streams ...*capture) {
-	for i, c := range streams {
-		all, whole := c.inline()
-		if !whole {
-			continue
-		}
-		name := [2]string{"stdout", "stderr"}[i]
-		if f, err := s.createOutput(dir, name); err == nil {
-			f.Write(all)
-			f.Close()
-		}
-	}
-}
-
 // drain waits for the output copies to end; when something outside the
 // jail's control still holds a pipe open, the pipes are closed after grace.
 func drain(copies *sync.WaitGroup, readers []*os.File) {
@@ -832,7 +789,7 @@ func closeAll(files []*os.File) {
 // progress reports the latest output line once a second until stopped. The
 // returned stop function returns only once no report is in flight, and no
 // report starts after it.
-func progress(report func(time.Duration, string), start time.Time, caps ...*capture) func() {
+func progress(report func(time.Duration, string), start time.Time, lastLine func() string) func() {
 	var mu sync.Mutex
 	stopped := false
 	done := make(chan struct{})
@@ -846,12 +803,7 @@ func progress(report func(time.Duration, string), start time.Time, caps ...*capt
 				return
 			case <-t.C:
 			}
-			line := ""
-			for _, c := range caps {
-				if l := c.LastLine(); l != "" {
-					line = l
-				}
-			}
+			line := lastLine()
 			if line == "" {
 				line = last
 			}

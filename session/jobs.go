@@ -16,6 +16,8 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/google/uuid"
+
+	"github.com/jail-mcp/jail-mcp/session/output"
 )
 
 // Job bounds by default.
@@ -52,9 +54,9 @@ type Job struct {
 
 	s      *Session
 	cancel context.CancelCauseFunc
-	out    *jobStream // stdout, or the terminal's output
-	errs   *jobStream // nil on a terminal
-	outDir string     // the whole output, relative to the jail
+	out    *output.JobStream // stdout, or the terminal's output
+	errs   *output.JobStream // nil on a terminal
+	outDir string            // the whole output, relative to the jail
 
 	started chan struct{} // closed once the command runs (or never will)
 
@@ -101,14 +103,10 @@ func (s *Session) StartJob(ctx context.Context, req Request, opt JobOptions) (*J
 			s.dropJob(j.ID)
 		}
 	}()
-	id := time.Now().UTC().Format("20060102-150405") + "-" + j.ID
-	if j.outDir, err = s.newOutputDir(id); err != nil {
+	if j.outDir, err = s.outputs().Make(output.ID(j.ID)); err != nil {
 		return nil, fmt.Errorf("job output: %w", err)
 	}
-	keep := int64(MaxKept)
-	if cfg.MaxDisk > 0 {
-		keep = min(MaxKept, cfg.MaxDisk/4)
-	}
+	keep := output.KeptMax(cfg.MaxDisk)
 	if j.out, err = s.newJobStream(j, "stdout", keep); err != nil {
 		return nil, err
 	}
@@ -121,7 +119,7 @@ func (s *Session) StartJob(ctx context.Context, req Request, opt JobOptions) (*J
 	if opt.TTY {
 		var ptmx, tty *os.File
 		if ptmx, tty, err = pty.Open(); err != nil {
-			j.out.close()
+			j.out.Close()
 			return nil, fmt.Errorf("open a terminal: %w", err)
 		}
 		pty.Setsize(ptmx, &pty.Winsize{Rows: ttyRows, Cols: ttyCols})
@@ -129,15 +127,15 @@ func (s *Session) StartJob(ctx context.Context, req Request, opt JobOptions) (*J
 		toClose = append(toClose, tty)
 	} else {
 		if j.errs, err = s.newJobStream(j, "stderr", keep); err != nil {
-			j.out.close()
+			j.out.Close()
 			return nil, err
 		}
 		req.Stdout, req.Stderr = j.out, j.errs
 		if opt.KeepInput || initial != nil {
 			var pr, pw *os.File
 			if pr, pw, err = os.Pipe(); err != nil {
-				j.out.close()
-				j.errs.close()
+				j.out.Close()
+				j.errs.Close()
 				return nil, err
 			}
 			req.Stdin, j.in = pr, pw
@@ -211,9 +209,9 @@ func (j *Job) run(ctx context.Context, req Request, closeFar func()) {
 		}
 	}
 	j.closeInput("the job has ended")
-	j.out.close()
+	j.out.Close()
 	if j.errs != nil {
-		j.errs.close()
+		j.errs.Close()
 	}
 	if res != nil {
 		res.OutputPath = filepath.Join(j.s.Path, j.outDir)
@@ -392,9 +390,9 @@ func (j *Job) WaitEnd(ctx context.Context, d time.Duration) bool {
 
 // LastLine is the latest line the job printed since the last read.
 func (j *Job) LastLine() string {
-	line := j.out.lastLine()
+	line := j.out.LastLine()
 	if j.errs != nil {
-		if l := j.errs.lastLine(); l != "" {
+		if l := j.errs.LastLine(); l != "" {
 			line = l
 		}
 	}
@@ -411,7 +409,7 @@ func (j *Job) isDone() bool {
 }
 
 func (j *Job) unread() bool {
-	return j.out.unread() || j.errs != nil && j.errs.unread()
+	return j.out.Unread() || j.errs != nil && j.errs.Unread()
 }
 
 // JobRead is what a read of a job returns: its output since the last read
@@ -444,9 +442,9 @@ func (j *Job) Read() JobRead {
 	res, err := j.res, j.err
 	j.mu.Unlock()
 	// Read after the end is known: the streams are complete by then.
-	r.Stdout = j.out.read(where)
+	r.Stdout = j.out.Read(where)
 	if j.errs != nil {
-		r.Stderr = j.errs.read(where)
+		r.Stderr = j.errs.Read(where)
 	}
 	j.inMu.Lock()
 	r.InputOpen = j.in != nil && !ended
@@ -496,9 +494,9 @@ func (s *Session) Jobs() []JobInfo {
 	s.jobMu.Unlock()
 	out := make([]JobInfo, 0, len(jobs))
 	for _, j := range jobs {
-		ji := JobInfo{ID: j.ID, Command: j.Command, TTY: j.TTY, Started: j.Started, StdoutBytes: j.out.bytes()}
+		ji := JobInfo{ID: j.ID, Command: j.Command, TTY: j.TTY, Started: j.Started, StdoutBytes: j.out.Bytes()}
 		if j.errs != nil {
-			ji.StderrBytes = j.errs.bytes()
+			ji.StderrBytes = j.errs.Bytes()
 		}
 		j.mu.Lock()
 		switch {
@@ -621,102 +619,12 @@ func oneLineMax(s string, n int) string {
 	return s
 }
 
-// jobStream is one output stream of a job: all of it kept in the jail (up
-// to a bound), and what was printed since the last read kept in memory,
-// head and tail, like a call's output.
-type jobStream struct {
-	j     *Job
-	name  string
-	limit int
-
-	mu      sync.Mutex
-	file    io.WriteCloser
-	keepMax int64
-	kept    int64
-	fileErr error
-	total   int64
-	win     *capture // since the last read
-	from    int64    // total at the last read
-}
-
-func (s *Session) newJobStream(j *Job, name string, keep int64) (*jobStream, error) {
-	f, err := s.createOutput(j.outDir, name)
+// newJobStream keeps the job's stream name in its output directory, up
+// to keep bytes, and --max-output bytes of each read inline.
+func (s *Session) newJobStream(j *Job, name string, keep int64) (*output.JobStream, error) {
+	st, err := output.NewJobStream(s.outputs(), j.outDir, name, s.m.cfg.MaxOutput, keep, j.notify)
 	if err != nil {
 		return nil, fmt.Errorf("job output: %w", err)
 	}
-	limit := s.m.cfg.MaxOutput
-	return &jobStream{j: j, name: name, limit: limit, file: f, keepMax: keep, win: newCapture(limit, nil)}, nil
-}
-
-func (st *jobStream) Write(p []byte) (int, error) {
-	st.mu.Lock()
-	st.total += int64(len(p))
-	if st.file != nil && st.kept < st.keepMax {
-		q := p[:min(int64(len(p)), st.keepMax-st.kept)]
-		n, err := st.file.Write(q)
-		st.kept += int64(n)
-		if err != nil && st.fileErr == nil {
-			st.fileErr = err
-		}
-	}
-	st.win.Write(p)
-	st.mu.Unlock()
-	st.j.notify()
-	return len(p), nil
-}
-
-func (st *jobStream) lastLine() string {
-	st.mu.Lock()
-	w := st.win
-	st.mu.Unlock()
-	return w.LastLine()
-}
-
-func (st *jobStream) close() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.file != nil {
-		st.file.Close()
-		st.file = nil
-	}
-}
-
-func (st *jobStream) unread() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.total > st.from
-}
-
-func (st *jobStream) bytes() int64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.total
-}
-
-// read returns what was printed since the last read, head and tail when it
-// is over the inline bound, and starts a new window. Bytes is the stream's
-// total so far.
-func (st *jobStream) read(where string) Stream {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	w := st.win
-	st.win = newCapture(st.limit, nil)
-	from := st.from
-	st.from = st.total
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.head == nil {
-		return Stream{Text: string(w.all), Bytes: st.total}
-	}
-	file := filepath.Join(where, st.name)
-	var mark string
-	switch {
-	case st.fileErr != nil:
-		mark = fmt.Sprintf("\n[... %%d bytes of this read left out; the output could not be kept: %v ...]\n", st.fileErr)
-	case st.total > st.kept && from+int64(w.limit) > st.kept:
-		mark = fmt.Sprintf("\n[... %%d bytes of this read left out; %s keeps the first %d bytes of the output only ...]\n", file, st.kept)
-	default:
-		mark = fmt.Sprintf("\n[... %%d bytes of this read left out; they are in %s, bytes %d to %d ...]\n", file, from, st.total)
-	}
-	return Stream{Text: w.render(mark), Bytes: st.total, Truncated: true, Kept: st.kept}
+	return st, nil
 }

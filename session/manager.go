@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/egress"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
 	"github.com/jail-mcp/jail-mcp/session/limits"
+	"github.com/jail-mcp/jail-mcp/session/view"
 )
 
 // ErrNotFound reports a session name the manager does not know.
@@ -73,7 +73,7 @@ type Config struct {
 	// ran none (metrics).
 	Observer Observer
 	// Overlay shows every command the project copy-on-write (--overlay),
-	// its changes in the session's layer (overlay.go).
+	// its changes in the session's layer (session/view).
 	Overlay bool
 	// Mask are the credentials the jail gets as placeholders (--mask,
 	// mask.go), from ResolveMask.
@@ -103,10 +103,9 @@ type Manager struct {
 	// masking is the authority of the proxies that put masked
 	// credentials in, and the bundle the jails trust; nil: none masked.
 	masking *masking
-	// caches are the host caches the project view shows in each jail,
-	// and views the watch of the project that numbers its states.
-	caches []hostCache
-	views  *viewWatch
+	// view is the project view (--overlay): the host caches it shows
+	// in each jail, and the watch of the project; nil when off.
+	view *view.View
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -159,12 +158,7 @@ func New(cfg Config) (*Manager, error) {
 		base.Close()
 		return nil, fmt.Errorf("write %s: %w", filepath.Join(cfg.Root, ".gitignore"), err)
 	}
-	env := map[string]string{}
-	for _, kv := range cfg.Environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
+	env := view.EnvMap(cfg.Environ)
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
 	if !cfg.Mask.Empty() {
@@ -181,16 +175,15 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	if cfg.Overlay {
-		m.caches = hostCaches(envMap(cfg.Environ), cfg.Home, cfg.Project)
 		// The jails, and what commands write in place: never seen
 		// through a view.
 		skip := []string{cfg.Root}
 		for _, w := range cfg.Writable {
 			skip = append(skip, filepath.Join(cfg.Project, w))
 		}
-		m.views = newViewWatch(cfg.Project, skip, maxViewWatches, m.renewViews, log)
+		m.view = view.Start(cfg.Project, cfg.Home, env, skip, m.renewViews, log)
 	}
-	m.hostEnv = sync.OnceValue(func() map[string]string { return viewEnv(hostEnv(cfg.Environ, cfg.PassEnv), m.caches) })
+	m.hostEnv = sync.OnceValue(func() map[string]string { return m.view.Env(view.HostEnv(cfg.Environ, cfg.PassEnv)) })
 	if cfg.MaxDisk > 0 || cfg.MaxFiles > 0 {
 		m.uw = jailfs.NewUsageWatch(log, base)
 	}
@@ -244,9 +237,7 @@ func (m *Manager) Close() error {
 		s.Close()
 	}
 	m.pool.Close()
-	if m.views != nil {
-		m.views.close()
-	}
+	m.view.Close()
 	if m.uw != nil {
 		m.uw.Close()
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/view"
 )
 
 // Masking (--mask, issue 31): the credentials of a masked CLI and the
@@ -78,7 +79,7 @@ func ResolveMask(m auth.Mask, enabled, pass []string) (MaskConfig, error) {
 		owner, ok := envOwner(v)
 		switch {
 		case ok && slices.Contains(enabled, owner.Name):
-		case matches(v, pass):
+		case view.Matches(v, pass):
 		default:
 			return c, fmt.Errorf("env:%s: not passed to commands (--pass-env, or a variable of a CLI --auth enables)", v)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -12,11 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
 	"github.com/jail-mcp/jail-mcp/session/layer"
 	"github.com/jail-mcp/jail-mcp/session/limits"
+	"github.com/jail-mcp/jail-mcp/session/output"
 )
 
 // Session is one jail and the commands running in it.
@@ -29,7 +27,7 @@ type Session struct {
 
 	// resetMu is held shared by every running command and exclusively by
 	// Reset, so a reset never empties a jail under a live command (and by
-	// an Apply of the project view's layer, view.go).
+	// an Apply of the project view's layer, review.go).
 	resetMu sync.RWMutex
 	// views records when calls used the project view (--overlay), for
 	// jail_apply's conflicts (layer.Views).
@@ -380,45 +378,8 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	return r, nil
 }
 
-// outputDir is where a call's whole output is kept when it is cut.
-const outputDir = ".jail-mcp/output"
-
-// outputID names a new output directory: when, and a random part.
-func outputID() string {
-	return time.Now().UTC().Format("20060102-150405") + "-" + uuid.NewString()[:8]
-}
-
-// keptMax is the most bytes of one stream (or patch) kept in the jail:
-// what is kept counts against the jail's disk bound and must stay under
-// the per-file bound the server itself is held to.
-func (m *Manager) keptMax() int64 {
-	if m.cfg.MaxDisk > 0 {
-		return min(MaxKept, m.cfg.MaxDisk/4)
-	}
-	return MaxKept
-}
-
-// keepOutputs is how many calls' output directories a jail keeps.
-const keepOutputs = 20
-
-// newOutputDir creates a fresh output directory inside the jail and prunes
-// the oldest beyond keepOutputs. It returns the path relative to the jail.
-func (s *Session) newOutputDir(id string) (string, error) {
-	dir := path.Join(outputDir, id)
-	if err := s.root.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	if names, err := jailfs.SortedNames(s.root, outputDir); err == nil && len(names) > keepOutputs {
-		live := s.liveOutputDirs()
-		for _, n := range names[:len(names)-keepOutputs] {
-			if n != id && !live[n] {
-				s.root.RemoveAll(path.Join(outputDir, n))
-			}
-		}
-	}
-	return dir, nil
-}
-
-func (s *Session) createOutput(dir, name string) (io.WriteCloser, error) {
-	return s.root.OpenFile(path.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// outputs are the jail's output directories; pruning keeps running
+// jobs'.
+func (s *Session) outputs() output.Dirs {
+	return output.Dirs{Root: s.root, Live: s.liveOutputDirs}
 }

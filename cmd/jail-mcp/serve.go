@@ -154,7 +154,7 @@ func fitConns(cfg *cli.Config, log *slog.Logger) error {
 // environment once the configuration has read it, before anything starts:
 // out of the process's own (which a child started with it would inherit)
 // and out of environ and getenv, from which the commands' environment is
-// made. The commands' allowlist never passes it either (session/env.go).
+// made. The commands' allowlist never passes it either (session/view/env.go).
 // The server's /proc/PID/environ still holds it, but the server is not
 // dumpable (session.PrepareProcess), so no process of its user can read
 // that file.

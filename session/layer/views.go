@@ -28,8 +28,8 @@ const maxViewSpans = 4096
 //
 // A call's view has looked nothing of the host up before the call began
 // that the host changed since (the server's watch of the project gives a
-// call a fresh view after any change of a directory, see session's
-// viewWatch), and a command writes the layer only while its call runs. So
+// call a fresh view after any change of a directory: session/view's
+// watch), and a command writes the layer only while its call runs. So
 // an entry born while calls ran was copied from the host's entry as it
 // was at some time no earlier than the earliest start of those calls (its
 // floor): a host entry changed since then may have been replaced under

@@ -54,7 +54,7 @@ type DoctorReport struct {
 	// up that this user's servers cannot remove (another user's); absent
 	// when there are none.
 	LeftoverCgroups *limits.LeftoverCgroups `json:"leftover_cgroups,omitempty"`
-	Version         string                   `json:"version"`
+	Version         string                  `json:"version"`
 }
 
 // doctor tells which backends exist here, which one would be used, why the

@@ -1,4 +1,4 @@
-package session
+package output
 
 import (
 	"bytes"
@@ -234,7 +234,7 @@ func TestCaptureBeyondMaxKept(t *testing.T) {
 	var sink countingSink
 	c := newCapture(300, func() (io.WriteCloser, error) { return &sink, nil })
 	chunk := bytes.Repeat([]byte("x"), 1<<20)
-	total := int64(MaxKept + 3*len(chunk)/2)
+	total := int64(maxKept + 3*len(chunk)/2)
 	for n := int64(0); n < total; {
 		k := min(int64(len(chunk)), total-n)
 		c.Write(chunk[:k])
@@ -244,11 +244,11 @@ func TestCaptureBeyondMaxKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sink.n != MaxKept || s.Kept != MaxKept || s.Bytes != total {
-		t.Errorf("spilled %d, Kept %d, Bytes %d; want %d, %d, %d", sink.n, s.Kept, s.Bytes, MaxKept, MaxKept, total)
+	if sink.n != maxKept || s.Kept != maxKept || s.Bytes != total {
+		t.Errorf("spilled %d, Kept %d, Bytes %d; want %d, %d, %d", sink.n, s.Kept, s.Bytes, maxKept, maxKept, total)
 	}
 	_, marker, _ := checkCut(t, strings.Repeat("x", int(total)), s, 300)
-	if want := fmt.Sprintf("the first %d bytes of the output are in %s ...]", MaxKept, where); !strings.Contains(marker, want) {
+	if want := fmt.Sprintf("the first %d bytes of the output are in %s ...]", maxKept, where); !strings.Contains(marker, want) {
 		t.Errorf("marker %q lacks %q", marker, want)
 	}
 }

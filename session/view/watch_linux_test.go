@@ -1,4 +1,4 @@
-package session
+package view
 
 import (
 	"os"
@@ -20,7 +20,7 @@ func TestViewWatch(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(project, "a/f"), []byte("0"), 0o644)
 	var told atomic.Uint64
-	w := newViewWatch(project, []string{filepath.Join(project, ".agent-home"), filepath.Join(project, "node_modules")}, 100, func(g uint64) { told.Store(g) }, nil)
+	w := newWatch(project, []string{filepath.Join(project, ".agent-home"), filepath.Join(project, "node_modules")}, 100, func(g uint64) { told.Store(g) }, nil)
 	defer w.close()
 	g := w.current()
 	if g == 0 {

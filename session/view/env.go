@@ -1,4 +1,4 @@
-package session
+package view
 
 import (
 	"fmt"
@@ -21,8 +21,8 @@ const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// Reserved reports whether name is set by the jail and may not be given.
-func Reserved(name string) bool {
+// reserved reports whether name is set by the jail and may not be given.
+func reserved(name string) bool {
 	return name == "HOME" || name == "TMPDIR" || strings.HasPrefix(name, "XDG_")
 }
 
@@ -35,7 +35,7 @@ func ValidPassEnv(entry string) error {
 	if entry == "*" {
 		return fmt.Errorf("invalid --pass-env entry %q: passing the whole environment defeats the allowlist", entry)
 	}
-	if Reserved(name) && !strings.HasSuffix(entry, "*") {
+	if reserved(name) && !strings.HasSuffix(entry, "*") {
 		return fmt.Errorf("invalid --pass-env entry %q: %s is set by the jail", entry, name)
 	}
 	if slices.Contains(neverPassed, entry) {
@@ -44,7 +44,9 @@ func ValidPassEnv(entry string) error {
 	return nil
 }
 
-func matches(name string, patterns []string) bool {
+// Matches reports whether name is one of patterns, each a variable name
+// or PREFIX_* (as --pass-env takes them).
+func Matches(name string, patterns []string) bool {
 	for _, p := range patterns {
 		if prefix, ok := strings.CutSuffix(p, "*"); ok {
 			if strings.HasPrefix(name, prefix) {
@@ -70,13 +72,13 @@ func jailVars(jail string) map[string]string {
 	}
 }
 
-// checkEnv validates the variables a request adds.
-func checkEnv(env map[string]string) error {
+// CheckEnv validates the variables a request adds.
+func CheckEnv(env map[string]string) error {
 	for k, v := range env {
 		switch {
 		case !envNameRE.MatchString(k):
 			return fmt.Errorf("env: %q is not a valid variable name", k)
-		case Reserved(k):
+		case reserved(k):
 			return fmt.Errorf("env: %s is reserved: HOME, TMPDIR and XDG_* point into the jail", k)
 		case strings.IndexByte(v, 0) >= 0:
 			return fmt.Errorf("env: value of %s contains a NUL byte", k)
@@ -85,21 +87,19 @@ func checkEnv(env map[string]string) error {
 	return nil
 }
 
-// buildEnv is the child's whole environment: the allowlisted host
-// variables, the enabled credentials' variables, then the request's, then
-// the jail's, sorted.
+// buildEnv is CallEnv with the host's part made from environ and pass.
 func buildEnv(environ, pass []string, jail string, creds []string, extra map[string]string) []string {
-	return callEnv(hostEnv(environ, pass), jail, creds, extra)
+	return CallEnv(HostEnv(environ, pass), jail, creds, extra)
 }
 
-// hostEnv is the part of every child's environment the host gives: its
+// HostEnv is the part of every child's environment the host gives: its
 // allowlisted variables, and PATH.
-func hostEnv(environ, pass []string) map[string]string {
+func HostEnv(environ, pass []string) map[string]string {
 	allow := append(slices.Clone(baseEnv), pass...)
 	vars := map[string]string{}
 	for _, kv := range environ {
 		k, v, ok := strings.Cut(kv, "=")
-		if ok && envNameRE.MatchString(k) && !Reserved(k) && !slices.Contains(neverPassed, k) && matches(k, allow) {
+		if ok && envNameRE.MatchString(k) && !reserved(k) && !slices.Contains(neverPassed, k) && Matches(k, allow) {
 			vars[k] = v
 		}
 	}
@@ -109,9 +109,10 @@ func hostEnv(environ, pass []string) map[string]string {
 	return vars
 }
 
-// callEnv is buildEnv with the host's part made (hostEnv), which it
-// leaves as it is.
-func callEnv(host map[string]string, jail string, creds []string, extra map[string]string) []string {
+// CallEnv is the child's whole environment: the host's part (HostEnv,
+// which it leaves as it is), the enabled credentials' variables, then the
+// request's, then the jail's, sorted.
+func CallEnv(host map[string]string, jail string, creds []string, extra map[string]string) []string {
 	vars := maps.Clone(host)
 	for _, kv := range creds {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -132,12 +133,23 @@ func callEnv(host map[string]string, jail string, creds []string, extra map[stri
 	return out
 }
 
-// envOf is the value of key in env (the last one set), or "".
-func envOf(env []string, key string) string {
+// EnvOf is the value of key in env (the last one set), or "".
+func EnvOf(env []string, key string) string {
 	for i := len(env) - 1; i >= 0; i-- {
 		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
 			return v
 		}
 	}
 	return ""
+}
+
+// EnvMap is environ, KEY=VALUE, by key.
+func EnvMap(environ []string) map[string]string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jail-mcp/jail-mcp/session/layer"
+	"github.com/jail-mcp/jail-mcp/session/view"
 )
 
 func TestViewOff(t *testing.T) {
@@ -33,15 +34,15 @@ func TestLayerUpperRefused(t *testing.T) {
 		want  string
 	}{
 		{"upper a symlink", func(t *testing.T, jail, project string) {
-			replace(t, filepath.Join(jail, LayerUpper), func(p string) error { return os.Symlink(project, p) })
+			replace(t, filepath.Join(jail, view.LayerUpper), func(p string) error { return os.Symlink(project, p) })
 		}, "not a directory"},
 		{"layer a symlink", func(t *testing.T, jail, project string) {
 			// The skeleton is not remade through a symlink (os.Root
 			// refuses to leave the jail), so it is still found.
-			replace(t, filepath.Join(jail, layerDir), func(p string) error { return os.Symlink(project, p) })
+			replace(t, filepath.Join(jail, view.LayerDir), func(p string) error { return os.Symlink(project, p) })
 		}, "not a directory"},
 		{"upper a file", func(t *testing.T, jail, project string) {
-			replace(t, filepath.Join(jail, LayerUpper), func(p string) error { return os.WriteFile(p, nil, 0o600) })
+			replace(t, filepath.Join(jail, view.LayerUpper), func(p string) error { return os.WriteFile(p, nil, 0o600) })
 		}, "not a directory"},
 	}
 	for _, tt := range tests {

@@ -1,4 +1,8 @@
-package session
+// Package output keeps what commands print: each stream captured in
+// bounded memory (its head and tail once it is cut) and kept whole, up to
+// a bound, in an output directory of the jail; a call's two streams, and
+// a job's, read window by window.
+package output
 
 import (
 	"bytes"
@@ -8,12 +12,12 @@ import (
 	"unicode/utf8"
 )
 
-// MaxKept is how many bytes of one stream are kept on disk under the jail;
+// maxKept is how many bytes of one stream are kept on disk under the jail;
 // bytes beyond it are counted, not kept.
-const MaxKept = 64 << 20
+const maxKept = 64 << 20
 
 // capture keeps one output stream in bounded memory: the whole stream while
-// it fits inline, then its head and tail, with everything (up to MaxKept)
+// it fits inline, then its head and tail, with everything (up to maxKept)
 // spilled to a file opened on demand. Memory never exceeds about twice the
 // inline limit whatever the command prints.
 type capture struct {
@@ -26,7 +30,7 @@ type capture struct {
 	head      []byte // first limit/2 bytes, once cut
 	tail      ring   // last limit-limit/2 bytes, once cut
 	file      io.WriteCloser
-	keepMax   int64 // bytes kept in the file at most: MaxKept, or less under a small --max-disk
+	keepMax   int64 // bytes kept in the file at most: maxKept, or less under a small --max-disk
 	kept      int64
 	spillErr  error
 	lastLine  []byte // the latest non-empty line, complete or partial, for progress
@@ -34,7 +38,7 @@ type capture struct {
 }
 
 func newCapture(limit int, spill func() (io.WriteCloser, error)) *capture {
-	return &capture{limit: limit, spill: spill, keepMax: MaxKept}
+	return &capture{limit: limit, spill: spill, keepMax: maxKept}
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -175,6 +179,18 @@ func (c *capture) render(mark string) string {
 	return string(head) + fmt.Sprintf(mark, c.total-int64(len(head))-int64(len(tail))) + string(tail)
 }
 
+// text is the stream's inline text: the whole stream when it was never
+// cut, else its head and tail around the marker mark gives (as for
+// render); cut says which.
+func (c *capture) text(mark func() string) (text string, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.head == nil {
+		return string(c.all), false
+	}
+	return c.render(mark()), true
+}
+
 // Inline returns the whole stream when it was never cut.
 func (c *capture) inline() ([]byte, bool) {
 	c.mu.Lock()
@@ -218,6 +234,22 @@ func (r *ring) bytes() []byte {
 	}
 	out = append(out, r.buf[r.next:]...)
 	return append(out, r.buf[:r.next]...)
+}
+
+// CutHead cuts text to at most limit bytes: its head, cut at a line's end
+// (inside a line longer than the bound, at a character), then the line
+// mark makes of the count of bytes left out.
+func CutHead(text []byte, limit int, mark func(left int) string) string {
+	// Head and marker stay within the bound; sizing the marker with the
+	// whole count leaves room for the count it will say.
+	head := text[:max(0, limit-len(mark(len(text)))-1)]
+	if i := bytes.LastIndexByte(head, '\n'); i >= 0 {
+		head = head[:i+1]
+		return string(head) + mark(len(text)-len(head))
+	}
+	// One line longer than the bound: cut inside it, at a character.
+	head = trimRuneEnd(head)
+	return string(head) + "\n" + mark(len(text)-len(head))
 }
 
 // trimRuneEnd drops a partial UTF-8 sequence at the end of b.

@@ -1,4 +1,4 @@
-package session
+package view
 
 import (
 	"slices"
@@ -188,8 +188,8 @@ func TestCheckEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := checkEnv(tt.env); (err == nil) != tt.ok {
-				t.Errorf("checkEnv(%q) = %v, want ok %t", tt.env, err, tt.ok)
+			if err := CheckEnv(tt.env); (err == nil) != tt.ok {
+				t.Errorf("CheckEnv(%q) = %v, want ok %t", tt.env, err, tt.ok)
 			}
 		})
 	}

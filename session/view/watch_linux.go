@@ -1,4 +1,4 @@
-package session
+package view
 
 import (
 	"errors"
@@ -24,7 +24,7 @@ import (
 // place shows through any view), and numbers what it saw: each call
 // carries the number (jail.Call.ViewGen), and an agent enters a view made
 // at that number or makes one. A watch that cannot see everything (more
-// directories than maxViewWatches, a lost event) gives 0: every call then
+// directories than maxWatches, a lost event) gives 0: every call then
 // gets a view of its own, mounted ahead and untouched until it runs.
 //
 // A watch is blind as soon as it may have missed a change: a watch it
@@ -34,10 +34,6 @@ import (
 // more directories than its bound. A blind watch lets its watches go and
 // tries again from scratch, later and later (rearmFirst, to rearmLast):
 // once every directory is watched again, a new number starts.
-
-// maxViewWatches bounds the project directories the server watches (each
-// takes some kernel memory of the user's).
-const maxViewWatches = 50000
 
 // viewQuiet is how long after a change the agents ready a new view: an
 // editor's save or a checkout is many changes at once.
@@ -54,15 +50,15 @@ const (
 const viewEvents = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ATTRIB | unix.IN_ONLYDIR | unix.IN_DONT_FOLLOW
 
-// viewWatch watches a project's directories but those skipped.
-type viewWatch struct {
+// watch watches a project's directories but those skipped.
+type watch struct {
 	project string
 	stop    int // an eventfd: close asks serve to end, which closes fd
 	skip    []string
 	max     int
 	// tooMany: the last arm found more than max directories; the next
 	// counts them first, taking no watch while there are still too
-	// many (serve's goroutine alone, or newViewWatch before it).
+	// many (serve's goroutine alone, or newWatch before it).
 	tooMany  bool
 	onChange func(gen uint64) // after viewQuiet, with the number then
 	log      *slog.Logger
@@ -85,14 +81,14 @@ type armed struct {
 	deleted map[int32]bool
 }
 
-// newViewWatch watches project's directories but skip's (the jails, the
+// newWatch watches project's directories but skip's (the jails, the
 // directories commands write in place), at most max; a watch that cannot
 // start or see them all is blind until it can.
-func newViewWatch(project string, skip []string, max int, onChange func(uint64), log *slog.Logger) *viewWatch {
+func newWatch(project string, skip []string, max int, onChange func(uint64), log *slog.Logger) *watch {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &viewWatch{project: project, fd: -1, stop: -1, skip: skip, max: max, onChange: onChange, log: log, gen: 1}
+	w := &watch{project: project, fd: -1, stop: -1, skip: skip, max: max, onChange: onChange, log: log, gen: 1}
 	var err error
 	if w.stop, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		w.blind, w.since = "no eventfd: "+err.Error(), time.Now()
@@ -115,7 +111,7 @@ func newViewWatch(project string, skip []string, max int, onChange func(uint64),
 
 // arm makes an instance and watches every directory, or says why it
 // could not (the instance then closed, its watches let go).
-func (w *viewWatch) arm() (*armed, string) {
+func (w *watch) arm() (*armed, string) {
 	tooMany := fmt.Sprintf("more than %d directories", w.max)
 	if w.tooMany && w.count() > w.max {
 		return nil, tooMany
@@ -135,7 +131,7 @@ func (w *viewWatch) arm() (*armed, string) {
 }
 
 // count is how many directories add would watch, up to max+1.
-func (w *viewWatch) count() int {
+func (w *watch) count() int {
 	n := 0
 	filepath.WalkDir(w.project, func(p string, d os.DirEntry, err error) error {
 		switch {
@@ -154,7 +150,7 @@ func (w *viewWatch) count() int {
 
 // add watches dir and every directory below it; it says why when it
 // could not watch one (a directory gone meanwhile is none).
-func (w *viewWatch) add(a *armed, dir string) string {
+func (w *watch) add(a *armed, dir string) string {
 	why := ""
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -193,7 +189,7 @@ func (w *viewWatch) add(a *armed, dir string) string {
 // serve reads the watch's events until it is closed: a new number for
 // each batch, the directories made since watched; blind, it lets its
 // watches go and arms again after a wait.
-func (w *viewWatch) serve(a *armed) {
+func (w *watch) serve(a *armed) {
 	// The descriptors are closed here, never while this reads them (a
 	// number closed under a read could name another file by then).
 	defer func() {
@@ -252,7 +248,7 @@ func (w *viewWatch) serve(a *armed) {
 // changed takes a new number before the events leave the queue (which a
 // call's look, current, reads as a change too), and tells the agents
 // after viewQuiet.
-func (w *viewWatch) changed() {
+func (w *watch) changed() {
 	w.mu.Lock()
 	w.gen++
 	notify := !w.pending
@@ -274,7 +270,7 @@ func (w *viewWatch) changed() {
 
 // read handles the events in buf, and says why the watch is blind when
 // it may have missed a change.
-func (w *viewWatch) read(a *armed, buf []byte) string {
+func (w *watch) read(a *armed, buf []byte) string {
 	added, why := false, ""
 	for off := 0; off+unix.SizeofInotifyEvent <= len(buf); {
 		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
@@ -314,7 +310,7 @@ func (w *viewWatch) read(a *armed, buf []byte) string {
 
 // goBlind closes the instance fd, which lets its watches go, and numbers
 // every call 0 until the watch arms again.
-func (w *viewWatch) goBlind(fd int, why string) {
+func (w *watch) goBlind(fd int, why string) {
 	w.mu.Lock()
 	w.blind, w.since = why, time.Now()
 	unix.Close(fd)
@@ -328,7 +324,7 @@ func (w *viewWatch) goBlind(fd int, why string) {
 
 // sees makes fd the watch's instance: a new number, as anything may
 // have changed while it was blind.
-func (w *viewWatch) sees(fd int) {
+func (w *watch) sees(fd int) {
 	w.mu.Lock()
 	blind := time.Since(w.since)
 	w.fd, w.blind = fd, ""
@@ -342,7 +338,7 @@ func (w *viewWatch) sees(fd int) {
 }
 
 // sleep waits d, false when the watch is closed meanwhile.
-func (w *viewWatch) sleep(d time.Duration) bool {
+func (w *watch) sleep(d time.Duration) bool {
 	pfd := []unix.PollFd{{Fd: int32(w.stop), Events: unix.POLLIN}}
 	_, err := unix.Poll(pfd, int(d.Milliseconds()))
 	return (err == nil || err == unix.EINTR) && pfd[0].Revents == 0
@@ -350,7 +346,7 @@ func (w *viewWatch) sleep(d time.Duration) bool {
 
 // current is the number of the project as it is now, 0 when the watch is
 // blind: a change not read yet makes a new number.
-func (w *viewWatch) current() uint64 {
+func (w *watch) current() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.blind != "" || w.fd < 0 {
@@ -363,14 +359,14 @@ func (w *viewWatch) current() uint64 {
 }
 
 // state says why the watch is blind and since when, "" when it sees all.
-func (w *viewWatch) state() (string, time.Time) {
+func (w *watch) state() (string, time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.blind, w.since
 }
 
 // close ends the watch: serve closes its descriptors.
-func (w *viewWatch) close() {
+func (w *watch) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stop >= 0 {
