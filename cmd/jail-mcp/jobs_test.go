@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,18 +20,27 @@ import (
 func TestJobDevServer(t *testing.T) {
 	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		project := testkit.NewProject(t)
-		os.WriteFile(project+"/index.html", []byte("hello from the job\n"), 0o644)
+		// The site's directory names the job's process among all others.
+		site := fmt.Sprintf("site-%d-%s", os.Getpid(), filepath.Base(filepath.Dir(project)))
+		os.Mkdir(filepath.Join(project, site), 0o755)
+		os.WriteFile(filepath.Join(project, site, "index.html"), []byte("hello from the job\n"), 0o644)
 		ts := b.Start(t, project, testkit.ServerEnv())
-		port := 20000 + (os.Getpid()*7+len(b.Name)*131)%20000
-		id := ts.StartJob(map[string]any{"command": fmt.Sprintf("exec python3 -u -m http.server %d --bind 127.0.0.1", port)})
-		if got, out := ts.ReadUntil(id, "Serving HTTP", 20*time.Second); !strings.Contains(got, "Serving HTTP") {
+		// Port 0: the kernel picks one free (a fixed one may be taken by
+		// another program, or an outgoing connection, on a busy
+		// machine); the server says which.
+		id := ts.StartJob(map[string]any{"command": "exec python3 -u -m http.server 0 --bind 127.0.0.1 --directory " + site})
+		got, out := ts.ReadUntil(id, "/) ...", 20*time.Second)
+		var port int
+		if i := strings.Index(got, " port "); i < 0 {
 			t.Fatalf("the server did not start: %q %+v", got, out)
+		} else if _, err := fmt.Sscanf(got[i:], " port %d", &port); err != nil || port == 0 {
+			t.Fatalf("the server's port in %q: %v", got, err)
 		}
-		out, res := ts.Exec(map[string]any{"command": fmt.Sprintf("python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:%d/index.html\").read().decode())'", port)})
-		if res.IsError || !strings.Contains(out.Stdout, "hello from the job") {
-			t.Fatalf("a later call did not reach the job: %+v %s", out, testkit.ResultText(res))
+		call, res := ts.Exec(map[string]any{"command": fmt.Sprintf("python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:%d/index.html\").read().decode())'", port)})
+		if res.IsError || !strings.Contains(call.Stdout, "hello from the job") {
+			t.Fatalf("a later call did not reach the job: %+v %s", call, testkit.ResultText(res))
 		}
-		marker := fmt.Sprintf("http.server %d", port)
+		marker := "--directory " + site
 		if len(testkit.ProcessesWith(marker)) == 0 {
 			t.Fatalf("no process of the job found by %q", marker)
 		}
