@@ -261,7 +261,7 @@ func (s *Session) Warm() {
 		return
 	}
 	s.ensureSkeleton()
-	exps := s.m.exposures(p.auth)
+	exps := s.m.creds.Exposures(p.auth)
 	slot, _, err := s.agent(p, exps)
 	if err != nil {
 		s.m.log.Debug("session agent not started ahead of the first call", "session", s.Name, "err", err)
@@ -271,7 +271,7 @@ func (s *Session) Warm() {
 	// Credential links stay between calls: placed now, the first call
 	// finds them in place.
 	if s.m.cfg.Backend.Credentials() == jail.LinkCredentials {
-		if undo, err := s.placeCredentials(exps, true); err == nil {
+		if undo, err := s.creds.Place(exps, true); err == nil {
 			undo()
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/creds"
 )
 
 // credFile is where fakeHome puts the credential of p, relative to HOME:
@@ -718,7 +719,7 @@ func TestCredentialConcurrentCalls(t *testing.T) {
 					}
 				}
 				for _, name := range []string{"a", "b"} {
-					b, err := os.ReadFile(filepath.Join(s.Path, stateDir, "codex/.codex", name+"-wrote"))
+					b, err := os.ReadFile(filepath.Join(s.Path, creds.StateDir, "codex/.codex", name+"-wrote"))
 					if err != nil || string(b) != name+"\n" {
 						t.Errorf("state written by call %s not kept: %q %v", name, b, err)
 					}
@@ -826,7 +827,7 @@ echo kimi > $HOME/.kimi/state.db`})
 	if got := jailTree(t, s, nil); !slices.Equal(got, skeletonTree) {
 		t.Errorf("left in the jail after a call without credentials: %q, want the skeleton", got)
 	}
-	state := tree(t, filepath.Join(s.Path, stateDir))
+	state := tree(t, filepath.Join(s.Path, creds.StateDir))
 	for _, want := range []string{
 		"codex/.codex/config.toml: model = \"x\"\n", "codex/.codex/sessions/1: s1\n", "codex/.codex/settings: changed\n",
 		"claude/.claude.json: mine\n", "kimi/.kimi/state.db: kimi\n",
@@ -855,7 +856,7 @@ echo kimi > $HOME/.kimi/state.db`})
 		t.Errorf("state after a call without codex and one that timed out: %q, want %q", res.Stdout.Text, want)
 	}
 	unplace(t, s)
-	if b, err := os.ReadFile(filepath.Join(s.Path, stateDir, "claude/.claude.json")); err != nil || string(b) != "late\n" {
+	if b, err := os.ReadFile(filepath.Join(s.Path, creds.StateDir, "claude/.claude.json")); err != nil || string(b) != "late\n" {
 		t.Errorf("state written by a call that timed out: %q %v", b, err)
 	}
 	hostUnchanged(t, m, home, before, false)
@@ -1032,7 +1033,7 @@ func TestCredentialStateSettingsOnly(t *testing.T) {
 		writeFile(t, filepath.Join(codex, "logs_1.sqlite-wal"), "x")
 		writeFile(t, filepath.Join(codex, "state"), "SQLite format 3\x00 and pages")
 		writeFile(t, filepath.Join(codex, "codex-tui.log"), "log")
-		writeFile(t, filepath.Join(codex, "big.json"), strings.Repeat("b", maxSettingsFile+1))
+		writeFile(t, filepath.Join(codex, "big.json"), strings.Repeat("b", creds.MaxSettingsFile+1))
 		m := credManager(t, backend, home, []string{"codex"}, nil)
 		s := openSession(t, m, "settings")
 		res, _ := s.Exec(t.Context(), Request{Command: `cd $HOME/.codex && ls -A | sort | tr '\n' ' '`})
@@ -1072,7 +1073,7 @@ func TestCredentialStateLeftByACrash(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(jailDir, ".codex")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(filepath.Join(jailDir, stateDir, "codex/.codex"), filepath.Join(jailDir, ".codex")); err != nil {
+	if err := os.Rename(filepath.Join(jailDir, creds.StateDir, "codex/.codex"), filepath.Join(jailDir, ".codex")); err != nil {
 		t.Fatal(err)
 	}
 	symlink(t, filepath.Join(home, ".codex/auth.json"), filepath.Join(jailDir, ".codex/auth.json"))
@@ -1087,7 +1088,7 @@ func TestCredentialStateLeftByACrash(t *testing.T) {
 		t.Errorf("after the crash the session reads %q %v, want %q", res.Stdout.Text, err, want)
 	}
 	unplace(t, s2)
-	if l := links(t, filepath.Join(s2.Path, stateDir)); len(l) > 0 {
+	if l := links(t, filepath.Join(s2.Path, creds.StateDir)); len(l) > 0 {
 		t.Errorf("links to the host's secrets taken as state: %q", l)
 	}
 	hostUnchanged(t, m2, home, before, false)

@@ -24,7 +24,7 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 	if cfg.Backend.Credentials() == jail.LinkCredentials {
 		var names []string
 		for _, e := range exps {
-			if !s.m.masked(e.Name) { // the jail holds a masked copy
+			if !s.m.creds.Masked(e.Name) { // the jail holds a masked copy
 				names = append(names, e.Name)
 			}
 		}

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -35,11 +36,56 @@ type egressMark int
 func (s *Session) newEgress(allow egress.Policy) *agentEgress {
 	e := &agentEgress{}
 	opts := egress.Options{Refused: e.add, Log: s.m.log.With("session", s.Name)}
-	if s.mask != nil {
-		opts.Masks = s.mask.masks
-	}
+	opts.Masks = s.creds.Masks() // nil when nothing is masked
 	e.proxy = egress.New(allow, opts)
 	return e
+}
+
+// maskCall gives a call whose network is on, in a session that masks
+// credentials, the bundle of roots and, unless an allowlist's proxy holds
+// it already (eg), the proxy of the session's open network: it returns
+// the proxy the call goes through.
+func (s *Session) maskCall(env []string, eg *agentEgress) ([]string, *agentEgress, error) {
+	env, err := s.creds.MaskCall(env)
+	if err != nil {
+		return env, eg, err
+	}
+	if eg == nil {
+		if eg, err = s.openEgress(); err != nil {
+			return env, nil, err
+		}
+	}
+	return env, eg, nil
+}
+
+// openEgress is the session's proxy for calls whose network is on: every
+// destination allowed, TLS to the masked credentials' hosts terminated,
+// on the host's loopback. A command that goes around it sends
+// placeholders only.
+func (s *Session) openEgress() (*agentEgress, error) {
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	if s.open != nil {
+		return s.open, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for the masking proxy: %w", err)
+	}
+	e := s.newEgress(egress.Policy{Open: true})
+	e.serve(ln)
+	s.open = e
+	return e, nil
+}
+
+// closeOpen ends the session's open proxy, at its end.
+func (s *Session) closeOpen() {
+	s.openMu.Lock()
+	defer s.openMu.Unlock()
+	if s.open != nil {
+		s.open.close()
+		s.open = nil
+	}
 }
 
 // serve serves the proxy on ln (jail.Egress.Serve).

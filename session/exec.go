@@ -200,18 +200,18 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	s.ensureSkeleton()
-	exps := s.m.exposures(p.auth)
+	exps := s.m.creds.Exposures(p.auth)
 	var credEnv []string
 	for _, e := range exps {
 		credEnv = append(credEnv, e.Env...)
 	}
 	cfg := s.m.cfg
 	host := s.m.hostEnv()
-	if s.mask != nil {
+	if s.creds.Masking() {
 		// Masked variables reach the jail as placeholders, whether a
 		// CLI's or passed (--pass-env); the request's own are its own.
-		credEnv = s.maskEnv(credEnv)
-		host = s.maskHostEnv(host)
+		credEnv = s.creds.MaskEnv(credEnv)
+		host = s.creds.MaskHostEnv(host)
 	}
 	if cfg.Overlay {
 		// Begun before the call learns its view, ended after everything
@@ -241,13 +241,13 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	}
 	switch mode := cfg.Backend.Credentials(); {
 	case mode == jail.BindCredentials:
-		if slot != nil && s.mask != nil {
+		if slot != nil && s.creds.Masking() {
 			// Bound in a sandbox that runs on: its masked copies follow
 			// the host's files.
-			s.refreshMasked(exps)
+			s.creds.RefreshMasked(exps)
 		}
 	default:
-		undo, err := s.placeCredentials(exps, mode == jail.LinkCredentials)
+		undo, err := s.creds.Place(exps, mode == jail.LinkCredentials)
 		if err != nil {
 			return nil, fmt.Errorf("place credentials in %s: %w", s.Path, err)
 		}
@@ -441,7 +441,7 @@ func (s *Session) sandboxFiles(spec *jail.Spec, exps []auth.Exposure) ([]*os.Fil
 		spec.Writable = append(spec.Writable, jail.WritableDir{Path: w, File: f})
 	}
 	if s.m.cfg.Backend.Credentials() == jail.BindCredentials {
-		if err := s.bindCredentials(spec, exps, &opened); err != nil {
+		if err := s.creds.Bind(spec, exps, &opened); err != nil {
 			return opened, fmt.Errorf("expose credentials: %w", err)
 		}
 	}
@@ -518,7 +518,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	if slot != nil {
 		eg = slot.egress
 	}
-	if s.mask != nil && p.network {
+	if s.creds.Masking() && p.network {
 		// Masked credentials: the proxy is in the path whenever the
 		// network is on, and the jail trusts its authority.
 		var err error

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/creds"
 	"github.com/jail-mcp/jail-mcp/session/egress"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
 	"github.com/jail-mcp/jail-mcp/session/limits"
@@ -76,8 +77,24 @@ type Config struct {
 	// its changes in the session's layer (session/view).
 	Overlay bool
 	// Mask are the credentials the jail gets as placeholders (--mask,
-	// mask.go), from ResolveMask.
+	// session/creds), from ResolveMask.
 	Mask MaskConfig
+}
+
+// The masking of credentials, as session/creds has it.
+type (
+	MaskConfig       = creds.MaskConfig
+	MaskHosts        = creds.MaskHosts
+	MaskInfo         = creds.MaskInfo
+	MaskedCredential = creds.MaskedCredential
+)
+
+// CABundleRel is where the jail's bundle of roots is, in the jail.
+const CABundleRel = creds.CABundleRel
+
+// ResolveMask resolves the operator's --mask (creds.ResolveMask).
+func ResolveMask(m auth.Mask, enabled, pass []string) (MaskConfig, error) {
+	return creds.ResolveMask(m, enabled, pass)
 }
 
 // Observer is told what the sessions' commands did: each call's (and
@@ -100,9 +117,8 @@ type Manager struct {
 	// hostEnv is what every call's environment takes of the host's
 	// (hostEnv of cfg.Environ and cfg.PassEnv), made once.
 	hostEnv func() map[string]string
-	// masking is the authority of the proxies that put masked
-	// credentials in, and the bundle the jails trust; nil: none masked.
-	masking *masking
+	// creds is the host's credentials as the sessions show them.
+	creds *creds.Host
 	// view is the project view (--overlay): the host caches it shows
 	// in each jail, and the watch of the project; nil when off.
 	view *view.View
@@ -161,11 +177,9 @@ func New(cfg Config) (*Manager, error) {
 	env := view.EnvMap(cfg.Environ)
 	getenv := func(k string) string { return env[k] }
 	m := &Manager{cfg: cfg, log: log, base: base, getenv: getenv, sessions: map[string]*Session{}}
-	if !cfg.Mask.Empty() {
-		if m.masking, err = newMasking(); err != nil {
-			base.Close()
-			return nil, err
-		}
+	if m.creds, err = creds.New(creds.Config{Home: cfg.Home, Getenv: getenv, Auth: cfg.Auth, Mask: cfg.Mask, Log: log}); err != nil {
+		base.Close()
+		return nil, err
 	}
 	if dir := jailfs.RegistryDir(getenv); dir != "" {
 		if err := jailfs.Register(dir, m.ownJails()); err != nil {
@@ -275,6 +289,9 @@ func (m *Manager) all() []*Session {
 	return out
 }
 
+// Exposed lists what the operator's --auth exposes on this host.
+func (m *Manager) Exposed() []auth.Exposure { return m.creds.Exposed() }
+
 // Config returns the policy the manager runs with.
 func (m *Manager) Config() Config { return m.cfg }
 
@@ -327,12 +344,9 @@ func (m *Manager) Open(name string) (*Session, error) {
 		// Calls' starts stamped as the jail's file system stamps changes.
 		s.views.StampIn(path)
 	}
-	if m.masking != nil {
-		s.mask = newSessionMask(m.masking.ca)
-	}
 	s.touch()
 	s.ensureSkeleton()
-	s.refreshState()
+	s.creds = m.creds.Open(root, path, name)
 	m.sessions[name] = s
 	m.log.Debug("session open", "session", name, "jail", path)
 	return s, nil

@@ -2,10 +2,7 @@
 
 package session
 
-import (
-	"os"
-	"syscall"
-)
+import "syscall"
 
 // No backend confines on this OS, so Exec refuses before a process starts;
 // these exist so that the refusal compiles.
@@ -13,9 +10,5 @@ func signalName(sig syscall.Signal) string { return sig.String() }
 
 // closeInheritedFDs has nothing to do here: no command is ever started.
 func closeInheritedFDs() error { return nil }
-
-// openHostPath returns no descriptor: no backend of this OS binds paths,
-// so the session copies credentials instead.
-func openHostPath(name string) (*os.File, error) { return nil, nil }
 
 const fileSizeSignal = -1

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jail-mcp/jail-mcp/session/creds"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
 	"github.com/jail-mcp/jail-mcp/session/layer"
 	"github.com/jail-mcp/jail-mcp/session/limits"
@@ -38,15 +39,12 @@ type Session struct {
 	running map[uint64]*call
 	closed  bool
 
-	// credMu serialises the credential work of starting calls, and
-	// guards placed: the credentials placed in the jail for running
-	// calls, by jail-relative path, under backends that place them rather
-	// than bind them.
-	credMu sync.Mutex
-	placed map[string]*placement
-
-	// mask is the session's masked credentials (mask.go), nil when none.
-	mask *sessionMask
+	// creds is the credentials shown in the jail and their masking.
+	creds *creds.Jail
+	// openMu guards open: the proxy of calls whose network is on, in a
+	// session that masks credentials, made at the first (egress.go).
+	openMu sync.Mutex
+	open   *agentEgress
 
 	// agentMu guards agents: the session agent of each policy in use.
 	agentMu sync.Mutex
@@ -98,9 +96,9 @@ func (s *Session) Close() error {
 	s.resetMu.Lock()
 	defer s.resetMu.Unlock()
 	s.stopAgents()
-	s.closeMask()
+	s.closeOpen()
 	s.cleanViews()
-	if err := s.unplaceCredentials(); err != nil {
+	if err := s.creds.Unplace(); err != nil {
 		s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)
 	}
 	if s.m.uw != nil {
@@ -110,6 +108,10 @@ func (s *Session) Close() error {
 	s.lock.Close()
 	return s.root.Close()
 }
+
+// MaskInfo describes the session's masking: no credentials when nothing
+// is masked.
+func (s *Session) MaskInfo() MaskInfo { return s.creds.MaskInfo() }
 
 // touch stamps the jail's directory with the time as its modification
 // time (the access time is left alone): when a server opened or closed the
@@ -345,7 +347,7 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	// its calls; their outputs go with the jail.
 	s.stopAgents()
 	s.clearJobs()
-	if err := s.unplaceCredentials(); err != nil {
+	if err := s.creds.Unplace(); err != nil {
 		s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)
 	}
 	// Emptying the jail is not followed event by event: it is scanned

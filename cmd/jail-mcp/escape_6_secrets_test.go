@@ -537,7 +537,7 @@ printf '%s\n' "$CANARY"; head -c 200000 /dev/zero | tr '\0' x`})
 }
 
 // stateCopy is where a session's jail keeps its copy of a CLI's state
-// file (session's stateDir).
+// file (creds.StateDir).
 func stateCopy(cli, rel string) string { return filepath.Join(".jail-mcp/state", cli, rel) }
 
 // envLookup is getenv over env.

@@ -1,4 +1,4 @@
-package session
+package creds
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"path"
 	"path/filepath"
@@ -183,8 +182,7 @@ var caVars = []string{
 const CABundleRel = ".jail-mcp/ca-bundle.pem"
 
 // sessionMask is a session's masked credentials: the table of its
-// placeholders its proxies substitute, and the proxy of its calls whose
-// network is on.
+// placeholders its proxies substitute.
 type sessionMask struct {
 	masks *egress.Masks
 
@@ -192,17 +190,10 @@ type sessionMask struct {
 	phs map[string]string // what a placeholder stands for (maskKey) → it
 	// files are the host credential files as last read (hostFile).
 	files map[string]hostFile
-	open  *agentEgress // the proxy of calls whose network is on, made at the first
 }
 
 func newSessionMask(ca *egress.CA) *sessionMask {
 	return &sessionMask{masks: egress.NewMasks(ca, nil), phs: map[string]string{}, files: map[string]hostFile{}}
-}
-
-// masked reports whether the credentials of cli reach the jail masked.
-func (m *Manager) masked(cli string) bool {
-	_, ok := m.cfg.Mask.CLIs[cli]
-	return ok
 }
 
 // placeholder is the session's placeholder of value, what key names (a
@@ -210,8 +201,8 @@ func (m *Manager) masked(cli string) bool {
 // while it has the value's shape (a value that changed keeps its
 // placeholder; the real one is read when a request needs it), else a new
 // one.
-func (s *Session) placeholder(key, value string, sec egress.Secret) (string, error) {
-	sm := s.mask
+func (j *Jail) placeholder(key, value string, sec egress.Secret) (string, error) {
+	sm := j.mask
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	if ph, ok := sm.phs[key]; ok && sameShape(ph, value) {
@@ -243,26 +234,26 @@ func sameShape(ph, value string) bool {
 
 func alnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-// maskEnv replaces in vars (KEY=VALUE) the value of each masked variable
+// MaskEnv replaces in vars (KEY=VALUE) the value of each masked variable
 // by its placeholder. A value that has no placeholder (too short to stand
 // in for) is left out: the real one never reaches the jail.
-func (s *Session) maskEnv(vars []string) []string {
+func (j *Jail) MaskEnv(vars []string) []string {
 	out := make([]string, 0, len(vars))
 	for _, kv := range vars {
 		k, v, _ := strings.Cut(kv, "=")
-		if ph, ok := s.maskVar(k, v); ok {
+		if ph, ok := j.maskVar(k, v); ok {
 			out = append(out, k+"="+ph)
 		}
 	}
 	return out
 }
 
-// maskHostEnv is maskEnv of the host's part of a call's environment,
+// MaskHostEnv is MaskEnv of the host's part of a call's environment,
 // which it leaves as it is (a copy is changed).
-func (s *Session) maskHostEnv(host map[string]string) map[string]string {
+func (j *Jail) MaskHostEnv(host map[string]string) map[string]string {
 	out := host
 	cloned := false
-	for k := range s.m.cfg.Mask.Env {
+	for k := range j.h.cfg.Mask.Env {
 		v, set := host[k]
 		if !set {
 			continue
@@ -270,7 +261,7 @@ func (s *Session) maskHostEnv(host map[string]string) map[string]string {
 		if !cloned {
 			out, cloned = maps.Clone(host), true
 		}
-		if ph, ok := s.maskVar(k, v); ok {
+		if ph, ok := j.maskVar(k, v); ok {
 			out[k] = ph
 		} else {
 			delete(out, k)
@@ -283,17 +274,17 @@ func (s *Session) maskHostEnv(host map[string]string) map[string]string {
 // when k is masked, v when not; ok is false when k is masked and v has no
 // placeholder (too short to stand in for): the real value never reaches
 // the jail, the variable is left out.
-func (s *Session) maskVar(k, v string) (string, bool) {
-	h, masked := s.m.cfg.Mask.Env[k]
+func (j *Jail) maskVar(k, v string) (string, bool) {
+	h, masked := j.h.cfg.Mask.Env[k]
 	if !masked || v == "" {
 		return v, true
 	}
-	ph, err := s.placeholder("env\x00"+k, v, egress.Secret{
+	ph, err := j.placeholder("env\x00"+k, v, egress.Secret{
 		Name: "env:" + k, Hosts: h.Hosts, TokenPaths: h.TokenPaths,
 		Value: func() (string, error) { return v, nil },
 	})
 	if err != nil {
-		s.m.log.Warn("a masked variable is left out of the jail", "session", s.Name, "variable", k, "err", err)
+		j.log.Warn("a masked variable is left out of the jail", "session", j.name, "variable", k, "err", err)
 		return "", false
 	}
 	return ph, true
@@ -349,8 +340,8 @@ type hostFile struct {
 
 // maskContent is content (the host file host of cli) with each secret it
 // holds replaced by the session's placeholder.
-func (s *Session) maskContent(cli, host string, content []byte) ([]byte, error) {
-	h := s.m.cfg.Mask.CLIs[cli]
+func (j *Jail) maskContent(cli, host string, content []byte) ([]byte, error) {
+	h := j.h.cfg.Mask.CLIs[cli]
 	name := filepath.Base(host)
 	out, _, err := auth.MaskFile(name, content, func(f auth.Field) (string, error) {
 		hosts := h.Hosts
@@ -358,11 +349,11 @@ func (s *Session) maskContent(cli, host string, content []byte) ([]byte, error) 
 			hosts = []string{strings.ToLower(f.Host)}
 		}
 		key := f.Key
-		return s.placeholder(cli+"\x00"+host+"\x00"+key, f.Value, egress.Secret{
-			Name: cli + " " + s.m.homeRel(host) + " " + key, Hosts: hosts, TokenPaths: h.TokenPaths,
+		return j.placeholder(cli+"\x00"+host+"\x00"+key, f.Value, egress.Secret{
+			Name: cli + " " + j.h.homeRel(host) + " " + key, Hosts: hosts, TokenPaths: h.TokenPaths,
 			NoRefresh: h.Rotates && f.Kind == "refresh",
 			Value: func() (string, error) {
-				b, err := s.mask.hostFile(host)
+				b, err := j.mask.hostFile(host)
 				if err != nil {
 					return "", err
 				}
@@ -376,14 +367,6 @@ func (s *Session) maskContent(cli, host string, content []byte) ([]byte, error) 
 	return out, err
 }
 
-// homeRel is host as ~/REL when it lies in the operator's home.
-func (m *Manager) homeRel(host string) string {
-	if rel, err := filepath.Rel(m.cfg.Home, host); err == nil && filepath.IsLocal(rel) {
-		return "~/" + filepath.ToSlash(rel)
-	}
-	return host
-}
-
 // maxMaskedDepth bounds the directories of a credential directory a
 // masked copy follows.
 const maxMaskedDepth = 4
@@ -394,11 +377,11 @@ const maxMaskedDepth = 4
 // so that it sees the host's latest), a directory with the masked copies
 // of its settings files (settingsFile), its subdirectories to
 // maxMaskedDepth.
-func (s *Session) writeMasked(cli, host, dst string) error {
-	return s.writeMaskedAt(cli, host, dst, 0)
+func (j *Jail) writeMasked(cli, host, dst string) error {
+	return j.writeMaskedAt(cli, host, dst, 0)
 }
 
-func (s *Session) writeMaskedAt(cli, host, dst string, depth int) error {
+func (j *Jail) writeMaskedAt(cli, host, dst string, depth int) error {
 	fi, err := os.Stat(host)
 	if err != nil {
 		return err
@@ -408,17 +391,17 @@ func (s *Session) writeMaskedAt(cli, host, dst string, depth int) error {
 		if err != nil {
 			return err
 		}
-		masked, err := s.maskContent(cli, host, b)
+		masked, err := j.maskContent(cli, host, b)
 		if err != nil {
 			return err
 		}
-		return s.writeInPlace(dst, masked)
+		return j.writeInPlace(dst, masked)
 	}
-	if dfi, err := s.root.Lstat(dst); err != nil || !dfi.IsDir() {
-		if err := s.root.RemoveAll(dst); err != nil {
+	if dfi, err := j.root.Lstat(dst); err != nil || !dfi.IsDir() {
+		if err := j.root.RemoveAll(dst); err != nil {
 			return err
 		}
-		if err := s.root.Mkdir(dst, 0o700); err != nil {
+		if err := j.root.Mkdir(dst, 0o700); err != nil {
 			return err
 		}
 	}
@@ -430,15 +413,15 @@ func (s *Session) writeMaskedAt(cli, host, dst string, depth int) error {
 		src := filepath.Join(host, e.Name())
 		switch {
 		case e.IsDir() && depth < maxMaskedDepth:
-			err = s.writeMaskedAt(cli, src, path.Join(dst, e.Name()), depth+1)
+			err = j.writeMaskedAt(cli, src, path.Join(dst, e.Name()), depth+1)
 		case e.Type().IsRegular() && settingsFile(src):
-			err = s.writeMaskedAt(cli, src, path.Join(dst, e.Name()), depth+1)
+			err = j.writeMaskedAt(cli, src, path.Join(dst, e.Name()), depth+1)
 		}
 		if err != nil {
 			// Left out of the copy, never copied unmasked: one file the
 			// server cannot mask costs the jail that file only.
-			s.m.log.Warn("a credential file is left out of the jail's masked copy", "session", s.Name, "cli", cli, "path", src, "err", err)
-			s.root.RemoveAll(path.Join(dst, e.Name()))
+			j.log.Warn("a credential file is left out of the jail's masked copy", "session", j.name, "cli", cli, "path", src, "err", err)
+			j.root.RemoveAll(path.Join(dst, e.Name()))
 		}
 	}
 	return nil
@@ -446,41 +429,41 @@ func (s *Session) writeMaskedAt(cli, host, dst string, depth int) error {
 
 // writeInPlace makes dst a regular file holding b: the file that is there
 // rewritten (a bind of it shows the new content), else a new one.
-func (s *Session) writeInPlace(dst string, b []byte) error {
-	if fi, err := s.root.Lstat(dst); err == nil && fi.Mode().IsRegular() {
-		if old, err := s.root.ReadFile(dst); err == nil && bytes.Equal(old, b) {
+func (j *Jail) writeInPlace(dst string, b []byte) error {
+	if fi, err := j.root.Lstat(dst); err == nil && fi.Mode().IsRegular() {
+		if old, err := j.root.ReadFile(dst); err == nil && bytes.Equal(old, b) {
 			return nil
 		}
-		if f, err := s.root.OpenFile(dst, os.O_WRONLY, 0); err == nil {
+		if f, err := j.root.OpenFile(dst, os.O_WRONLY, 0); err == nil {
 			_, werr := f.WriteAt(b, 0)
 			return errors.Join(werr, f.Truncate(int64(len(b))), f.Close())
 		}
 	}
-	return s.createIn(dst, bytes.NewReader(b))
+	return j.createIn(dst, bytes.NewReader(b))
 }
 
-// refreshMasked rewrites in place the masked copies bound into the
-// session's sandboxes (bindCredentials) for the CLIs of exps, so that a
+// RefreshMasked rewrites in place the masked copies bound into the
+// session's sandboxes (Bind) for the CLIs of exps, so that a
 // sandbox started earlier sees the host's latest (a token the operator's
 // CLI refreshed, its new expiry). A copy that cannot be made again is
 // said, and the one before stays.
-func (s *Session) refreshMasked(exps []auth.Exposure) {
-	s.credMu.Lock()
-	defer s.credMu.Unlock()
+func (j *Jail) RefreshMasked(exps []auth.Exposure) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	for _, e := range exps {
-		if !s.m.masked(e.Name) {
+		if !j.h.masked(e.Name) {
 			continue
 		}
 		for _, it := range e.Items {
 			var err error
 			if !it.State {
-				err = s.rewriteMasked(e.Name, it.Host, it.Rel)
+				err = j.rewriteMasked(e.Name, it.Host, it.Rel)
 			}
 			for _, sec := range it.Secrets {
-				err = errors.Join(err, s.rewriteMasked(e.Name, sec.Host, path.Join(filepath.ToSlash(it.Rel), sec.Name)))
+				err = errors.Join(err, j.rewriteMasked(e.Name, sec.Host, path.Join(filepath.ToSlash(it.Rel), sec.Name)))
 			}
 			if err != nil {
-				s.m.log.Warn("refresh a masked credential", "session", s.Name, "cli", e.Name, "path", it.Rel, "err", err)
+				j.log.Warn("refresh a masked credential", "session", j.name, "cli", e.Name, "path", it.Rel, "err", err)
 			}
 		}
 	}
@@ -488,42 +471,42 @@ func (s *Session) refreshMasked(exps []auth.Exposure) {
 
 // rewriteMasked writes the masked copy of host again where a sandbox has
 // it bound; none is made where there is none.
-func (s *Session) rewriteMasked(cli, host, rel string) error {
+func (j *Jail) rewriteMasked(cli, host, rel string) error {
 	dst := maskedRel(cli, rel)
-	if _, err := s.root.Lstat(dst); err != nil {
+	if _, err := j.root.Lstat(dst); err != nil {
 		return nil
 	}
-	return s.writeMasked(cli, host, dst)
+	return j.writeMasked(cli, host, dst)
 }
 
 // maskedRel is where a masked copy bound into sandboxes is kept, in the
 // state directory (hidden from commands).
 func maskedRel(cli, rel string) string {
-	return path.Join(stateDir, "masked", cli, filepath.ToSlash(rel))
+	return path.Join(StateDir, "masked", cli, filepath.ToSlash(rel))
 }
 
 // writeBundle writes the bundle of roots the jail trusts, unless it is
 // there already.
-func (s *Session) writeBundle() error {
-	b := s.m.masking.bundle
-	if fi, err := s.root.Lstat(CABundleRel); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(len(b)) {
+func (j *Jail) writeBundle() error {
+	b := j.h.masking.bundle
+	if fi, err := j.root.Lstat(CABundleRel); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(len(b)) {
 		return nil
 	}
-	if err := s.ensureDirs(path.Dir(CABundleRel)); err != nil {
+	if err := j.ensureDirs(path.Dir(CABundleRel)); err != nil {
 		return err
 	}
-	return s.writeInPlace(CABundleRel, b)
+	return j.writeInPlace(CABundleRel, b)
 }
 
-// maskCall gives a call whose network is on, in a session that masks
-// credentials, the bundle of roots and, unless an allowlist's proxy holds
-// it already (eg), the proxy of the session's open network: it returns
-// the proxy the call goes through.
-func (s *Session) maskCall(env []string, eg *agentEgress) ([]string, *agentEgress, error) {
-	if err := s.writeBundle(); err != nil {
-		return env, eg, fmt.Errorf("write the jail's bundle of roots: %w", err)
+// MaskCall gives the environment of a call whose network is on, in a
+// session that masks credentials, the bundle of roots, which holds the
+// authority of the session's proxies; the caller puts the call behind
+// one.
+func (j *Jail) MaskCall(env []string) ([]string, error) {
+	if err := j.writeBundle(); err != nil {
+		return env, fmt.Errorf("write the jail's bundle of roots: %w", err)
 	}
-	bundle := filepath.Join(s.Path, CABundleRel)
+	bundle := filepath.Join(j.path, CABundleRel)
 	env = slices.DeleteFunc(env, func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
 		return slices.Contains(caVars, k)
@@ -531,47 +514,16 @@ func (s *Session) maskCall(env []string, eg *agentEgress) ([]string, *agentEgres
 	for _, k := range caVars {
 		env = append(env, k+"="+bundle)
 	}
-	if eg == nil {
-		var err error
-		if eg, err = s.openEgress(); err != nil {
-			return env, nil, err
-		}
-	}
-	return env, eg, nil
+	return env, nil
 }
 
-// openEgress is the session's proxy for calls whose network is on: every
-// destination allowed, TLS to the masked credentials' hosts terminated,
-// on the host's loopback. A command that goes around it sends
-// placeholders only.
-func (s *Session) openEgress() (*agentEgress, error) {
-	sm := s.mask
-	sm.mu.Lock()
-	defer sm.mu.Unlock()
-	if sm.open != nil {
-		return sm.open, nil
+// Masks is the table of the session's placeholders its proxies
+// substitute; nil when nothing is masked.
+func (j *Jail) Masks() *egress.Masks {
+	if j.mask == nil {
+		return nil
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("listen for the masking proxy: %w", err)
-	}
-	e := s.newEgress(egress.Policy{Open: true})
-	e.serve(ln)
-	sm.open = e
-	return e, nil
-}
-
-// closeMask ends the session's open proxy, at its end.
-func (s *Session) closeMask() {
-	if s.mask == nil {
-		return
-	}
-	s.mask.mu.Lock()
-	defer s.mask.mu.Unlock()
-	if s.mask.open != nil {
-		s.mask.open.close()
-		s.mask.open = nil
-	}
+	return j.mask.masks
 }
 
 // Credentials lists the masked CLIs, then the masked variables, each
@@ -610,14 +562,14 @@ type MaskedCredential struct {
 
 // MaskInfo describes the session's masking: no credentials when nothing
 // is masked.
-func (s *Session) MaskInfo() MaskInfo {
-	cfg := s.m.cfg.Mask
+func (j *Jail) MaskInfo() MaskInfo {
+	cfg := j.h.cfg.Mask
 	info := MaskInfo{Credentials: []MaskedCredential{}}
-	if cfg.Empty() || s.m.masking == nil || s.mask == nil {
+	if cfg.Empty() || j.h.masking == nil || j.mask == nil {
 		return info
 	}
-	info.CA, info.Bundle = s.m.masking.ca.Fingerprint(), filepath.Join(s.Path, CABundleRel)
+	info.CA, info.Bundle = j.h.masking.ca.Fingerprint(), filepath.Join(j.path, CABundleRel)
 	info.Credentials = cfg.Credentials()
-	info.Placeholders = len(s.mask.masks.Secrets())
+	info.Placeholders = len(j.mask.masks.Secrets())
 	return info
 }
