@@ -22,16 +22,7 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 	shown = append(slices.Clone(visible), cfg.Deny.Shown...)
 	var enabled []string
 	if cfg.Backend.Credentials() == jail.LinkCredentials {
-		var names []string
-		for _, e := range exps {
-			if !s.m.creds.Masked(e.Name) { // the jail holds a masked copy
-				names = append(names, e.Name)
-			}
-		}
-		enabled = auth.EnabledPaths(names, cfg.Home, s.m.getenv)
-		for i, p := range enabled {
-			enabled[i] = jail.CanonicalPath(p)
-		}
+		enabled = s.m.creds.LinkedPaths(exps)
 		shown = append(shown, enabled...)
 	}
 	// Other projects' jails (their servers named them), wherever they
@@ -44,13 +35,7 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 	}
 	// A masked CLI's host credentials are read by no command, whatever
 	// the deny list says: the jail has their masked copies.
-	var masked []string
-	for n := range cfg.Mask.CLIs {
-		masked = append(masked, n)
-	}
-	for _, p := range auth.EnabledPaths(masked, cfg.Home, s.m.getenv) {
-		unread = append(unread, jail.CanonicalPath(p))
-	}
+	unread = append(unread, s.m.creds.MaskedPaths()...)
 	for _, p := range cfg.Deny.Paths {
 		if !slices.ContainsFunc(enabled, func(e string) bool { return jail.Within(p, e) }) {
 			unread = append(unread, p)

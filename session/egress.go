@@ -44,13 +44,13 @@ func (s *Session) newEgress(allow egress.Policy) *agentEgress {
 // maskCall gives a call whose network is on, in a session that masks
 // credentials, the bundle of roots and, unless an allowlist's proxy holds
 // it already (eg), the proxy of the session's open network: it returns
-// the proxy the call goes through.
+// the proxy the call goes through (eg, in a session that masks nothing).
 func (s *Session) maskCall(env []string, eg *agentEgress) ([]string, *agentEgress, error) {
-	env, err := s.creds.MaskCall(env)
+	env, proxied, err := s.creds.Call(env)
 	if err != nil {
 		return env, eg, err
 	}
-	if eg == nil {
+	if proxied && eg == nil {
 		if eg, err = s.openEgress(); err != nil {
 			return env, nil, err
 		}

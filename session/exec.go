@@ -206,13 +206,9 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 		credEnv = append(credEnv, e.Env...)
 	}
 	cfg := s.m.cfg
-	host := s.m.hostEnv()
-	if s.creds.Masking() {
-		// Masked variables reach the jail as placeholders, whether a
-		// CLI's or passed (--pass-env); the request's own are its own.
-		credEnv = s.creds.MaskEnv(credEnv)
-		host = s.creds.MaskHostEnv(host)
-	}
+	// Masked variables reach the jail as placeholders, whether a CLI's or
+	// passed (--pass-env); the request's own are its own.
+	credEnv, host := s.creds.Env(credEnv, s.m.hostEnv())
 	if cfg.Overlay {
 		// Begun before the call learns its view, ended after everything
 		// it ran is gone (deferred first, run last).
@@ -241,10 +237,10 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	}
 	switch mode := cfg.Backend.Credentials(); {
 	case mode == jail.BindCredentials:
-		if slot != nil && s.creds.Masking() {
+		if slot != nil {
 			// Bound in a sandbox that runs on: its masked copies follow
 			// the host's files.
-			s.creds.RefreshMasked(exps)
+			s.creds.Refresh(exps)
 		}
 	default:
 		undo, err := s.creds.Place(exps, mode == jail.LinkCredentials)
@@ -518,7 +514,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	if slot != nil {
 		eg = slot.egress
 	}
-	if s.creds.Masking() && p.network {
+	if p.network {
 		// Masked credentials: the proxy is in the path whenever the
 		// network is on, and the jail trusts its authority.
 		var err error

@@ -3,18 +3,19 @@
 // host, how it reaches a sandbox (bound read-only, or placed in the jail's
 // home as links or copies), the session's copies of the state CLIs
 // rewrite, the placeholders of masked credentials and variables, and the
-// bundle of roots a jail trusts. All its file work inside a jail goes
-// through os.Root, so that nothing a command plants there steers the
-// server outside. It never imports session.
+// bundle of roots a jail trusts. How each CLI's files reach the jail
+// (its host files, or masked copies) and what the session masks beyond
+// them are chosen once, when the session opens. All its file work inside
+// a jail goes through os.Root, so that nothing a command plants there
+// steers the server outside. It never imports session.
 package creds
 
 import (
 	"log/slog"
-	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/jail-mcp/jail-mcp/auth"
+	"github.com/jail-mcp/jail-mcp/jail"
 )
 
 // Config is what the operator's configuration says of credentials.
@@ -63,13 +64,43 @@ func (h *Host) Exposures(names []string) []auth.Exposure {
 // Exposed lists what the operator's --auth exposes on this host.
 func (h *Host) Exposed() []auth.Exposure { return h.Exposures(h.cfg.Auth) }
 
-// Masked reports whether the credentials of cli reach the jail masked.
-func (h *Host) Masked(cli string) bool { return h.masked(cli) }
-
 // masked reports whether the credentials of cli reach the jail masked.
 func (h *Host) masked(cli string) bool {
 	_, ok := h.cfg.Mask.CLIs[cli]
 	return ok
+}
+
+// LinkedPaths are the host paths, canonical, that the links a backend
+// places for exps lead to, which the calls showing them read: those of
+// the CLIs that are not masked (the jail holds masked copies of the
+// others).
+func (h *Host) LinkedPaths(exps []auth.Exposure) []string {
+	var names []string
+	for _, e := range exps {
+		if !h.masked(e.Name) {
+			names = append(names, e.Name)
+		}
+	}
+	paths := auth.EnabledPaths(names, h.cfg.Home, h.cfg.Getenv)
+	for i, p := range paths {
+		paths[i] = jail.CanonicalPath(p)
+	}
+	return paths
+}
+
+// MaskedPaths are the host paths, canonical, of the masked CLIs'
+// credentials, which no command reads, whatever the deny list says: the
+// jail has their masked copies.
+func (h *Host) MaskedPaths() []string {
+	var masked []string
+	for n := range h.cfg.Mask.CLIs {
+		masked = append(masked, n)
+	}
+	var paths []string
+	for _, p := range auth.EnabledPaths(masked, h.cfg.Home, h.cfg.Getenv) {
+		paths = append(paths, jail.CanonicalPath(p))
+	}
+	return paths
 }
 
 // homeRel is host as ~/REL when it lies in the operator's home.
@@ -79,37 +110,3 @@ func (h *Host) homeRel(host string) string {
 	}
 	return host
 }
-
-// Jail is the credentials of one session's jail: what is placed in it
-// and the placeholders of its masked credentials.
-type Jail struct {
-	h    *Host
-	root *os.Root // the jail's
-	path string   // the jail, absolute on the host
-	name string   // the session's, for the log
-	log  *slog.Logger
-
-	// mu serialises the credential work of starting calls, and guards
-	// placed: the credentials placed in the jail for running calls, by
-	// jail-relative path, under backends that place them rather than
-	// bind them.
-	mu     sync.Mutex
-	placed map[string]*placement
-
-	// mask is the session's masked credentials (mask.go), nil when none.
-	mask *sessionMask
-}
-
-// Open returns the credentials of the session name's jail, root at path,
-// and copies the host's state of the enabled CLIs into it.
-func (h *Host) Open(root *os.Root, path, name string) *Jail {
-	j := &Jail{h: h, root: root, path: path, name: name, log: h.log}
-	if h.masking != nil {
-		j.mask = newSessionMask(h.masking.ca)
-	}
-	j.refreshState()
-	return j
-}
-
-// Masking reports whether the session masks credentials.
-func (j *Jail) Masking() bool { return j.mask != nil }
