@@ -8,10 +8,10 @@ import (
 	"github.com/jail-mcp/jail-mcp/auth"
 )
 
-// Place is the path of backends that cannot bind host files
-// into the jail: each credential is placed at its home-relative place, a
-// symlink to the host path (link, for a backend that denies writes
-// through it) or a copy. Calls of one session that run at once share what
+// Place is the path of backends that cannot bind host files into the
+// jail: each credential is placed at its home-relative place, a symlink
+// to the host path (link, for a backend that denies writes through it)
+// or a copy, or for a masked CLI its masked copy. Calls of one session that run at once share what
 // is placed. A link stays once its last call ended, so that the session's
 // next call of the same policy finds it in place at no cost (checked
 // intact first: what a command changed there is placed again); it goes
@@ -29,7 +29,7 @@ func (j *Jail) Place(exps []auth.Exposure, link bool) (undo func() error, err er
 	var mine []string // places this call holds
 	// A copy (a backend that cannot deny writes through a link) holds the
 	// secret itself: it goes when its last call ends, never kept.
-	release := func() error { // with credMu held
+	release := func() error { // with mu held
 		var errs []error
 		for _, rel := range mine {
 			p := j.placed[rel]
