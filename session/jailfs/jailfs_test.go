@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 )
 
 func TestValidName(t *testing.T) {
@@ -70,18 +72,8 @@ func jailOf(t testing.TB, name string) (base *os.Root, path string, jail *os.Roo
 	return base, path, jail
 }
 
-func mkdirs(t testing.TB, dirs ...string) {
-	t.Helper()
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func symlink(t testing.TB, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
+// mkdirs and symlink are jailfstest's, named short for the tables above.
+var (
+	mkdirs  = jailfstest.Mkdirs
+	symlink = jailfstest.Symlink
+)
