@@ -9,17 +9,6 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 )
 
-// canonTempDir is t.TempDir with its own symlinks (a symlinked /tmp, say)
-// resolved, so that expectations compare canonical paths.
-func canonTempDir(t testing.TB) string {
-	t.Helper()
-	d, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 func TestResolveProject(t *testing.T) {
 	tests := []struct {
 		name string
@@ -273,8 +262,10 @@ func TestResolveWritable(t *testing.T) {
 	}
 }
 
-// mkdirs and symlink are jailfstest's, named short for the tables above.
+// mkdirs, symlink and canonTempDir are jailfstest's, named short for the
+// tables above.
 var (
-	mkdirs  = jailfstest.Mkdirs
-	symlink = jailfstest.Symlink
+	mkdirs       = jailfstest.Mkdirs
+	symlink      = jailfstest.Symlink
+	canonTempDir = jailfstest.CanonTempDir
 )

@@ -39,17 +39,6 @@ func TestValidName(t *testing.T) {
 	}
 }
 
-// canonTempDir is t.TempDir with its own symlinks (a symlinked /tmp, say)
-// resolved, so that expectations compare canonical paths.
-func canonTempDir(t testing.TB) string {
-	t.Helper()
-	d, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // jailOf makes the jail name under a new base, and returns the base open
 // as a root, the jail's path and the jail open as a root.
 func jailOf(t testing.TB, name string) (base *os.Root, path string, jail *os.Root) {
@@ -72,8 +61,10 @@ func jailOf(t testing.TB, name string) (base *os.Root, path string, jail *os.Roo
 	return base, path, jail
 }
 
-// mkdirs and symlink are jailfstest's, named short for the tables above.
+// mkdirs, symlink and canonTempDir are jailfstest's, named short for the
+// tables above.
 var (
-	mkdirs  = jailfstest.Mkdirs
-	symlink = jailfstest.Symlink
+	mkdirs       = jailfstest.Mkdirs
+	symlink      = jailfstest.Symlink
+	canonTempDir = jailfstest.CanonTempDir
 )

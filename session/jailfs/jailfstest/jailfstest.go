@@ -6,7 +6,9 @@
 package jailfstest
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -26,4 +28,38 @@ func Symlink(t testing.TB, target, link string) {
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// CanonTempDir is t.TempDir with its own symlinks (a symlinked /tmp, say)
+// resolved, so that expectations compare canonical paths.
+func CanonTempDir(t testing.TB) string {
+	t.Helper()
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Tree maps every path under root, root included ("."), by its path
+// relative to root, to what of makes of it; the test fails on an error.
+func Tree[V any](t testing.TB, root string, of func(path string, fi fs.FileInfo) (V, error)) map[string]V {
+	t.Helper()
+	out := map[string]V{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out[rel], err = of(p, fi)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
