@@ -680,7 +680,7 @@ func (s *Session) wait(ctx context.Context, proc jail.Process, cc *limits.Group,
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	hit := make(chan limits.Bound, 1)
-	stopWatch := s.m.watch(s, proc.Pid, proc.Tree, cc, mark, shared, hit)
+	stopWatch := s.m.watchBounds(s, proc.Pid, proc.Tree, cc, mark, shared, hit)
 	defer stopWatch()
 
 	var end ended
