@@ -57,14 +57,8 @@ func IssuedToken(name, v string) bool {
 // digits both: a logprob's "token" is a word, a page token has a name of
 // its own).
 func HandedToken(name, v string) bool {
-	if len(v) < 20 || len(v) > 16<<10 {
-		return false
-	}
-	if p := knownPrefix(v); p != "" {
-		return len(v)-len(p) >= 16 && credentialLike(v)
-	}
-	if v[0] == 'e' && jwtLike(v) {
-		return true
+	if shaped, known := knownShape(v); known {
+		return shaped
 	}
 	switch normalize(name) {
 	case "token", "accesstoken", "refreshtoken", "idtoken":
@@ -85,19 +79,30 @@ func RefreshName(name string) bool {
 // token characters with upper- and lower-case letters and digits mixed
 // as a random draw mixes them.
 func TokenShaped(v string) bool {
-	if len(v) < 20 || len(v) > 16<<10 {
-		return false
-	}
-	if p := knownPrefix(v); p != "" {
-		return len(v)-len(p) >= 16 && credentialLike(v)
-	}
-	if v[0] == 'e' && jwtLike(v) {
-		return true
+	if shaped, known := knownShape(v); known {
+		return shaped
 	}
 	if _, ok := signedKeep(v); ok {
 		return true
 	}
 	return opaque(v)
+}
+
+// knownShape is the verdict on v that needs no name and no guess, and
+// whether there is one: too short or too long for a credential (no), a
+// known prefix (yes, with at least 16 generated characters after it), a
+// JWT (yes).
+func knownShape(v string) (shaped, known bool) {
+	if len(v) < 20 || len(v) > 16<<10 {
+		return false, true
+	}
+	if p := knownPrefix(v); p != "" {
+		return len(v)-len(p) >= 16 && credentialLike(v), true
+	}
+	if v[0] == 'e' && jwtLike(v) {
+		return true, true
+	}
+	return false, false
 }
 
 // signedKeep is, for a token of signed fields as Copilot's exchange

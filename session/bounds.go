@@ -6,11 +6,11 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
-// watch starts the watchdog on a call of s: its processes are counted by
+// watchBounds starts the watchdog on a call of s: its processes are counted by
 // tree, or are the descendants of root (bwrap, or the command itself)
 // when tree is nil; cc are its cgroups (or its agent's, shared), mark
 // their counters when it started. The returned function stops it.
-func (m *Manager) watch(s *Session, root int, tree func() jail.Count, cc *limits.Group, mark limits.Mark, shared bool, hit chan<- limits.Bound) (stop func()) {
+func (m *Manager) watchBounds(s *Session, root int, tree func() jail.Count, cc *limits.Group, mark limits.Mark, shared bool, hit chan<- limits.Bound) (stop func()) {
 	c := limits.Call{Root: root, Tree: tree, Group: cc, Mark: mark, Shared: shared, MaxProcs: m.cfg.MaxProcs, MaxMemory: m.cfg.MaxMemory, Hit: hit}
 	if m.cfg.MaxDisk > 0 || m.cfg.MaxFiles > 0 {
 		c.Disk = jailDisk{s}

@@ -7,75 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 	"github.com/jail-mcp/jail-mcp/session/limits"
 )
-
-// chain makes a chain of n directories "d" below dir, with a file at its
-// bottom, each made and entered by its parent's descriptor, so that the
-// test itself takes the chain's length, not its square; it is removed the
-// same way when the test ends (os.RemoveAll holds a descriptor a level and
-// runs out of them).
-func chain(t testing.TB, dir string, n int) {
-	t.Helper()
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range n {
-		if err := unix.Mkdirat(fd, "d", 0o700); err != nil {
-			t.Fatal(err)
-		}
-		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fd = next
-	}
-	f, err := unix.Openat(fd, "f", unix.O_WRONLY|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
-	unix.Close(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unix.Write(f, []byte("bottom"))
-	unix.Close(f)
-	t.Cleanup(func() { unchain(t, dir) })
-}
-
-// unchain removes what is left of a chain below dir, by descriptors: down
-// the chain, then up it by "..", each directory removed from its parent.
-func unchain(t testing.TB, dir string) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	depth := 0
-	for {
-		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			break
-		}
-		unix.Close(fd)
-		fd, depth = next, depth+1
-	}
-	unix.Unlinkat(fd, "f", 0)
-	for ; depth > 0; depth-- {
-		up, err := unix.Openat(fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Errorf("remove the chain: %v", err)
-			return
-		}
-		fd = up
-		if err := unix.Unlinkat(fd, "d", unix.AT_REMOVEDIR); err != nil {
-			t.Errorf("remove the chain: %v", err)
-		}
-	}
-	unix.Close(fd)
-}
 
 // deepDepth is deeper than a walk by paths could walk in the time of a
 // test (quadratic: 10,000 took 158 s), and than the descriptors a
@@ -99,7 +34,7 @@ func TestDeepJail(t *testing.T) {
 	// Walked whatever its depth: deeper than the usage watch goes.
 	deep := openSession(t, m, "deep")
 	start := time.Now()
-	chain(t, deep.Path, deepDepth)
+	jailfstest.Chain(t, deep.Path, deepDepth)
 	t.Logf("chain of %d made in %v", deepDepth, time.Since(start))
 	want := int64(len((&Manager{}).skeletonDirs())) + deepDepth + 1
 
@@ -173,7 +108,7 @@ time.sleep(300)'`, limits.BoundMemory},
 	if err := os.Mkdir(old, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	chain(t, old, deepDepth)
+	jailfstest.Chain(t, old, deepDepth)
 	start = time.Now()
 	got, err := jailfs.Prune(m.cfg.Root, 0, true, time.Now().Add(time.Hour))
 	t.Logf("pruned in %v", time.Since(start))

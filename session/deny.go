@@ -46,7 +46,7 @@ func (s *Session) unread(exps []auth.Exposure, visible []string) (unread, shown 
 
 // ownJails is the directory of the project's jails (the base is it or
 // lies in it).
-func (m *Manager) ownJails() string { return filepath.Join(m.cfg.Project, ".agent-home") }
+func (m *Manager) ownJails() string { return filepath.Join(m.cfg.Project, BaseName) }
 
 // ResolveDeny makes the deny list of entries (and the built-in list when
 // def) canonical, and refuses a path the jail cannot do without: one that

@@ -510,24 +510,9 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 		Session: s.Name, Jail: s.Path, Backend: cfg.Backend.Name(),
 		Confined: cfg.Backend.Confined(), Timeout: timeout,
 	}
-	var eg *agentEgress // the proxy the call goes through
-	if slot != nil {
-		eg = slot.egress
-	}
-	if p.network {
-		// Masked credentials: the proxy is in the path whenever the
-		// network is on, and the jail trusts its authority.
-		var err error
-		if call.Env, eg, err = s.maskCall(call.Env, eg); err != nil {
-			return nil, err
-		}
-	}
-	var refusals egressMark
-	if eg != nil {
-		// The proxy: the variables every client reads, and what it
-		// refuses from now on.
-		call.Env = proxyEnv(call.Env, eg.port)
-		refusals = eg.mark()
+	eg, refusals, err := s.callEgress(slot, &call, p)
+	if err != nil {
+		return nil, err
 	}
 	out := output.NewCall(s.outputs(), cfg.MaxOutput, output.KeptMax(cfg.MaxDisk))
 	sio, err := attachStreams(&call, req, out)
@@ -536,42 +521,14 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	}
 	defer sio.closeStdin()
 
-	// Where the server can make cgroups, the kernel bounds processes and
-	// memory exactly: a command on its own in cgroups of its own, a
-	// session agent's commands in the agent's, each call held to the
-	// bounds by the watchdog besides.
-	var cc *limits.Group
-	var mark limits.Mark
-	if slot != nil {
-		cc = slot.cc
-		if !slot.perCall {
-			mark = cc.Mark()
-		}
-	} else if l := s.m.pool.Take(); l != nil {
-		cc, call.Launch = l.Group(), l.Launch
-		// Removing a cgroup waits for its last process to be reaped by the
-		// kernel; the result need not wait for that.
-		defer s.m.pool.Remove(cc)
-	}
+	cc, mark, release := s.callGroup(slot, &call)
+	defer release()
 	start := time.Now()
 	proc, err := runner.Run(call)
 	sio.started()
 	if err != nil {
 		sio.drain()
-		if errors.Is(err, jail.ErrNotFound) {
-			return nil, inputErrorf("argv[0] %q: not found in the jail's PATH", call.Argv[0])
-		}
-		if nm := (*jail.NoMemoryError)(nil); errors.As(err, &nm) && cfg.MaxMemory > 0 {
-			held := ""
-			if nm.Shared > 0 {
-				held = fmt.Sprintf("; the session's shared memory (its /dev/shm and System V segments, which outlive calls: remove their files, or jail_reset frees them) holds %d bytes", nm.Shared)
-			}
-			return nil, inputErrorf("%s could not start: no memory left under --max-memory %d, which the session's calls share%s (%s)", call.Argv[0], cfg.MaxMemory, held, nm.Err)
-		}
-		if held := (*jail.SharedMemoryError)(nil); errors.As(err, &held) {
-			return nil, inputErrorf("the session's shared memory (its /dev/shm and System V segments, which outlive calls) holds %d bytes, over --max-memory %d: only jail_reset frees it (it ends the session's agents, and empties the jail)", held.Bytes, s.m.cfg.MaxMemory)
-		}
-		return nil, fmt.Errorf("start %s: %w", call.Argv[0], err)
+		return nil, s.startError(call.Argv[0], err)
 	}
 	sio.feed()
 	if req.Started != nil {
@@ -600,17 +557,7 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	stopped, bound, exit, lost := s.wait(ctx, proc, cc, mark, shared, timeout)
 	var kernel limits.Bound
 	if stopped != OverBound && cc != nil {
-		// The kernel enforces cgroup bounds by itself (a refused fork, an
-		// OOM kill), often before the watchdog looks: ask it. Cgroups a
-		// session agent's calls share (no cgroups of the call's own) tell
-		// of all of them: an OOM kill is this call's only when it was
-		// killed, and a refused fork may be another's (the watchdog holds
-		// each to its own count).
-		lim := cc.ExceededSince(mark)
-		// (137: a shell's report of its child killed by SIGKILL.)
-		if !shared || lim == limits.BoundMemory && (exit.Signal == syscall.SIGKILL || exit.Code == 128+int(syscall.SIGKILL)) {
-			kernel = lim
-		}
+		kernel = kernelBound(cc, mark, shared, exit)
 	}
 	stopProgress()
 	res.Duration = time.Since(start)
@@ -634,6 +581,88 @@ func (s *Session) run(ctx context.Context, runner jail.Runner, slot *agentSlot, 
 	return res, nil
 }
 
+// callEgress is the proxy a call goes through (its session agent's, or
+// the masking proxy's), with the call's environment pointed at it, and
+// where its refusals of this call begin; nil when there is none.
+func (s *Session) callEgress(slot *agentSlot, call *jail.Call, p callPlan) (eg *agentEgress, refusals egressMark, err error) {
+	if slot != nil {
+		eg = slot.egress
+	}
+	if p.network {
+		// Masked credentials put the proxy in the path whenever the
+		// network is on, and the jail trusts its authority; the
+		// session's credentials say whether they are.
+		if call.Env, eg, err = s.maskCall(call.Env, eg); err != nil {
+			return nil, 0, err
+		}
+	}
+	if eg != nil {
+		// The proxy: the variables every client reads, and what it
+		// refuses from now on.
+		call.Env = proxyEnv(call.Env, eg.port)
+		refusals = eg.mark()
+	}
+	return eg, refusals, nil
+}
+
+// callGroup is where the kernel bounds a call's processes and memory
+// exactly, where the server can make cgroups: a command on its own in
+// cgroups of its own (taken from the pool, with its launcher set in
+// call), a session agent's commands in the agent's, each call held to
+// the bounds by the watchdog besides. mark is where the call's count
+// begins in cgroups it shares; release gives back what was taken.
+func (s *Session) callGroup(slot *agentSlot, call *jail.Call) (cc *limits.Group, mark limits.Mark, release func()) {
+	release = func() {}
+	if slot != nil {
+		cc = slot.cc
+		if !slot.perCall {
+			mark = cc.Mark()
+		}
+	} else if l := s.m.pool.Take(); l != nil {
+		cc, call.Launch = l.Group(), l.Launch
+		// Removing a cgroup waits for its last process to be reaped by the
+		// kernel; the result need not wait for that.
+		release = func() { s.m.pool.Remove(cc) }
+	}
+	return cc, mark, release
+}
+
+// startError is what a caller is told of a command that could not start:
+// a name not on the jail's PATH, no memory left under --max-memory (and
+// what the session's shared memory holds of it) are input errors.
+func (s *Session) startError(argv0 string, err error) error {
+	maxMem := s.m.cfg.MaxMemory
+	if errors.Is(err, jail.ErrNotFound) {
+		return inputErrorf("argv[0] %q: not found in the jail's PATH", argv0)
+	}
+	if nm := (*jail.NoMemoryError)(nil); errors.As(err, &nm) && maxMem > 0 {
+		held := ""
+		if nm.Shared > 0 {
+			held = fmt.Sprintf("; the session's shared memory (its /dev/shm and System V segments, which outlive calls: remove their files, or jail_reset frees them) holds %d bytes", nm.Shared)
+		}
+		return inputErrorf("%s could not start: no memory left under --max-memory %d, which the session's calls share%s (%s)", argv0, maxMem, held, nm.Err)
+	}
+	if held := (*jail.SharedMemoryError)(nil); errors.As(err, &held) {
+		return inputErrorf("the session's shared memory (its /dev/shm and System V segments, which outlive calls) holds %d bytes, over --max-memory %d: only jail_reset frees it (it ends the session's agents, and empties the jail)", held.Bytes, maxMem)
+	}
+	return fmt.Errorf("start %s: %w", argv0, err)
+}
+
+// kernelBound is the bound the kernel enforced by itself on a call (a
+// refused fork, an OOM kill), often before the watchdog looks. Cgroups a
+// session agent's calls share (shared: no cgroups of the call's own)
+// tell of all of them: an OOM kill is this call's only when it was
+// killed, and a refused fork may be another's (the watchdog holds each
+// to its own count).
+func kernelBound(cc *limits.Group, mark limits.Mark, shared bool, exit jail.Exit) limits.Bound {
+	lim := cc.ExceededSince(mark)
+	// (137: a shell's report of its child killed by SIGKILL.)
+	if !shared || lim == limits.BoundMemory && (exit.Signal == syscall.SIGKILL || exit.Code == 128+int(syscall.SIGKILL)) {
+		return lim
+	}
+	return ""
+}
+
 // wait waits for proc to exit, its timeout, the call's cancellation or a
 // bound the watchdog finds crossed, whichever comes first, and kills it
 // for any but the first. It returns what stopped it (Exited: nothing),
@@ -648,7 +677,7 @@ func (s *Session) wait(ctx context.Context, proc jail.Process, cc *limits.Group,
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	hit := make(chan limits.Bound, 1)
-	stopWatch := s.m.watch(s, proc.Pid, proc.Tree, cc, mark, shared, hit)
+	stopWatch := s.m.watchBounds(s, proc.Pid, proc.Tree, cc, mark, shared, hit)
 	defer stopWatch()
 
 	var end ended

@@ -30,9 +30,9 @@ const (
 // oldest, those whose end was read first, are forgotten beyond it.
 const keepEnded = 16
 
-// settle is how long a wait that saw new output waits for more before it
+// outputSettle is how long a wait that saw new output waits for more before it
 // returns: a burst of lines comes back as one read, not one per line.
-const settle = 5 * time.Millisecond
+const outputSettle = 5 * time.Millisecond
 
 // inputTimeout bounds a write to a job's input that the job does not read.
 const inputTimeout = 2 * time.Second
@@ -353,12 +353,12 @@ func (j *Job) Wait(ctx context.Context, d time.Duration) bool {
 			return true
 		default:
 		}
-		if j.unread() {
+		if j.outputUnread() {
 			// Let a burst finish, then return it whole.
 			select {
 			case <-done:
 				return true
-			case <-time.After(settle):
+			case <-time.After(outputSettle):
 			case <-ctx.Done():
 			}
 			return j.isDone()
@@ -408,7 +408,8 @@ func (j *Job) isDone() bool {
 	}
 }
 
-func (j *Job) unread() bool {
+// outputUnread reports whether the job printed what no read has taken yet.
+func (j *Job) outputUnread() bool {
 	return j.out.Unread() || j.errs != nil && j.errs.Unread()
 }
 

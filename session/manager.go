@@ -245,7 +245,8 @@ func splitPath(rel string) []string {
 	return parts
 }
 
-// Close releases the jail base; sessions must be closed first.
+// Close closes every open session (ending their commands), then the
+// launcher pool, the project view, the usage watch and the jail base.
 func (m *Manager) Close() error {
 	for _, s := range m.all() {
 		s.Close()

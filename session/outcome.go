@@ -47,14 +47,6 @@ func (e End) String() string {
 	return "unknown"
 }
 
-// settle decides how a command ended from what stopped it (stopped: the
-// timeout, a bound, the call's cancellation, or nothing: Exited), the
-// bound the kernel enforced by itself meanwhile (kernel), and its exit;
-// it sets End, Limit, ExitCode and Signal. The agent's loss wins over the
-// rest (it took the command with it), then the server's timeout, then a
-// bound, then the cancellation. A write stopped at the per-file bound is
-// the command's own end with Limit limits.BoundFileSize: the command was
-// not killed for it (it got SIGXFSZ, or its shell reports 128+SIGXFSZ).
 // RefusedWriteNote is the line a result adds when the jail refused the
 // command a write in the read-only project: the path, and the way out;
 // "" when it refused none.
@@ -72,6 +64,14 @@ func (r *Result) RefusedWriteNote() string {
 	return fmt.Sprintf("write refused: %s is in the project, which is read-only in the jail%s; write under $HOME (the session's jail) instead, for instance a copy of the project", r.RefusedWrite, more)
 }
 
+// settle decides how a command ended from what stopped it (stopped: the
+// timeout, a bound, the call's cancellation, or nothing: Exited), the
+// bound the kernel enforced by itself meanwhile (kernel), and its exit;
+// it sets End, Limit, ExitCode and Signal. The agent's loss wins over the
+// rest (it took the command with it), then the server's timeout, then a
+// bound, then the cancellation. A write stopped at the per-file bound is
+// the command's own end with Limit limits.BoundFileSize: the command was
+// not killed for it (it got SIGXFSZ, or its shell reports 128+SIGXFSZ).
 func (r *Result) settle(stopped End, bound, kernel limits.Bound, exit jail.Exit, lost error) {
 	r.ExitCode = exit.Code
 	r.RefusedWrite, r.RefusedWrites = exit.RefusedWrite, exit.RefusedWrites

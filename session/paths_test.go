@@ -5,34 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 )
-
-// canonTempDir is t.TempDir with its own symlinks (a symlinked /tmp, say)
-// resolved, so that expectations compare canonical paths.
-func canonTempDir(t testing.TB) string {
-	t.Helper()
-	d, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func mkdirs(t testing.TB, dirs ...string) {
-	t.Helper()
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func symlink(t testing.TB, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func TestResolveProject(t *testing.T) {
 	tests := []struct {
@@ -286,3 +261,11 @@ func TestResolveWritable(t *testing.T) {
 		t.Errorf("a path in the jail base: %v", err)
 	}
 }
+
+// mkdirs, symlink and canonTempDir are jailfstest's, named short for the
+// tables above.
+var (
+	mkdirs       = jailfstest.Mkdirs
+	symlink      = jailfstest.Symlink
+	canonTempDir = jailfstest.CanonTempDir
+)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
@@ -138,38 +139,11 @@ func tree(t testing.TB, dir string) []string {
 }
 
 // hostUsage is what the file system spends below dir, by the host's own
-// walk: every inode but dir's, of every kind, by its blocks, a hard link
-// once; skip names directories left out (with what they hold).
+// walk (jailfstest.HostUsage).
 func hostUsage(t testing.TB, dir string) jailfs.Usage {
 	t.Helper()
-	var u jailfs.Usage
-	seen := map[uint64]bool{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == dir {
-			return nil
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		if !fi.IsDir() && st.Nlink > 1 {
-			if seen[st.Ino] {
-				return nil
-			}
-			seen[st.Ino] = true
-		}
-		u.Files++
-		u.Bytes += st.Blocks * 512
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
+	files, bytes := jailfstest.HostUsage(t, dir)
+	return jailfs.Usage{Files: files, Bytes: bytes}
 }
 
 // skeletonUsage is what the skeleton's directories of the jail dir take,

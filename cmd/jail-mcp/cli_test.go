@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -359,7 +360,7 @@ func (e entry) String() string {
 // snapshot records every path under root, root included.
 func snapshot(t *testing.T, root string) map[string]entry {
 	t.Helper()
-	return testkit.Tree(t, root, func(p string, fi fs.FileInfo) (entry, error) {
+	return jailfstest.Tree(t, root, func(p string, fi fs.FileInfo) (entry, error) {
 		e := entry{Mode: fi.Mode(), ModTime: fi.ModTime().UnixNano()}
 		var err error
 		switch {

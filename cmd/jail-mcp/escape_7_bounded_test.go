@@ -17,10 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -589,7 +588,7 @@ open("f", "w").write("bottom")
 print("made")'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 600000})
 	// Whatever happens, the chain goes when the test ends: Go's
 	// os.RemoveAll (t.TempDir) holds a descriptor a level.
-	t.Cleanup(func() { unchain(t, deep.Jail()) })
+	t.Cleanup(func() { jailfstest.Unchain(t, deep.Jail()) })
 	if res.Stdout != "made\n" {
 		t.Fatalf("making the chain: %+v", res)
 	}
@@ -632,37 +631,4 @@ print("made")'`, "env": map[string]any{"PY": fx.py}, "timeout_ms": 600000})
 	if _, err := os.Lstat(filepath.Join(deep.Jail(), "d")); !os.IsNotExist(err) {
 		t.Errorf("the chain is still there after the reset: %v", err)
 	}
-}
-
-// unchain removes what is left of a chain of directories "d" below dir,
-// by descriptors: down the chain, then up it by "..", each directory
-// removed from its parent.
-func unchain(t *testing.T, dir string) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	depth := 0
-	for {
-		next, err := unix.Openat(fd, "d", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			break
-		}
-		unix.Close(fd)
-		fd, depth = next, depth+1
-	}
-	unix.Unlinkat(fd, "f", 0)
-	for ; depth > 0; depth-- {
-		up, err := unix.Openat(fd, "..", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		unix.Close(fd)
-		if err != nil {
-			t.Errorf("remove the chain: %v", err)
-			return
-		}
-		fd = up
-		if err := unix.Unlinkat(fd, "d", unix.AT_REMOVEDIR); err != nil {
-			t.Errorf("remove the chain: %v", err)
-		}
-	}
-	unix.Close(fd)
 }

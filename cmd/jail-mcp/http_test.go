@@ -30,6 +30,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/metrics"
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -79,7 +80,7 @@ func httpFoundUnder(root, name string) bool {
 
 // httpTree maps every path under root to its size, -1 for a directory.
 func httpTree(t *testing.T, root string) map[string]int64 {
-	return testkit.Tree(t, root, func(_ string, fi fs.FileInfo) (int64, error) {
+	return jailfstest.Tree(t, root, func(_ string, fi fs.FileInfo) (int64, error) {
 		if fi.IsDir() {
 			return -1, nil
 		}

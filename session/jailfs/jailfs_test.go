@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 )
 
 func TestValidName(t *testing.T) {
@@ -37,17 +39,6 @@ func TestValidName(t *testing.T) {
 	}
 }
 
-// canonTempDir is t.TempDir with its own symlinks (a symlinked /tmp, say)
-// resolved, so that expectations compare canonical paths.
-func canonTempDir(t testing.TB) string {
-	t.Helper()
-	d, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
 // jailOf makes the jail name under a new base, and returns the base open
 // as a root, the jail's path and the jail open as a root.
 func jailOf(t testing.TB, name string) (base *os.Root, path string, jail *os.Root) {
@@ -70,18 +61,10 @@ func jailOf(t testing.TB, name string) (base *os.Root, path string, jail *os.Roo
 	return base, path, jail
 }
 
-func mkdirs(t testing.TB, dirs ...string) {
-	t.Helper()
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func symlink(t testing.TB, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
+// mkdirs, symlink and canonTempDir are jailfstest's, named short for the
+// tables above.
+var (
+	mkdirs       = jailfstest.Mkdirs
+	symlink      = jailfstest.Symlink
+	canonTempDir = jailfstest.CanonTempDir
+)

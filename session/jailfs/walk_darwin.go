@@ -1,14 +1,10 @@
 package jailfs
 
 import (
-	"errors"
 	"os"
 
 	"golang.org/x/sys/unix"
 )
-
-// noRestore is openBelow's mode when it did not change the directory's.
-const noRestore = ^uint32(0)
 
 // openBelow opens the directory name of the directory parentFd for
 // reading, never following a symlink. A directory the server may not read
@@ -16,12 +12,9 @@ const noRestore = ^uint32(0)
 // symlink: macOS has no O_PATH), and mode is what it had, to give back
 // through the returned descriptor once done; it is noRestore otherwise.
 func openBelow(parentFd int, name string) (f *os.File, mode uint32, err error) {
-	fd, err := unix.Openat(parentFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err == nil {
-		return os.NewFile(uintptr(fd), name), noRestore, nil
-	}
-	if !errors.Is(err, unix.EACCES) {
-		return nil, noRestore, err
+	f, locked, err := openDir(parentFd, name)
+	if !locked {
+		return f, noRestore, err
 	}
 	var st unix.Stat_t
 	if serr := unix.Fstatat(parentFd, name, &st, unix.AT_SYMLINK_NOFOLLOW); serr != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -31,7 +24,7 @@ func openBelow(parentFd int, name string) (f *os.File, mode uint32, err error) {
 	if err := unix.Fchmodat(parentFd, name, mode|0o700, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, noRestore, err
 	}
-	fd, err = unix.Openat(parentFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(parentFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		unix.Fchmodat(parentFd, name, mode, unix.AT_SYMLINK_NOFOLLOW)
 		return nil, noRestore, err

@@ -1,15 +1,11 @@
 package jailfs
 
 import (
-	"errors"
 	"os"
 	"strconv"
 
 	"golang.org/x/sys/unix"
 )
-
-// noRestore is openBelow's mode when it did not change the directory's.
-const noRestore = ^uint32(0)
 
 // openBelow opens the directory name of the directory parentFd for
 // reading, never following a symlink. A directory the server may not read
@@ -19,12 +15,9 @@ const noRestore = ^uint32(0)
 // is changed through an O_PATH descriptor's magic link, so never on what a
 // command swapped in since.
 func openBelow(parentFd int, name string) (f *os.File, mode uint32, err error) {
-	fd, err := unix.Openat(parentFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err == nil {
-		return os.NewFile(uintptr(fd), name), noRestore, nil
-	}
-	if !errors.Is(err, unix.EACCES) {
-		return nil, noRestore, err
+	f, locked, err := openDir(parentFd, name)
+	if !locked {
+		return f, noRestore, err
 	}
 	pfd, perr := unix.Openat(parentFd, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if perr != nil {
@@ -40,7 +33,7 @@ func openBelow(parentFd int, name string) (f *os.File, mode uint32, err error) {
 	if err := unix.Chmod(link, mode|0o700); err != nil {
 		return nil, noRestore, err
 	}
-	fd, err = unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		unix.Chmod(link, mode)
 		return nil, noRestore, err

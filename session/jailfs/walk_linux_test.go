@@ -1,12 +1,12 @@
 package jailfs
 
 import (
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 )
 
 // TestWalkComb: a walk deeper than its window of descriptors, with a
@@ -66,36 +66,9 @@ func TestWalkComb(t *testing.T) {
 }
 
 // hostUsage is what the file system spends below dir, by the host's own
-// walk: every inode but dir's, of every kind, by its blocks, a hard link
-// once.
+// walk (jailfstest.HostUsage).
 func hostUsage(t testing.TB, dir string) Usage {
 	t.Helper()
-	var u Usage
-	seen := map[uint64]bool{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == dir {
-			return nil
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		if !fi.IsDir() && st.Nlink > 1 {
-			if seen[st.Ino] {
-				return nil
-			}
-			seen[st.Ino] = true
-		}
-		u.Files++
-		u.Bytes += st.Blocks * 512
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
+	files, bytes := jailfstest.HostUsage(t, dir)
+	return Usage{Files: files, Bytes: bytes}
 }

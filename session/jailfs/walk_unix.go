@@ -311,3 +311,18 @@ func DiskBytes(fi os.FileInfo) int64 {
 	}
 	return 0
 }
+
+// noRestore is openBelow's mode when it did not change the directory's.
+const noRestore = ^uint32(0)
+
+// openDir opens the directory name of the directory parentFd for
+// reading, never following a symlink; locked is whether it failed only
+// for want of the server's read or search right (EACCES), which
+// openBelow then lends it.
+func openDir(parentFd int, name string) (f *os.File, locked bool, err error) {
+	fd, err := unix.Openat(parentFd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		return os.NewFile(uintptr(fd), name), false, nil
+	}
+	return nil, errors.Is(err, unix.EACCES), err
+}

@@ -5,15 +5,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 )
 
 // node is an entry of a fabricated tree: a host project or an upper
@@ -95,35 +99,22 @@ func setup(t testing.TB, host, upper []node) (string, string) {
 // bytes or link target), following no link.
 func treeHash(t testing.TB, root string) string {
 	t.Helper()
-	h := sha256.New()
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		fmt.Fprintf(h, "%q %v\n", rel, fi.Mode())
+	entries := jailfstest.Tree(t, root, func(p string, fi fs.FileInfo) (string, error) {
+		var body []byte
+		var err error
 		switch {
 		case fi.Mode().IsRegular():
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			h.Write(data)
+			body, err = os.ReadFile(p)
 		case fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			h.Write([]byte(target))
+			var target string
+			target, err = os.Readlink(p)
+			body = []byte(target)
 		}
-		return nil
+		return fmt.Sprintf("%v\n%s", fi.Mode(), body), err
 	})
-	if err != nil {
-		t.Fatal(err)
+	h := sha256.New()
+	for _, rel := range slices.Sorted(maps.Keys(entries)) {
+		fmt.Fprintf(h, "%q %s\n", rel, entries[rel])
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

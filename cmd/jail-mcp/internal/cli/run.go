@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/lmittmann/tint"
+
+	"github.com/jail-mcp/jail-mcp/session/view"
 )
 
 // Serve is the MCP server, "jail-mcp [serve]": set by package main, the
@@ -129,7 +131,7 @@ Run "jail-mcp serve -h" or "jail-mcp run -h" for the flags.
 // Main is the whole program: args without the program name, the
 // environment as KEY=VALUE, and the standard streams.
 func Main(ctx context.Context, args, environ []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	env := envMap(environ)
+	env := view.EnvMap(environ)
 	getenv := func(k string) string { return env[k] }
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -158,16 +160,6 @@ func Main(ctx context.Context, args, environ []string, stdin io.Reader, stdout, 
 		return nil
 	}
 	return UsageError("unknown sub-command %q (want serve, run, doctor, prune or version)", cmd)
-}
-
-func envMap(environ []string) map[string]string {
-	m := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
 }
 
 // NewFlagSet returns a flag set that prints nothing itself: errors become

@@ -3,7 +3,6 @@
 package testkit
 
 import (
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,27 +115,4 @@ func RemoveAllForce(dir string) {
 		return nil
 	})
 	os.RemoveAll(dir)
-}
-
-// Tree maps every path under root, root included ("."), by its path
-// relative to root, to what of makes of it; the test fails on an error.
-func Tree[V any](t testing.TB, root string, of func(path string, fi fs.FileInfo) (V, error)) map[string]V {
-	t.Helper()
-	out := map[string]V{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		out[rel], err = of(p, fi)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

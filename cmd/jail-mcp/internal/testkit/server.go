@@ -27,6 +27,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/cli"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
 
@@ -310,11 +311,7 @@ type Note struct {
 // NewProject is a fresh project directory, canonical.
 func NewProject(t testing.TB) string {
 	t.Helper()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return jailfstest.CanonTempDir(t)
 }
 
 // StartServer starts the server under test over stdio in project (env:
