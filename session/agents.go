@@ -3,7 +3,6 @@ package session
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -152,9 +151,7 @@ func (s *Session) agentDone(slot *agentSlot) {
 // bound in it; from a launcher thread already in cgroups of its own where
 // the server makes cgroups.
 func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure) (r jail.Runner, cc *limits.Group, perCall bool, err error) {
-	spec := jail.Spec{Dir: s.Path, Jail: s.Path, Network: network, Visible: []string{s.m.cfg.Project, s.m.cfg.Home}, Siblings: filepath.Dir(s.Path), Project: s.m.cfg.Project, MaxMemory: s.m.cfg.MaxMemory}
-	spec.Unread, spec.Visible = s.unread(exps, spec.Visible)
-	spec.Jails = s.m.registry
+	spec := s.sandboxSpec(s.Path, network, exps)
 	spec.CallPath = view.EnvOf(view.CallEnv(s.m.hostEnv(), s.Path, nil, nil), "PATH")
 	if eg != nil {
 		spec.Egress = &jail.Egress{Serve: eg.serve}

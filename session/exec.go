@@ -392,13 +392,11 @@ func (s *Session) admit() error {
 // ownRunner is the runner of a command on its own (a backend without
 // session agents), its credentials bound for it; done releases it.
 func (s *Session) ownRunner(call jail.Call, p callPlan, exps []auth.Exposure) (r jail.Runner, done func(), err error) {
-	cfg := s.m.cfg
-	spec := jail.Spec{Argv: call.Argv, Dir: call.Dir, Env: call.Env, Jail: s.Path, Network: p.network, Visible: []string{cfg.Project, cfg.Home}, Siblings: filepath.Dir(s.Path), Project: cfg.Project, MaxMemory: cfg.MaxMemory}
-	spec.Unread, spec.Visible = s.unread(exps, spec.Visible)
-	spec.Jails = s.m.registry
+	spec := s.sandboxSpec(call.Dir, p.network, exps)
+	spec.Argv, spec.Env = call.Argv, call.Env
 	opened, err := s.sandboxFiles(&spec, exps)
 	if err == nil {
-		if r, err = cfg.Backend.Runner(spec, nil); err != nil {
+		if r, err = s.m.cfg.Backend.Runner(spec, nil); err != nil {
 			err = fmt.Errorf("prepare %s: %w", spec, err)
 		}
 	}
@@ -407,6 +405,18 @@ func (s *Session) ownRunner(call jail.Call, p callPlan, exps []auth.Exposure) (r
 		return nil, nil, err
 	}
 	return r, func() { r.Close(); closeAll(opened) }, nil
+}
+
+// sandboxSpec is what every sandbox of the session holds, a command's
+// own or a session agent's, running in dir with the network or not: the
+// jail, what it sees of the host and what it never reads (the deny list,
+// credentials not exposed in exps, other jails), the bound on its memory.
+func (s *Session) sandboxSpec(dir string, network bool, exps []auth.Exposure) jail.Spec {
+	cfg := s.m.cfg
+	spec := jail.Spec{Dir: dir, Jail: s.Path, Network: network, Visible: []string{cfg.Project, cfg.Home}, Siblings: filepath.Dir(s.Path), Project: cfg.Project, MaxMemory: cfg.MaxMemory}
+	spec.Unread, spec.Visible = s.unread(exps, spec.Visible)
+	spec.Jails = s.m.registry
+	return spec
 }
 
 // sandboxFiles gives spec the descriptors of a sandbox: the jail's, the
