@@ -2,7 +2,6 @@ package session
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/jail-mcp/jail-mcp/auth"
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session/egress"
-	"github.com/jail-mcp/jail-mcp/session/jailfs"
 	"github.com/jail-mcp/jail-mcp/session/limits"
 	"github.com/jail-mcp/jail-mcp/session/view"
 )
@@ -173,22 +171,6 @@ func (s *Session) startAgent(network bool, eg *agentEgress, exps []auth.Exposure
 		return nil, nil, false, err
 	}
 	return r, cc, spec.Place != nil, nil
-}
-
-// openJail opens the jail by a descriptor, without following a link (its
-// parent is read-only to commands; this keeps it so).
-func (s *Session) openJail() (*os.File, error) {
-	jf, err := jailfs.OpenPath(s.m.base, s.Name)
-	if err != nil {
-		return nil, fmt.Errorf("open jail %s: %w", s.Path, err)
-	}
-	if jf != nil {
-		if fi, err := jf.Stat(); err != nil || !fi.IsDir() {
-			jf.Close()
-			return nil, fmt.Errorf("open jail %s: not a directory", s.Path)
-		}
-	}
-	return jf, nil
 }
 
 // retireAgents stops the agents idle for agentIdle, and the least recently
