@@ -93,16 +93,6 @@ func openSession(t testing.TB, m *Manager, name string) *Session {
 	return s
 }
 
-func writeFile(t testing.TB, name, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // sorted is lists joined and sorted.
 func sorted(lists ...[]string) []string {
 	out := slices.Concat(lists...)
@@ -830,3 +820,6 @@ func TestSkeletonRemade(t *testing.T) {
 		t.Errorf(".runtime, a file the command made, is now %v %v", fi, err)
 	}
 }
+
+// writeFile is jailfstest's, named short for the tests of this package.
+var writeFile = jailfstest.WriteFile

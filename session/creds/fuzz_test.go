@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 )
 
 // A fuzz target over path containment. `go test` runs only its seeds (the
@@ -37,36 +39,6 @@ func openJail(t testing.TB, project, name string) *Jail {
 		t.Fatal(err)
 	}
 	return h.Open(root, dir, name)
-}
-
-// canonTempDir is t.TempDir with its own symlinks (a symlinked /tmp, say)
-// resolved, so that expectations compare canonical paths.
-func canonTempDir(t testing.TB) string {
-	t.Helper()
-	d, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-func mkdirs(t testing.TB, dirs ...string) {
-	t.Helper()
-	for _, d := range dirs {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func writeFile(t testing.TB, name, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // maxDepth bounds the depth of the paths FuzzEnsureDirs tries.
@@ -260,3 +232,11 @@ func jailEntries(t testing.TB, dir string) map[string]string {
 	}
 	return out
 }
+
+// canonTempDir, mkdirs and writeFile are jailfstest's, named short for
+// the tests of this package.
+var (
+	canonTempDir = jailfstest.CanonTempDir
+	mkdirs       = jailfstest.Mkdirs
+	writeFile    = jailfstest.WriteFile
+)

@@ -63,3 +63,15 @@ func Tree[V any](t testing.TB, root string, of func(path string, fi fs.FileInfo)
 	}
 	return out
 }
+
+// WriteFile writes content to name, making its directory first; the test
+// fails on an error.
+func WriteFile(t testing.TB, name, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
