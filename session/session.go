@@ -98,15 +98,23 @@ func (s *Session) Close() error {
 	s.stopAgents()
 	s.closeOpen()
 	s.cleanViews()
+	s.releaseJail()
+	s.touch()
+	s.lock.Close()
+	return s.root.Close()
+}
+
+// releaseJail takes out of the jail the credentials placed in it and
+// stops following its usage: at the session's end, or before a reset
+// empties the jail (which is not followed event by event: the jail is
+// scanned again, once, at the next look).
+func (s *Session) releaseJail() {
 	if err := s.creds.Unplace(); err != nil {
 		s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)
 	}
 	if s.m.uw != nil {
 		s.m.uw.Forget(s.Name)
 	}
-	s.touch()
-	s.lock.Close()
-	return s.root.Close()
 }
 
 // MaskInfo describes the session's masking: no credentials when nothing
@@ -347,14 +355,7 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	// its calls; their outputs go with the jail.
 	s.stopAgents()
 	s.clearJobs()
-	if err := s.creds.Unplace(); err != nil {
-		s.m.log.Warn("remove credentials placed in the jail", "session", s.Name, "err", err)
-	}
-	// Emptying the jail is not followed event by event: it is scanned
-	// again, once, at the next look.
-	if s.m.uw != nil {
-		s.m.uw.Forget(s.Name)
-	}
+	s.releaseJail()
 	// The skeleton's directories are made again: what they took is not
 	// what the reset removed.
 	var skel jailfs.Usage
