@@ -49,7 +49,7 @@ func readTracked(project string) tracked {
 		return nil
 	}
 	prefix = strings.TrimPrefix(prefix+"/", "./")
-	f, err := os.OpenFile(filepath.Join(r.gitdir, "index"), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	f, err := os.OpenFile(filepath.Join(r.gitdir, "index"), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 	if err != nil {
 		return nil
 	}

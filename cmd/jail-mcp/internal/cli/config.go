@@ -559,8 +559,9 @@ const maxTokenFile = 4096
 // secrets) that no one but its owner may read or write: a token others can
 // read is no secret, and one others can write is theirs to choose.
 func readTokenFile(path string) (string, error) {
-	// Not blocking: a FIFO given by mistake is refused, not waited on.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// Not blocking: a FIFO given by mistake is refused, not waited on; a
+	// terminal is never made the server's controlling one.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return "", unwrapPath(err)
 	}
