@@ -64,10 +64,15 @@ type boundedFixture struct {
 	diskJail    string // disk's jail
 }
 
+// runawayProcs: a fork bomb is ended by --max-procs. It runs on a server
+// of its own whose timeout is far off: on a busy machine the shell forks
+// slowly, and procs' 2 s timeout once came before its 100th process (the
+// bound, not the clock, must end it).
 func (fx *boundedFixture) runawayProcs(t *testing.T) {
+	srv := fx.start(t, fx.ownProject, fx.env(), "--session", "runaway", "--max-procs", "100", "--timeout", "10m", "--max-timeout", "10m")
 	m := fmt.Sprintf("30.%d99", os.Getpid())
 	defer testkit.KillMarked(m)
-	res, raw := fx.procs.Exec(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
+	res, raw := srv.Exec(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
 	if res.Limit != "procs" || !raw.IsError {
 		t.Errorf("result: %+v", res)
 	}
