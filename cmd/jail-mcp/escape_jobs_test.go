@@ -48,12 +48,16 @@ func (fx *escapeFixture) jobs(t *testing.T) {
 		m := fmt.Sprintf("31.%d98", os.Getpid())
 		defer testkit.KillMarked(m)
 		// One bound a server: a fork bomb's processes also add up to
-		// more memory than a small bound, which the watchdog counts too.
+		// more memory than a small bound, which the watchdog counts too;
+		// and under load the loop forks slowly, so a short job time on
+		// its server once ended it before its 100th process (the clock,
+		// not the bound): the time bound has a server of its own.
 		project := testkit.NewProject(t)
-		pts := fx.start(t, project, fx.env(), "--session", "procs", "--max-procs", "100", "--max-job-time", "3s", "--auth", "none")
+		pts := fx.start(t, project, fx.env(), "--session", "procs", "--max-procs", "100", "--max-job-time", "10m", "--auth", "none")
+		tts := fx.start(t, project, fx.env(), "--session", "time", "--max-job-time", "3s", "--auth", "none")
 		mts := fx.start(t, project, fx.env(), "--session", "memory", "--max-memory", "64MiB", "--auth", "none")
 		procs := pts.StartJob(map[string]any{"command": fmt.Sprintf(`i=0; while [ $i -lt 2000 ]; do sleep %s & i=$((i+1)); done; wait`, m)})
-		long := pts.StartJob(map[string]any{"command": "sleep 30"})
+		long := tts.StartJob(map[string]any{"command": "sleep 30"})
 		memory := mts.StartJob(map[string]any{"command": `"$PY" -c 'import time
 chunks = [b"m" * (1 << 20) for _ in range(512)]
 time.sleep(30)'`, "env": map[string]any{"PY": fx.py}})
@@ -63,8 +67,9 @@ time.sleep(30)'`, "env": map[string]any{"PY": fx.py}})
 		for _, c := range []struct {
 			ts       *testkit.Server
 			id, want string
-		}{{pts, procs, "procs"}, {pts, long, "timeout"}, {mts, memory, "memory"}, {mts, calm, ""}} {
-			_, end := c.ts.ReadUntil(c.id, "never printed", 30*time.Second)
+		}{{pts, procs, "procs"}, {tts, long, "timeout"}, {mts, memory, "memory"}, {mts, calm, ""}} {
+			// Each job ends by its bound; the wait only catches a hang.
+			_, end := c.ts.ReadUntil(c.id, "never printed", 5*time.Minute)
 			if end.Running || end.Limit != c.want {
 				fx.escape(t, "a job past its %q bound: %+v", c.want, end)
 			}
