@@ -522,8 +522,12 @@ def flood(i):
         if s:
             sel.register(s, selectors.EVENT_READ)
             n += 1
-    with open(os.path.join(HOME, "flooding-%d" % i), "w") as f:
+    # Written whole, then renamed: the test reads the count once the
+    # name appears, never a file still being written.
+    tmp = os.path.join(HOME, ".count-%d" % i)
+    with open(tmp, "w") as f:
         f.write("%d\n" % n)
+    os.rename(tmp, os.path.join(HOME, "flooding-%d" % i))
     while True:
         for key, _ in sel.select(1):
             s = key.fileobj

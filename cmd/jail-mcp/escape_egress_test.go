@@ -222,8 +222,9 @@ try:
     port = str(s.getsockname()[1])
 except OSError:
     pass
-with open(HOME + "/inbound-port-`+how+`", "w") as f:
+with open(HOME + "/.inbound-port-`+how+`", "w") as f:
     f.write(port)
+os.rename(HOME + "/.inbound-port-`+how+`", HOME + "/inbound-port-`+how+`")
 if port != "none":
     s.settimeout(5)
     try:
