@@ -411,7 +411,10 @@ const pyDone = "python-attack-finished"
 func (fx *escapeFixture) attack(t *testing.T, ts *testkit.Server, script string, extra map[string]any) tools.ExecResult {
 	t.Helper()
 	env := fx.vars(ts)
-	args := map[string]any{"command": attackPrelude + script + "\necho attack-finished\n", "timeout_ms": 60000}
+	// The server's longest timeout (--max-timeout, 10 minutes by default):
+	// an attack ends by its own end or a bound, never by a clock a busy
+	// machine can beat (60 s once ended fds and ca-key under .ci/stress).
+	args := map[string]any{"command": attackPrelude + script + "\necho attack-finished\n", "timeout_ms": 600000}
 	for k, v := range extra {
 		if k == "env" {
 			for ek, ev := range v.(map[string]any) {
