@@ -81,6 +81,12 @@ func shown(s string) string {
 	return s
 }
 
+// Shown is how a name from the layer is listed: shown.
+func Shown(s string) string { return shown(s) }
+
+// Unquote is the path a listed name stands for: Shown's inverse.
+func Unquote(s string) (string, error) { return unquote(s) }
+
 func needsQuote(s string) bool {
 	if strings.HasPrefix(s, `"`) || !utf8.ValidString(s) {
 		return true
