@@ -141,7 +141,7 @@ type Changes struct {
 	First    []Path `json:"first"` // the first FirstPaths, by path
 	// Partial: the layer holds more than the ledger looks at; the
 	// counts are of what it looked at.
-	Partial bool `json:"partial,omitempty"`
+	Partial bool `json:"partial"`
 }
 
 // Total is how many paths changed.
@@ -365,6 +365,9 @@ func (l *Ledger) Conflicts() []Conflict {
 // verdict is how the host changed p since r was taken, "" when it did
 // not (or the session's copy equals the host's now).
 func (l *Ledger) verdict(h, ld *dirs, p string, r *record) string {
+	if e := l.entries[p]; r.noop && e.kind == kindFile && !e.hidden {
+		return "" // dropped before the next call: the host's file shows
+	}
 	if r.unknown {
 		return "unknown"
 	}

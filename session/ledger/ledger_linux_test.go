@@ -96,7 +96,7 @@ func TestIssueScenario(t *testing.T) {
 	if c := f.sync(); c.Total() != 0 {
 		t.Fatalf("a look with nothing changed = %+v", c)
 	}
-	dropped, err := f.l.Discard([]string{"p.txt"})
+	dropped, err := f.l.Discard([]string{"p.txt"}, nil)
 	if err != nil || strings.Join(dropped, ",") != "p.txt" {
 		t.Fatalf("discard = %v, %v", dropped, err)
 	}
@@ -106,7 +106,7 @@ func TestIssueScenario(t *testing.T) {
 	if got := conflictPaths(f.l.Conflicts()); got != "" {
 		t.Fatalf("conflicts after the discard = %q", got)
 	}
-	if _, err := f.l.Discard([]string{"p.txt"}); !errors.Is(err, ErrNoEntry) {
+	if _, err := f.l.Discard([]string{"p.txt"}, nil); !errors.Is(err, ErrNoEntry) {
 		t.Fatalf("a second discard = %v", err)
 	}
 	if c := f.sync(); c.Total() != 0 {
@@ -215,10 +215,10 @@ func TestHostile(t *testing.T) {
 	if dropped, _ := f.l.Refresh(); len(dropped) != 0 {
 		t.Fatalf("refresh dropped %v from an opaque directory", dropped)
 	}
-	if _, err := f.l.Discard([]string{"d/x"}); err == nil || !strings.Contains(err.Error(), "discard d instead") {
+	if _, err := f.l.Discard([]string{"d/x"}, nil); err == nil || !strings.Contains(err.Error(), "discard d instead") {
 		t.Fatalf("discard in an opaque directory = %v", err)
 	}
-	if _, err := f.l.Discard([]string{"d", "link", "fifo"}); err != nil {
+	if _, err := f.l.Discard([]string{"d", "link", "fifo"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat("/etc/passwd"); err != nil {

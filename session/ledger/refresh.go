@@ -80,9 +80,10 @@ func (l *Ledger) Noops() int {
 // refuses a path the layer holds nothing at, and one in or below a
 // directory the session replaced whole (opaque: the host's is hidden
 // there, dropping would delete it from the view). The caller keeps the
-// session idle and renews its views. It returns the paths dropped, as
+// session idle; before, called once the paths are known good and before
+// anything is removed, lets go of the views. It returns the paths dropped, as
 // Shown.
-func (l *Ledger) Discard(paths []string) ([]string, error) {
+func (l *Ledger) Discard(paths []string, before func()) ([]string, error) {
 	if l == nil {
 		return nil, nil
 	}
@@ -101,6 +102,9 @@ func (l *Ledger) Discard(paths []string) ([]string, error) {
 					layer.Shown(p), layer.Shown(d), layer.Shown(d))
 			}
 		}
+	}
+	if before != nil {
+		before()
 	}
 	ld := newLayerDirs(l.upper)
 	defer ld.close()
