@@ -201,6 +201,23 @@ func (r *Result) ProjectNote() string {
 		c.Added, c.Modified, c.Deleted, partial, strings.Join(first, ", "), more)
 }
 
+// ConflictsLine is one line naming the session's conflicts, "" when none.
+func (r *Result) ConflictsLine() string {
+	n := len(r.Conflicts)
+	if n == 0 {
+		return ""
+	}
+	var names []string
+	for _, c := range r.Conflicts[:min(n, maxConflictLines)] {
+		names = append(names, c.Path)
+	}
+	more := ""
+	if n > len(names) {
+		more = fmt.Sprintf(" and %d more", n-len(names))
+	}
+	return fmt.Sprintf("%d conflicts: the host changed %s%s after this session copied them; commands see the session's copies (jail_diff, jail_discard)", n, strings.Join(names, ", "), more)
+}
+
 // maxConflictLines bounds the conflicts a result's text names.
 const maxConflictLines = 5
 
