@@ -219,3 +219,25 @@ mkdir many && cd many && seq 1 20000 | xargs touch`
 		t.Fatalf("after the discard: %q", out.Stdout)
 	}
 }
+
+// TestOverlayRunSaysChanges: jail-mcp run says in one line on stderr
+// what the command changed in the project view, and nothing when it
+// changed nothing.
+func TestOverlayRunSaysChanges(t *testing.T) {
+	cfgNeedBwrap(t)
+	b := testkit.Backends()[0]
+	p := testkit.NewProject(t)
+	writeFiles(t, p, map[string]string{"a.txt": "a\n"})
+	run := func(command string) cfgResult {
+		args := append(append([]string{"run"}, b.Args...), "--overlay", "on", "--project", p, "--session", "r", "--", "sh", "-c", command)
+		return runInProcess(t, args, cfgEnv(b.Env...))
+	}
+	res := run("echo b >> a.txt && echo n > n.txt")
+	want := "jail-mcp: project: 1 added, 1 modified, 0 deleted (a.txt, n.txt) in this session's layer, not on the host: jail_diff, jail_apply\n"
+	if res.code != 0 || res.stderr != want {
+		t.Fatalf("exit %d, stderr %q, want %q", res.code, res.stderr, want)
+	}
+	if res := run("cat a.txt n.txt"); res.code != 0 || res.stderr != "" || res.stdout != "a\nb\nn\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+}
