@@ -68,12 +68,33 @@ func (s *Session) noteLayer(res *Result, refreshed []string) {
 	if l == nil {
 		return
 	}
-	c, err := l.Sync()
-	if err != nil {
-		s.m.log.Warn("look at the session's layer", "session", s.Name, "err", err)
+	var c ledger.Changes
+	// Where the usage watch numbers the layer's changes, a call that
+	// changed nothing there costs no walk of it (an npm install leaves
+	// tens of thousands of files).
+	var seq uint64
+	var watched bool
+	if s.m.uw != nil {
+		seq, watched = s.m.uw.Changes(s.Name, view.LayerUpper)
+	}
+	s.mu.Lock()
+	skip := watched && seq == s.layerSeq
+	s.mu.Unlock()
+	if !skip {
+		var err error
+		if c, err = l.Sync(); err != nil {
+			s.m.log.Warn("look at the session's layer", "session", s.Name, "err", err)
+			watched = false
+		}
+		s.mu.Lock()
+		s.layerSeq = 0
+		if watched {
+			s.layerSeq = seq
+		}
+		s.mu.Unlock()
 	}
 	res.Project = &c
-	res.Conflicts = l.Conflicts()
+	res.Conflicts = l.Conflicts(s.m.view.Gen())
 	res.Refreshed = refreshed
 }
 
@@ -83,14 +104,14 @@ func (s *Session) noteLayer(res *Result, refreshed []string) {
 func (s *Session) Conflicts() []ledger.Conflict {
 	s.resetMu.RLock()
 	defer s.resetMu.RUnlock()
-	return s.layerLedger().Conflicts()
+	return s.layerLedger().Conflicts(s.m.view.Gen())
 }
 
 // markConflicts marks d's changes the host changed too, with both sides'
 // patches when patch, and lists every conflict.
 func (s *Session) markConflicts(d *DiffResult, patch bool) {
 	l := s.layerLedger()
-	d.Conflicts = l.Conflicts()
+	d.Conflicts = l.Conflicts(s.m.view.Gen())
 	host := map[string]string{}
 	for _, c := range d.Conflicts {
 		host[c.Path] = c.Host

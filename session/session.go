@@ -43,6 +43,9 @@ type Session struct {
 	nextID  uint64
 	running map[uint64]*call
 	closed  bool
+	// layerSeq is the usage watch's number of the layer's changes at
+	// the ledger's latest look (jailfs.UsageWatch.Changes), 0 when none.
+	layerSeq uint64
 
 	// creds is the credentials shown in the jail and their masking.
 	creds *creds.Jail

@@ -109,6 +109,7 @@ type Ledger struct {
 	entries map[string]entry
 	records map[string]*record
 	bases   int // bytes of base kept
+	hostGen uint64
 	partial bool
 	synced  bool
 }
@@ -343,7 +344,15 @@ func binary(data []byte) bool {
 // Conflicts are the paths the host changed after the layer took its copy
 // (sorted by path). A host entry whose identity changed but whose bytes
 // did not (a touch) is none, nor one the session's copy now equals.
-func (l *Ledger) Conflicts() []Conflict {
+//
+// hostGen is the number of the project's state by the server's watch of
+// its directories (session/view), 0 when it is blind: a path the host
+// had none of when the session made its own is looked at again only
+// when the number moved (the host making an entry is an event of its
+// directory), so that a layer of many added files (a package install)
+// costs no look at the host each call. A copy is looked at every time:
+// an edit in place is no event of a directory.
+func (l *Ledger) Conflicts(hostGen uint64) []Conflict {
 	if l == nil {
 		return nil
 	}
@@ -352,8 +361,16 @@ func (l *Ledger) Conflicts() []Conflict {
 	h, ld := newHostDirs(l.project), newLayerDirs(l.upper)
 	defer h.close()
 	defer ld.close()
+	recheck := hostGen == 0 || hostGen != l.hostGen
+	l.hostGen = hostGen
 	var out []Conflict
 	for p, r := range l.records {
+		if r.kind == kindNone && !r.unknown && r.looked && !recheck {
+			if r.lastVerdict != "" {
+				out = append(out, Conflict{Path: layer.Shown(p), Host: r.lastVerdict})
+			}
+			continue
+		}
 		if v := l.verdict(h, ld, p, r); v != "" {
 			out = append(out, Conflict{Path: layer.Shown(p), Host: v})
 		}

@@ -79,12 +79,12 @@ func TestIssueScenario(t *testing.T) {
 	if c.Added != 1 || c.Modified != 1 || c.Deleted != 0 || len(c.First) != 2 || c.First[0].Path != "new.txt" || c.First[1] != (Path{"p.txt", "modified"}) {
 		t.Fatalf("changes = %+v", c)
 	}
-	if got := conflictPaths(f.l.Conflicts()); got != "" {
+	if got := conflictPaths(f.l.Conflicts(0)); got != "" {
 		t.Fatalf("conflicts before the host's edit = %q", got)
 	}
 	f.write(f.project, "p.txt", "one\nhost\n")
 	f.write(f.project, "f.txt", "f2\n")
-	if got := conflictPaths(f.l.Conflicts()); got != "p.txt:modified" {
+	if got := conflictPaths(f.l.Conflicts(0)); got != "p.txt:modified" {
 		t.Fatalf("conflicts = %q", got)
 	}
 	patch := f.l.ConflictPatch("p.txt")
@@ -103,7 +103,7 @@ func TestIssueScenario(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(f.upper, "p.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the copy stayed: %v", err)
 	}
-	if got := conflictPaths(f.l.Conflicts()); got != "" {
+	if got := conflictPaths(f.l.Conflicts(0)); got != "" {
 		t.Fatalf("conflicts after the discard = %q", got)
 	}
 	if _, err := f.l.Discard([]string{"p.txt"}, nil); !errors.Is(err, ErrNoEntry) {
@@ -130,7 +130,7 @@ func TestNoopCopies(t *testing.T) {
 	}
 	later := time.Now().Add(time.Hour)
 	os.Chtimes(filepath.Join(f.project, "touched.txt"), later, later)
-	if got := conflictPaths(f.l.Conflicts()); got != "" {
+	if got := conflictPaths(f.l.Conflicts(0)); got != "" {
 		t.Fatalf("a touch is a conflict: %q", got)
 	}
 	dropped, err := f.l.Refresh()
@@ -162,7 +162,7 @@ func TestUnknownBase(t *testing.T) {
 	f.l.floor = func(int64) int64 { return 0 }
 	f.write(f.upper, "p.txt", "one\n")
 	f.sync()
-	if got := conflictPaths(f.l.Conflicts()); got != "p.txt:unknown" {
+	if got := conflictPaths(f.l.Conflicts(0)); got != "p.txt:unknown" {
 		t.Fatalf("conflicts = %q", got)
 	}
 	if f.l.Noops() != 0 {
