@@ -147,7 +147,10 @@ func (s *Session) Discard(paths []string) ([]string, error) {
 		}
 		rels = append(rels, rel)
 	}
-	if err := s.lockIdle(); err != nil {
+	if err := s.lockIdle(); errors.Is(err, ErrViewBusy) {
+		return nil, fmt.Errorf("%d commands of session %s run: jail_discard changes the layer only while none runs: "+
+			"let them end, or end the jobs (jail_job signal KILL), then discard again", s.Running(), s.Name)
+	} else if err != nil {
 		return nil, err
 	}
 	defer s.resetMu.Unlock()
@@ -216,7 +219,7 @@ func (r *Result) ProjectNote() string {
 	}
 	partial := ""
 	if c.Partial {
-		partial = fmt.Sprintf(" (at least: the layer holds more than the ledger looks at)")
+		partial = " (at least: the layer holds more than the ledger looks at)"
 	}
 	return fmt.Sprintf("project: %d added, %d modified, %d deleted%s (%s%s) in this session's layer, not on the host: jail_diff, jail_apply",
 		c.Added, c.Modified, c.Deleted, partial, strings.Join(first, ", "), more)
