@@ -110,6 +110,7 @@ type Ledger struct {
 	records map[string]*record
 	bases   int // bytes of base kept
 	hostGen uint64
+	noops   int // records with noop set
 	partial bool
 	synced  bool
 }
@@ -268,9 +269,21 @@ func (c *Changes) add(p, change string) {
 	}
 }
 
+// setNoop sets r.noop, keeping the count.
+func (l *Ledger) setNoop(r *record, v bool) {
+	switch {
+	case v && !r.noop:
+		l.noops++
+	case !v && r.noop:
+		l.noops--
+	}
+	r.noop = v
+}
+
 // forget drops p's record.
 func (l *Ledger) forget(p string) {
 	if r := l.records[p]; r != nil {
+		l.setNoop(r, false)
 		if r.kept {
 			l.bases -= len(r.base)
 		}
@@ -307,11 +320,13 @@ func (l *Ledger) note(h, ld *dirs, p string, e entry) {
 		}
 		l.records[p] = r
 	}
-	r.noop, r.looked = false, false
+	l.setNoop(r, false)
+	r.looked = false
 	if e.kind == kindFile && r.kind == kindFile && r.summed && !r.unknown &&
 		e.id.size == r.host.size && e.id.mode&0o7777 == r.host.mode&0o7777 {
 		if sum, _, ok := ld.sum(p, e.id, false); ok && sum == r.sum {
-			r.noop, r.noopOf = true, e.id
+			l.setNoop(r, true)
+			r.noopOf = e.id
 		}
 	}
 }

@@ -26,6 +26,9 @@ func (l *Ledger) Refresh() ([]string, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.noops == 0 {
+		return nil, nil
+	}
 	var todo []string
 	for p, r := range l.records {
 		if e := l.entries[p]; r.noop && e.kind == kindFile && !e.hidden {
@@ -65,13 +68,7 @@ func (l *Ledger) Noops() int {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for p, r := range l.records {
-		if e := l.entries[p]; r.noop && e.kind == kindFile && !e.hidden {
-			n++
-		}
-	}
-	return n
+	return l.noops
 }
 
 // Discard drops what the layer holds at each path (clean, relative to
