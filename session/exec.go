@@ -105,6 +105,10 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var refreshed []string
+	if s.m.cfg.Overlay {
+		refreshed = s.refreshIdle()
+	}
 	s.resetMu.RLock()
 	defer s.resetMu.RUnlock()
 	if err := s.admit(); err != nil {
@@ -182,6 +186,7 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	}
 	if res != nil {
 		res.AgentRestarted = restarted
+		s.noteLayer(res, refreshed)
 	}
 	return res, err
 }

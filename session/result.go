@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/ledger"
 	"github.com/jail-mcp/jail-mcp/session/limits"
 	"github.com/jail-mcp/jail-mcp/session/output"
 )
@@ -46,7 +47,18 @@ type Result struct {
 	Stopped string
 	// Refusals are the connections the proxy of an allowlist refused
 	// while the command ran (in its session agent, all of its calls').
-	Refusals   []egress.Refusal
+	Refusals []egress.Refusal
+	// Project is what the call changed in the project view (--overlay):
+	// in the session's layer, not on the host; nil without the view.
+	// Calls that overlap share what changed meanwhile: each change is
+	// told once, in the first of their results.
+	Project *ledger.Changes
+	// Conflicts are the paths the host changed after the session's
+	// layer copied them: commands see the session's copy.
+	Conflicts []ledger.Conflict
+	// Refreshed are the copies dropped before the call, which held the
+	// host's bytes unchanged: the call saw the host's files.
+	Refreshed  []string
 	Stdout     Stream
 	Stderr     Stream
 	OutputPath string // host path of the directory holding the whole output, when cut

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/session/layer"
+	"github.com/jail-mcp/jail-mcp/session/ledger"
 	"github.com/jail-mcp/jail-mcp/session/output"
 	"github.com/jail-mcp/jail-mcp/session/view"
 )
@@ -38,6 +39,9 @@ type DiffResult struct {
 	OutputPath string
 	// Digest binds a jail_apply to this listing (layer.Diff.Digest).
 	Digest string
+	// Conflicts are the paths the host changed after the layer copied
+	// them (Changes marks them too).
+	Conflicts []ledger.Conflict
 }
 
 // Diff compares the session's layer with the project.
@@ -59,6 +63,7 @@ func (s *Session) Diff(opt layer.Options) (DiffResult, error) {
 	}
 	r := DiffResult{Changes: d.Changes, Ignored: d.Ignored, PatchBytes: len(d.Patch), Digest: d.Digest}
 	s.boundPatch(d.Patch, &r)
+	s.markConflicts(&r, opt.Patch)
 	return r, nil
 }
 
@@ -110,6 +115,11 @@ func (s *Session) ApplyReviewed(paths []string, dryRun bool, digest string) (*la
 	s.stopAgents()
 	s.cleanViews()
 	defer func() { go s.Warm() }()
+	defer func() {
+		if err := s.layerLedger().Resync(); err != nil {
+			s.m.log.Warn("look at the session's layer", "session", s.Name, "err", err)
+		}
+	}()
 	return s.apply(paths, false, digest)
 }
 

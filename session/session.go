@@ -14,6 +14,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/creds"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
 	"github.com/jail-mcp/jail-mcp/session/layer"
+	"github.com/jail-mcp/jail-mcp/session/ledger"
 	"github.com/jail-mcp/jail-mcp/session/limits"
 	"github.com/jail-mcp/jail-mcp/session/output"
 )
@@ -33,11 +34,18 @@ type Session struct {
 	// views records when calls used the project view (--overlay), for
 	// jail_apply's conflicts (layer.Views).
 	views layer.Views
+	// ledger records what the layer's entries were copied from
+	// (session/ledger), made at its first use.
+	ledgerOnce sync.Once
+	ledger     *ledger.Ledger
 
 	mu      sync.Mutex
 	nextID  uint64
 	running map[uint64]*call
 	closed  bool
+	// layerSeq is the usage watch's number of the layer's changes at
+	// the ledger's latest look (jailfs.UsageWatch.Changes), 0 when none.
+	layerSeq uint64
 
 	// creds is the credentials shown in the jail and their masking.
 	creds *creds.Jail
@@ -374,6 +382,9 @@ func (s *Session) Reset(ctx context.Context) (ResetResult, error) {
 	u.Files, u.Bytes = max(u.Files-skel.Files, 0), max(u.Bytes-skel.Bytes, 0)
 	s.forgetUsage()
 	s.ensureSkeleton()
+	if err := s.layerLedger().Resync(); err != nil {
+		s.m.log.Warn("look at the session's layer", "session", s.Name, "err", err)
+	}
 	r.RemovedFiles, r.RemovedBytes = u.Files, u.Bytes
 	if err != nil {
 		return r, fmt.Errorf("reset %s: %w", s.Path, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/session/layer"
+	"github.com/jail-mcp/jail-mcp/session/ledger"
 )
 
 var diffInputSchema = schema("diff.input")
@@ -23,7 +24,9 @@ func diffTool() mcp.Tool {
 	return newTool("jail_diff",
 		("List what this session's commands changed in the project. Commands see the project " +
 			"writable, copy-on-write: every change stays in the session's layer, never on the host, " +
-			"until jail_apply copies it there. Each change: path (relative to the project), added, " +
+			"until jail_apply copies it there. A change marked conflict is a path the host changed " +
+			"after the session copied it (commands see the session's copy): with patch, " +
+			"conflict_patch shows base -> host beside base -> session; jail_discard takes the host's. Each change: path (relative to the project), added, " +
 			"modified, deleted or type_changed, type and size. Paths .gitignore ignores " +
 			"(node_modules/, build output) are summarised, one entry per ignored directory with its " +
 			"file count and bytes, unless all is true. patch: true adds a unified patch of the " +
@@ -51,6 +54,9 @@ type DiffResult struct {
 	PatchTruncated bool            `json:"patch_truncated"`
 	OutputPath     string          `json:"output_path"`
 	Digest         string          `json:"digest"`
+	// Conflicts: the paths the host changed after the session's layer
+	// copied them (their changes are marked too).
+	Conflicts []ledger.Conflict `json:"conflicts"`
 }
 
 // Diff is the jail_diff tool.
@@ -70,7 +76,10 @@ func (h *Handler) Diff(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	out := DiffResult{
 		Session: s.Name, Jail: s.Path, Changes: d.Changes, Ignored: d.Ignored,
 		Patch: d.Patch, PatchBytes: d.PatchBytes, PatchTruncated: d.PatchTruncated, OutputPath: d.OutputPath,
-		Digest: d.Digest,
+		Digest: d.Digest, Conflicts: d.Conflicts,
+	}
+	if out.Conflicts == nil {
+		out.Conflicts = []ledger.Conflict{}
 	}
 	if out.Changes == nil {
 		out.Changes = []layer.Change{}
@@ -127,6 +136,9 @@ func renderDiff(d DiffResult, patch bool) string {
 	if more := len(d.Changes) + len(d.Ignored) - lines; more > 0 {
 		fmt.Fprintf(&b, "... %d more (changes and ignored list them all)\n", more)
 	}
+	for _, line := range session.LayerNotes(d.Conflicts, nil) {
+		b.WriteString(line + "\n")
+	}
 	b.WriteString(digestLine(d.Digest))
 	switch {
 	case !patch:
@@ -137,6 +149,13 @@ func renderDiff(d DiffResult, patch bool) string {
 		b.WriteString(d.Patch)
 		if !strings.HasSuffix(d.Patch, "\n") {
 			b.WriteString("\n")
+		}
+	}
+	if patch {
+		for _, c := range d.Changes {
+			if c.ConflictPatch != "" {
+				b.WriteString("--- " + c.ConflictPatch)
+			}
 		}
 	}
 	return b.String()
@@ -169,6 +188,9 @@ func changeLine(c layer.Change) string {
 	}
 	if c.Hash != "" {
 		notes = append(notes, "sha256 "+c.Hash[:min(12, len(c.Hash))])
+	}
+	if c.Conflict != "" {
+		notes = append(notes, "CONFLICT: the host "+c.Conflict+" it too")
 	}
 	if len(notes) > 0 {
 		line += " (" + strings.Join(notes, ", ") + ")"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/session/egress"
+	"github.com/jail-mcp/jail-mcp/session/ledger"
 	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
@@ -32,7 +33,9 @@ func execToolDef(openWorld, view bool) mcp.Tool {
 	if view {
 		desc += " It sees the project writable, copy-on-write: what it changes there stays in " +
 			"the session's layer, seen by the next calls, until jail_apply copies it to the host " +
-			"(jail_diff lists it)."
+			"(jail_diff lists it). The result names the project paths it changed (project_changes) " +
+			"and any conflict: a file the host changed after the session copied it, which commands " +
+			"no longer see (jail_discard takes the host's)."
 	}
 	return newTool("jailed_exec", desc,
 		execInputSchema, execOutputSchema,
@@ -87,6 +90,14 @@ type Outcome struct {
 	// (an inode of its read view moved to a denied path, or its share
 	// of inotify watches passed).
 	Stopped string `json:"stopped"`
+	// ProjectChanges: what the command changed in the project view
+	// (--overlay), in the session's layer, not on the host; zero when it
+	// changed nothing there. Conflicts: the paths the host changed
+	// after the layer copied them. Refreshed: the copies dropped before
+	// the call, which held the host's bytes unchanged.
+	ProjectChanges ledger.Changes    `json:"project_changes"`
+	Conflicts      []ledger.Conflict `json:"conflicts"`
+	Refreshed      []string          `json:"refreshed"`
 }
 
 // newOutcome is an Outcome with a command's output and where it ran.
@@ -95,7 +106,8 @@ func newOutcome(stdout, stderr session.Stream, d time.Duration, sessionName, jai
 		Stdout: stdout.Text, Stderr: stderr.Text, StdoutBytes: stdout.Bytes, StderrBytes: stderr.Bytes,
 		StdoutTruncated: stdout.Truncated, StderrTruncated: stderr.Truncated, DurationMS: d.Milliseconds(),
 		Session: sessionName, Jail: jailPath, Backend: backend, Confined: confined,
-		Refusals: []egress.Refusal{},
+		Refusals:       []egress.Refusal{},
+		ProjectChanges: ledger.Changes{First: []ledger.Path{}}, Conflicts: []ledger.Conflict{}, Refreshed: []string{},
 	}
 }
 
@@ -107,6 +119,15 @@ func (o *Outcome) ended(res *session.Result) {
 	}
 	o.RefusedWrite, o.RefusedWrites = res.RefusedWrite, res.RefusedWrites
 	o.Stopped = res.Stopped
+	if c := res.Project; c != nil && c.Total() > 0 {
+		o.ProjectChanges = *c
+	}
+	if len(res.Conflicts) > 0 {
+		o.Conflicts = res.Conflicts
+	}
+	if len(res.Refreshed) > 0 {
+		o.Refreshed = res.Refreshed
+	}
 }
 
 // ExecResult is the structured result of jailed_exec.
@@ -240,9 +261,21 @@ func renderExec(r *session.Result) string {
 	if r.Stopped != "" {
 		b.WriteString("ended: " + r.Stopped + "\n")
 	}
+	writeLayerNotes(&b, r)
 	writeRefusals(&b, r.Refusals)
 	writeStreams(&b, "--- %s (%d bytes) ---\n", r.Stdout, r.Stderr)
 	return b.String()
+}
+
+// writeLayerNotes writes what the command changed in the project view,
+// the session's conflicts and the copies refreshed before it, a line each.
+func writeLayerNotes(b *strings.Builder, r *session.Result) {
+	if note := r.ProjectNote(); note != "" {
+		b.WriteString(note + "\n")
+	}
+	for _, line := range r.ConflictNotes() {
+		b.WriteString(line + "\n")
+	}
 }
 
 // maxRefusalLines bounds the refusals a result's text lists.

@@ -205,6 +205,9 @@ func renderJob(r session.JobRead) string {
 		}
 	}
 	b.WriteString("\n")
+	if res := r.Result; res != nil && !r.Running {
+		writeLayerNotes(&b, res)
+	}
 	writeStreams(&b, "--- new %s (%d bytes in all) ---\n", r.Stdout, r.Stderr)
 	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/jail"
 	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/ledger"
 	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
@@ -53,17 +54,20 @@ type Limits struct {
 
 // StatusResult is the structured result of jail_status.
 type StatusResult struct {
-	Session    string              `json:"session"`
-	Project    string              `json:"project"`
-	Jail       string              `json:"jail"`
-	Backend    string              `json:"backend"`
-	Available  bool                `json:"available"`
-	Confined   bool                `json:"confined"`
-	Reason     string              `json:"reason"`
-	Hint       string              `json:"hint"`
-	Network    bool                `json:"network"`
-	Overlay    bool                `json:"overlay"`
-	ViewWatch  string              `json:"view_watch"` // Manager.ViewWatch, "" without the view
+	Session   string `json:"session"`
+	Project   string `json:"project"`
+	Jail      string `json:"jail"`
+	Backend   string `json:"backend"`
+	Available bool   `json:"available"`
+	Confined  bool   `json:"confined"`
+	Reason    string `json:"reason"`
+	Hint      string `json:"hint"`
+	Network   bool   `json:"network"`
+	Overlay   bool   `json:"overlay"`
+	ViewWatch string `json:"view_watch"` // Manager.ViewWatch, "" without the view
+	// Conflicts: the paths the host changed after the session's layer
+	// copied them (commands see the session's copy).
+	Conflicts  []ledger.Conflict   `json:"conflicts"`
 	Allow      []string            `json:"network_allow"`
 	Gaps       []string            `json:"network_gaps"`
 	Writable   []string            `json:"writable"`
@@ -124,6 +128,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	out.DenyRead = DenyRead{Default: cfg.Deny.Default, Paths: append([]string{}, cfg.Deny.Paths...), Shown: append([]string{}, cfg.Deny.Shown...)}
 	out.DenyRead.How, out.DenyRead.Gaps = jail.DescribeUnread(cfg.Backend)
 	out.Mask = s.MaskInfo()
+	out.Conflicts = append([]ledger.Conflict{}, s.Conflicts()...)
 	if cfg.Allow != nil {
 		for _, r := range cfg.Allow.Rules {
 			out.Allow = append(out.Allow, r.String())
@@ -188,6 +193,9 @@ func renderStatus(s StatusResult) string {
 		b.WriteString("project view on (--overlay): commands write the project copy-on-write, their changes stay in this session's layer; jail_diff lists them, jail_apply copies them to the host\n")
 		if s.ViewWatch != "" && s.ViewWatch != "watching" {
 			fmt.Fprintf(&b, "project watch %s\n", s.ViewWatch)
+		}
+		for _, line := range session.LayerNotes(s.Conflicts, nil) {
+			b.WriteString(line + "\n")
 		}
 	}
 	if len(s.Writable) > 0 {

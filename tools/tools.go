@@ -1,6 +1,6 @@
 // Package tools is the thin MCP adapter: it declares jailed_exec,
-// jail_status, jail_reset and jail_job (and under --overlay jail_diff and
-// jail_apply), validates their arguments, calls the session
+// jail_status, jail_reset and jail_job (and under --overlay jail_diff,
+// jail_apply and jail_discard), validates their arguments, calls the session
 // package and shapes the results. Nothing here knows how a jail works.
 package tools
 
@@ -33,11 +33,11 @@ type Handler struct {
 
 // definitions are the tools, in the order they are listed; openWorld:
 // network is on; view: the project view is on (--overlay), without which
-// jail_diff and jail_apply could only refuse, so they are not listed.
+// jail_diff, jail_apply and jail_discard could only refuse, so they are not listed.
 func definitions(openWorld, view bool) []mcp.Tool {
 	defs := []mcp.Tool{execToolDef(openWorld, view), statusTool(), resetTool(view), jobTool()}
 	if view {
-		defs = append(defs, diffTool(), applyTool())
+		defs = append(defs, diffTool(), applyTool(), discardTool())
 	}
 	return defs
 }
@@ -46,7 +46,7 @@ func definitions(openWorld, view bool) []mcp.Tool {
 func (h *Handler) Register(srv *server.MCPServer) {
 	handlers := map[string]server.ToolHandlerFunc{
 		"jailed_exec": h.Exec, "jail_status": h.Status, "jail_reset": h.Reset, "jail_job": h.Job,
-		"jail_diff": h.Diff, "jail_apply": h.Apply,
+		"jail_diff": h.Diff, "jail_apply": h.Apply, "jail_discard": h.Discard,
 	}
 	cfg := h.Manager.Config()
 	for _, t := range definitions(cfg.Network, cfg.Overlay) {

@@ -280,7 +280,7 @@ func TestOutputSchemasRequireEveryProperty(t *testing.T) {
 	// tells of some kinds only (layer.Change).
 	optional := map[string][]string{
 		"/$defs/promise": {"note"},
-		"/$defs/change":  {"host_type", "host_size", "mode", "special", "target", "hash"},
+		"/$defs/change":  {"host_type", "host_size", "mode", "special", "target", "hash", "conflict", "conflict_patch"},
 	}
 	srv, _ := newViewServer(t) // every tool
 	for name, tool := range decodeTools(t, listTools(t, srv)) {
@@ -349,6 +349,8 @@ func TestAnnotations(t *testing.T) {
 				want["jail_diff"] = hints{readOnly: true, destructive: false, idempotent: true, openWorld: false}
 				// It overwrites and deletes the host's files.
 				want["jail_apply"] = hints{readOnly: false, destructive: true, idempotent: false, openWorld: false}
+				// It drops the session's changes of a path; again, nothing more.
+				want["jail_discard"] = hints{readOnly: false, destructive: true, idempotent: true, openWorld: false}
 			}
 			srv, _ := newServerConfig(t, true, func(c *session.Config) { c.Network, c.Overlay = network, tc.view })
 			tools := decodeTools(t, listTools(t, srv))

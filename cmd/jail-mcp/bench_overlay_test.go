@@ -45,6 +45,8 @@ func BenchmarkOverlay(b *testing.B) {
 		b.ReportMetric(float64(tv)/float64(tp), "x-plain")
 	})
 	b.Run("go-test-first", goTestFirst)
+	b.Run("idle-20k", func(b *testing.B) { idleCall(b, bw, 0) })
+	b.Run("idle-layer-20k", func(b *testing.B) { idleCall(b, bw, 20000) })
 	b.Run("diff-20k", func(b *testing.B) {
 		// jail_diff of a layer of 20,000 files: node_modules/ (ignored,
 		// 19,000 files in 1,000 packages) added whole, and 1,000 files of
@@ -170,4 +172,42 @@ func alternate(b *testing.B, a, base func() time.Duration) (ta, tbase time.Durat
 		b.StartTimer()
 	}
 	return ta, tbase
+}
+
+// idleCall times jailed_exec /bin/true under the view in a project of
+// 20,000 files (100 directories), after a call that copied 10 of them
+// into the layer and added layerFiles more there: what every call's
+// look at the layer (its changes, its conflicts) costs an idle call.
+func idleCall(b *testing.B, bw testkit.Backend, layerFiles int) {
+	project := testkit.NewProject(b)
+	for d := range 100 {
+		dir := filepath.Join(project, fmt.Sprintf("d%03d", d))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 200 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", f)), []byte("x\n"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ts := startBinary(b, bw, productBinary(b), project, testkit.ServerEnv(), "--overlay", "on", "--timeout", "5m")
+	script := fmt.Sprintf(`set -e
+for d in $(seq 0 9); do echo y >> d00$d/f000; done
+mkdir -p layer && cd layer && seq 1 %d | xargs -r touch`, layerFiles)
+	if res, raw := ts.Exec(map[string]any{"command": script, "timeout_ms": 300000}); res.ExitCode != 0 {
+		b.Fatalf("the layer: %s", testkit.ResultText(raw))
+	}
+	args := map[string]any{"argv": []string{"/bin/true"}}
+	ts.Exec(args)
+	var total time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		res, err := ts.Call(context.Background(), "jailed_exec", args)
+		total += time.Since(t0)
+		if err != nil || res.IsError {
+			b.Fatalf("jailed_exec: %v %v", err, res)
+		}
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "call-ms")
 }

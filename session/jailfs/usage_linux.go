@@ -40,6 +40,8 @@ type UsageWatch struct {
 	buf    []byte
 	wds    map[int32]*wdir
 	jails  map[string]*wjail // by the jail's name
+	// tick numbers the events read and the jails scanned (Changes).
+	tick uint64
 }
 
 // errNoWatches reports that a jail needs more watches than the budget
@@ -69,6 +71,10 @@ type wjail struct {
 	rescan bool // scan again at the next look
 	walked bool // not watched: walked by the caller until the next reset
 	seed   maphash.Seed
+	// scanned is the tick of its scan, changed the tick of the latest
+	// event below each directory two levels down (Changes).
+	scanned uint64
+	changed map[string]uint64
 }
 
 // inode is a counted inode: no pointer, so that the garbage collector
@@ -178,6 +184,37 @@ func (w *UsageWatch) Usage(name string) (u Usage, ok bool) {
 	return j.usage, true
 }
 
+// Changes numbers the changes below sub, a directory two levels below
+// the jail name (e.g. ".overlay/upper"): the number moves when an entry
+// below it was made, removed, moved or written since the last look, and
+// when the jail was scanned again. ok is false when the jail is not
+// watched (or may have missed an event): the caller then looks itself.
+func (w *UsageWatch) Changes(name, sub string) (n uint64, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return 0, false
+	}
+	w.read()
+	j := w.jails[name]
+	if j == nil || j.walked || j.rescan {
+		return 0, false
+	}
+	return max(j.scanned, j.changed[sub]), true
+}
+
+// second is the path of d's ancestor two levels below the jail (d
+// itself at that level), "" above it.
+func (d *wdir) second() string {
+	if d.depth < 2 {
+		return ""
+	}
+	for d.depth > 2 {
+		d = d.parent
+	}
+	return d.parent.name + "/" + d.name
+}
+
 // Forget stops watching the jail name: before a reset empties it, and
 // when its session ends.
 func (w *UsageWatch) Forget(name string) {
@@ -226,6 +263,10 @@ func (w *UsageWatch) read() {
 					touched = append(touched, d)
 				}
 				d.pending[name] = true
+				if sub := d.second(); sub != "" {
+					w.tick++
+					d.j.changed[sub] = w.tick
+				}
 			}
 		}
 	}
@@ -285,7 +326,8 @@ func (w *UsageWatch) settle(d *wdir) {
 
 // scan watches and counts the jail name.
 func (w *UsageWatch) scan(name string) (*wjail, error) {
-	j := &wjail{base: w.base, name: name, seed: maphash.MakeSeed(), inodes: map[uint64]inode{}}
+	w.tick++
+	j := &wjail{base: w.base, name: name, seed: maphash.MakeSeed(), inodes: map[uint64]inode{}, scanned: w.tick, changed: map[string]uint64{}}
 	b, err := j.base.Open(".")
 	if err != nil {
 		return nil, err

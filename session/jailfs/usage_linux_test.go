@@ -328,3 +328,57 @@ func TestUsageWatchBudget(t *testing.T) {
 		t.Errorf("after reset: %+v %t", u, ok)
 	}
 }
+
+// TestUsageWatchChanges: the number of a directory two levels down moves
+// when an entry below it is made, written in place or removed, and not
+// for a change elsewhere in the jail; a jail not watched says so.
+func TestUsageWatchChanges(t *testing.T) {
+	w, dir := usageWatch(t)
+	j := newJail(t, w, dir, "s")
+	if err := os.MkdirAll(filepath.Join(j.Path, ".overlay", "upper", "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.Changes("s", ".overlay/upper"); ok {
+		t.Fatal("a jail never looked at is numbered")
+	}
+	if _, ok := j.exactUsage(); !ok {
+		t.Fatal("the jail is not watched")
+	}
+	n := func() uint64 {
+		t.Helper()
+		v, ok := w.Changes("s", ".overlay/upper")
+		if !ok {
+			t.Fatal("the watched jail is not numbered")
+		}
+		return v
+	}
+	last := n()
+	for _, step := range []struct {
+		name  string
+		do    func() error
+		moves bool
+	}{
+		{"nothing", func() error { return nil }, false},
+		{"a file in HOME", func() error { return os.WriteFile(filepath.Join(j.Path, "f"), []byte("x"), 0o644) }, false},
+		{"a file in the layer", func() error { return os.WriteFile(filepath.Join(j.Path, ".overlay/upper/d/f"), []byte("x"), 0o644) }, true},
+		{"a write in place", func() error {
+			f, err := os.OpenFile(filepath.Join(j.Path, ".overlay/upper/d/f"), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				return err
+			}
+			f.Write([]byte("y"))
+			return f.Close()
+		}, true},
+		{"a work directory", func() error { return os.Mkdir(filepath.Join(j.Path, ".overlay/work"), 0o755) }, false},
+		{"a removal", func() error { return os.Remove(filepath.Join(j.Path, ".overlay/upper/d/f")) }, true},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatal(err)
+		}
+		if now := n(); (now != last) != step.moves {
+			t.Errorf("%s: the number went from %d to %d", step.name, last, now)
+		} else {
+			last = now
+		}
+	}
+}

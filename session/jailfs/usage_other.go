@@ -20,5 +20,8 @@ func (w *UsageWatch) Close() {}
 // Usage is never kept here: ok is false, and the caller walks the jail.
 func (w *UsageWatch) Usage(string) (Usage, bool) { return Usage{}, false }
 
+// Changes is never kept here: ok is false, and the caller looks itself.
+func (w *UsageWatch) Changes(string, string) (uint64, bool) { return 0, false }
+
 // Forget does nothing.
 func (w *UsageWatch) Forget(string) {}

@@ -24,6 +24,11 @@ type Change struct {
 	Special  bool   `json:"special,omitempty"` // a symlink, device, FIFO or socket in the view: shown, never applied
 	Target   string `json:"target,omitempty"`  // a symlink's target (see shown)
 	Hash     string `json:"hash,omitempty"`    // the sha256 of a regular file's bytes in the view (digest.go)
+	// Conflict: the host changed the path after the session's layer
+	// copied it ("modified", "deleted", "added", "unknown"; set by the
+	// session from its ledger); ConflictPatch shows both sides.
+	Conflict      string `json:"conflict,omitempty"`
+	ConflictPatch string `json:"conflict_patch,omitempty"`
 }
 
 // Summary is what the view changes under one top directory (or file) of
@@ -80,6 +85,12 @@ func shown(s string) string {
 	}
 	return s
 }
+
+// Shown is how a name from the layer is listed: shown.
+func Shown(s string) string { return shown(s) }
+
+// Unquote is the path a listed name stands for: Shown's inverse.
+func Unquote(s string) (string, error) { return unquote(s) }
 
 func needsQuote(s string) bool {
 	if strings.HasPrefix(s, `"`) || !utf8.ValidString(s) {

@@ -110,6 +110,12 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	if note := res.RefusedWriteNote(); note != "" {
 		fmt.Fprintln(stderr, "jail-mcp: "+note)
 	}
+	if note := res.ProjectNote(); note != "" {
+		fmt.Fprintln(stderr, "jail-mcp: "+note)
+	}
+	if note := res.ConflictsLine(); note != "" {
+		fmt.Fprintln(stderr, "jail-mcp: "+note)
+	}
 	// The command's own status, as a shell gives it, but for an end of
 	// the server's making, which says so on stderr: timeout(1)'s 124 for
 	// a timeout, a shell's 130 for an interrupt.

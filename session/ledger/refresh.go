@@ -1,0 +1,200 @@
+package ledger
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/aymanbagabas/go-udiff"
+
+	"github.com/jail-mcp/jail-mcp/session/layer"
+)
+
+// Refresh drops the layer's copies that hold nothing of the session's own
+// (a file rewritten with the same bytes and mode, touched): commands then
+// see the host's file, and its later edits. Only a regular file is
+// dropped, never one in or below an opaque directory (the host's is
+// hidden there: dropping would delete it from the view), nor one written
+// since the ledger found it a no-op. The caller keeps the session idle
+// (no command runs, none starts) and renews its views when any was
+// dropped: a mounted view keeps the layer's entries it looked up. It
+// returns the paths dropped, as Shown.
+func (l *Ledger) Refresh() ([]string, error) {
+	if l == nil {
+		return nil, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.noops == 0 {
+		return nil, nil
+	}
+	var todo []string
+	for p, r := range l.records {
+		if e := l.entries[p]; r.noop && e.kind == kindFile && !e.hidden {
+			todo = append(todo, p)
+		}
+	}
+	if len(todo) == 0 {
+		return nil, nil
+	}
+	sort.Strings(todo)
+	ld := newLayerDirs(l.upper)
+	defer ld.close()
+	var dropped []string
+	for _, p := range todo {
+		d := ld.dir(parentOf(p))
+		if d == nil {
+			continue
+		}
+		id, k, err := statAt(int(d.Fd()), path.Base(p))
+		if err != nil || k != kindFile || id != l.records[p].noopOf {
+			continue
+		}
+		if err := unlinkAt(d, path.Base(p)); err != nil {
+			return dropped, fmt.Errorf("drop the layer's copy of %s: %w", layer.Shown(p), err)
+		}
+		delete(l.entries, p)
+		l.forget(p)
+		dropped = append(dropped, layer.Shown(p))
+	}
+	return dropped, nil
+}
+
+// Noops are how many copies Refresh would drop now.
+func (l *Ledger) Noops() int {
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.noops
+}
+
+// Discard drops what the layer holds at each path (clean, relative to
+// the project; a directory with everything below it), so that commands
+// see the host's entry there: all of them, or with an error none. It
+// refuses a path the layer holds nothing at, and one in or below a
+// directory the session replaced whole (opaque: the host's is hidden
+// there, dropping would delete it from the view). The caller keeps the
+// session idle; before, called once the paths are known good and before
+// anything is removed, lets go of the views. It returns the paths dropped, as
+// Shown.
+func (l *Ledger) Discard(paths []string, before func()) ([]string, error) {
+	if l == nil {
+		return nil, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.sync(false); err != nil {
+		return nil, err
+	}
+	for _, p := range paths {
+		if e, ok := l.entries[p]; !ok || e.kind == kindNone {
+			return nil, fmt.Errorf("discard %s: %w", layer.Shown(p), ErrNoEntry)
+		}
+		for d := parentOf(p); d != ""; d = parentOf(d) {
+			if l.entries[d].opaque {
+				return nil, fmt.Errorf("discard %s: the session replaced its directory %s whole: discard %s instead",
+					layer.Shown(p), layer.Shown(d), layer.Shown(d))
+			}
+		}
+	}
+	if before != nil {
+		before()
+	}
+	ld := newLayerDirs(l.upper)
+	defer ld.close()
+	var dropped []string
+	for _, p := range paths {
+		d := ld.dir(parentOf(p))
+		if d == nil {
+			continue
+		}
+		if err := removeAt(d, path.Base(p), 0); err != nil {
+			l.sync(false)
+			return dropped, fmt.Errorf("discard %s: %w", layer.Shown(p), err)
+		}
+		dropped = append(dropped, layer.Shown(p))
+	}
+	_, err := l.sync(false)
+	return dropped, err
+}
+
+// ConflictPatch is, for a conflict at p (as Shown), the host's change
+// beside the session's, both from what the session copied (base): a
+// unified patch base -> host, then base -> session. Empty when p is no
+// conflict; a line saying why when the base was not kept (binary, or
+// larger than the ledger keeps).
+func (l *Ledger) ConflictPatch(shown string) string {
+	if l == nil {
+		return ""
+	}
+	p, err := layer.Unquote(shown)
+	if err != nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.records[p]
+	if r == nil {
+		return ""
+	}
+	h, ld := newHostDirs(l.project), newLayerDirs(l.upper)
+	defer h.close()
+	defer ld.close()
+	if l.verdict(h, ld, p, r) == "" {
+		return ""
+	}
+	if !r.kept {
+		return fmt.Sprintf("conflict at %s: no patch: what the session copied was not kept (binary, larger than %d bytes, or changed while copied)\n", shown, maxBase)
+	}
+	host, hostWhy := readText(h, p)
+	sess, sessWhy := readText(ld, p)
+	var b strings.Builder
+	fmt.Fprintf(&b, "conflict at %s: the host changed it after this session copied it; commands see the session's copy\n", shown)
+	side(&b, "host", p, string(r.base), host, hostWhy)
+	side(&b, "session", p, string(r.base), sess, sessWhy)
+	return b.String()
+}
+
+// side writes one side of a conflict: base -> who.
+func side(b *strings.Builder, who, p, base, now, why string) {
+	fmt.Fprintf(b, "### base -> %s\n", who)
+	if why != "" {
+		b.WriteString(why + "\n")
+		return
+	}
+	d := udiff.Unified(layer.Shown("base/"+p), layer.Shown(who+"/"+p), base, now)
+	if d == "" {
+		b.WriteString("(no change)\n")
+		return
+	}
+	b.WriteString(d)
+	if !strings.HasSuffix(d, "\n") {
+		b.WriteString("\n")
+	}
+}
+
+// readText is the text file at p of the tree of d, or why not.
+func readText(d *dirs, p string) (string, string) {
+	id, k, err := d.stat(p)
+	switch {
+	case err != nil:
+		return "", "(cannot be read: " + err.Error() + ")"
+	case k == kindNone || k == kindWhiteout:
+		return "", "(deleted)"
+	case k != kindFile:
+		return "", "(not a regular file)"
+	case id.size > maxBase:
+		return "", fmt.Sprintf("(larger than %d bytes)", maxBase)
+	}
+	_, data, ok := d.sum(p, id, true)
+	switch {
+	case !ok:
+		return "", "(changed while read)"
+	case binary(data):
+		return "", "(binary)"
+	}
+	return string(data), ""
+}

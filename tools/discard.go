@@ -1,0 +1,72 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+var discardInputSchema = schema("discard.input")
+
+var discardOutputSchema = schema("discard.output")
+
+var discardFields = fieldNames(discardInputSchema)
+
+func discardTool() mcp.Tool {
+	return newTool("jail_discard",
+		("Drop this session's copy of project paths and take the host's: after a conflict (the host " +
+			"changed a file after the session copied it, which results and jail_diff name), or to undo " +
+			"the session's changes of a path. The host's project is never written. A directory drops " +
+			"every change of the session below it. All or nothing: a path outside the project, a " +
+			"protected one (as jail_apply: .git and the like), one the session's layer holds nothing " +
+			"at, or one inside a directory the session replaced whole is refused, and nothing is " +
+			"dropped. Refused while a command of the session runs (a job)."),
+		discardInputSchema, discardOutputSchema,
+		annotations("Take the host's version", false, true, true, false))
+}
+
+type discardParams struct {
+	Paths []string `json:"paths"`
+}
+
+// DiscardResult is the structured result of jail_discard.
+type DiscardResult struct {
+	Session   string   `json:"session"`
+	Discarded []string `json:"discarded"`
+}
+
+// Discard is the jail_discard tool.
+func (h *Handler) Discard(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var p discardParams
+	if err := decode(req, &p, discardFields); err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	if len(p.Paths) == 0 {
+		return refuse("refused: paths is required: the paths whose session copy to drop, as jail_diff lists them"), nil
+	}
+	s, err := h.Session(ctx)
+	if err != nil {
+		return refuse("refused: %v", err), nil
+	}
+	dropped, err := s.Discard(p.Paths)
+	if err != nil && len(dropped) == 0 {
+		return refuseView(err), nil
+	}
+	out := DiscardResult{Session: s.Name, Discarded: append([]string{}, dropped...)}
+	var b strings.Builder
+	if err != nil {
+		fmt.Fprintf(&b, "%v\nthe discard stopped after dropping %s:\n", err, plural(len(dropped), "path"))
+	} else {
+		fmt.Fprintf(&b, "dropped the session's copy of %s: commands see the host's\n", plural(len(dropped), "path"))
+	}
+	for i, d := range dropped {
+		if i == maxChangeLines {
+			fmt.Fprintf(&b, "... %d more (discarded lists them all)\n", len(dropped)-i)
+			break
+		}
+		b.WriteString(d + "\n")
+	}
+	return structured(out, b.String(), err != nil), nil
+}
