@@ -3,7 +3,6 @@
 package jail
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,12 +28,12 @@ import (
 // it, every command is a bwrap of its own, with the host's /tmp, /var/tmp
 // and /run shadowed instead.
 type bwrap struct {
-	path    string      // absolute path of the bwrap binary
-	seccomp []byte      // the filter denying unix sockets, as bwrap --seccomp reads it
-	sized   bool        // it can bound a tmpfs (--size): see bwrapSizes
-	abi     int         // the kernel's Landlock ABI; below MinLandlockABI, no agents
-	exe     *selfBinary // the server's own binary, which agents run
-	shadow  []string    // the host's ShadowDirs as they resolve here, without agents
+	path    string        // absolute path of the bwrap binary
+	seccomp []byte        // the filter denying unix sockets, as bwrap --seccomp reads it
+	feat    BwrapFeatures // what this bubblewrap can do: see bwrapFeaturesOf
+	abi     int           // the kernel's Landlock ABI; below MinLandlockABI, no agents
+	exe     *selfBinary   // the server's own binary, which agents run
+	shadow  []string      // the host's ShadowDirs as they resolve here, without agents
 
 	// filterErr is why no seccomp filter could be built for this
 	// machine: every command then fails with it, rather than with what
@@ -50,6 +49,9 @@ func (b *bwrap) Name() string                { return "bwrap" }
 func (b *bwrap) Confined() bool              { return true }
 func (b *bwrap) Credentials() CredentialMode { return BindCredentials }
 func (b *bwrap) Agents() bool                { return b.abi >= MinLandlockABI && b.exe != nil }
+
+// nativeOverlay: bubblewrap mounts the project view itself (NativeOverlay).
+func (b *bwrap) nativeOverlay() bool { return b.feat.Overlay && b.Agents() }
 
 func (b *bwrap) Runner(spec Spec, launch Launcher) (Runner, error) {
 	if !b.Agents() {
@@ -84,7 +86,7 @@ func (b *bwrap) command(spec Spec, shadow []string, extra ...*os.File) (*exec.Cm
 		infoW.Close()
 		return nil, nil, err
 	}
-	cmd := exec.Command(b.path, BwrapArgs(spec, shadow, b.sized, spec.masks...)...)
+	cmd := exec.Command(b.path, BwrapArgs(spec, shadow, b.feat, spec.masks...)...)
 	cmd.ExtraFiles = append(append(append(bwrapFiles(spec), nulls...), filter, infoW), extra...)
 	// bwrap itself gets an empty environment: the command's environment
 	// reaches it through --setenv, so nothing in it (LD_PRELOAD, say) can
@@ -246,7 +248,7 @@ func (b *bwrap) Guarantees() Guarantees {
 	switch {
 	case !b.Agents():
 		shm = ", but not the command's own /dev/shm (a tmpfs of --max-memory where bubblewrap 0.7 or later can size one, read-only otherwise) nor its System V segments, which go when it ends"
-	case !b.sized:
+	case !b.feat.Size:
 		shm = " and the sandbox's System V segments, which outlive calls: over --max-memory no call starts (/dev/shm is read-only: this bubblewrap, older than 0.7, cannot bound a tmpfs)"
 	}
 	how := map[int]string{
@@ -270,24 +272,15 @@ func (b *bwrap) unreadHow() (string, []string) {
 	return "masked by bubblewrap's mounts when the session's sandbox starts (a denied directory shows empty, a denied file reads EACCES), and refused (EACCES) by each call's Landlock read view, paths made later included; other sessions' jails are not in view, nor are other processes (a pid namespace of its own)", []string{}
 }
 
-// bwrapSizes says whether the bubblewrap at path can bound a tmpfs
-// (--size, bubblewrap 0.7 and later, but not when it is setuid), from
-// its binary: the message it gives for a misplaced --size is in it only
-// where it parses the option. Reading its 70 KiB costs less than running
-// it (a fork and exec, at every start of the server and of jail-mcp run).
-func bwrapSizes(path string) bool {
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode()&os.ModeSetuid != 0 || fi.Size() > 16<<20 {
-		return false
-	}
-	bin, err := os.ReadFile(path)
-	return err == nil && bytes.Contains(bin, []byte("--size must be followed by --tmpfs"))
-}
-
 // bwrapFiles are the descriptors BwrapArgs refers to, in the order of the
 // numbers it gives them: fd 3 first.
 func bwrapFiles(spec Spec) []*os.File {
-	var files []*os.File
+	var files, caches []*os.File
+	if nl := spec.nativeLayer(); nl != nil {
+		var project []*os.File
+		project, caches = nl.files()
+		files = append(files, project...)
+	}
 	for _, w := range spec.Writable {
 		if w.File != nil {
 			files = append(files, w.File)
@@ -301,7 +294,8 @@ func bwrapFiles(spec Spec) []*os.File {
 			files = append(files, m.File)
 		}
 	}
-	if spec.Overlay != nil && spec.Overlay.Layer != nil {
+	files = append(files, caches...)
+	if spec.Overlay != nil && spec.Overlay.Layer != nil && spec.nativeLayer() == nil {
 		files = append(files, spec.Overlay.Layer)
 	}
 	return files
