@@ -113,8 +113,14 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	// bubblewrap's own overlay: its layer's directories, opened now.
+	ended, err := b.nativeView(&spec)
+	if err != nil {
+		return nil, err
+	}
 	server, ctl, err := socketPair()
 	if err != nil {
+		ended()
 		return nil, err
 	}
 	// After the descriptors BwrapArgs numbers, its filter and info pipe:
@@ -123,12 +129,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	n := 3 + len(bwrapFiles(spec)) + fileMasks(spec.masks) + 2
 	spec.Argv = []string{"/proc/self/fd/" + strconv.Itoa(n+1), agentArg, strconv.Itoa(n)}
 	files := append([]*os.File{spec.JailFile}, writable...)
-	if spec.Overlay != nil {
-		if spec.Overlay.Layer == nil {
-			server.Close()
-			ctl.Close()
-			return nil, errors.New("bwrap: the overlay's layer must be given by a descriptor")
-		}
+	if spec.Overlay != nil && spec.nativeLayer() == nil {
 		// The agent first makes a user namespace of its own to mount in.
 		spec.Argv = append(spec.Argv, agentNSArg)
 		ov := *spec.Overlay
@@ -139,21 +140,19 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	if spec.Dir == "" {
 		spec.Dir = spec.Jail
 	}
-	if err := spec.validate(); err != nil {
-		server.Close()
-		ctl.Close()
-		return nil, err
-	}
 	exe, err := b.exe.file()
-	if err != nil {
-		server.Close()
-		ctl.Close()
-		return nil, err
+	if err == nil {
+		err = spec.validate()
 	}
-	cmd, infoR, err := b.command(spec, nil, ctl, exe)
+	var cmd *exec.Cmd
+	var infoR *os.File
+	if err == nil {
+		cmd, infoR, err = b.command(spec, nil, ctl, exe)
+	}
 	if err != nil {
 		server.Close()
 		ctl.Close()
+		ended()
 		return nil, err
 	}
 	// A session of its own, killed as one with bwrap's init; and with the
@@ -170,6 +169,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 			k()
 		case <-time.After(initGrace):
 		}
+		ended()
 	}
 	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Writable: spec.WritablePaths(), Network: spec.Network, ABI: b.abi, MaxShared: spec.MaxMemory, MaxWatches: CallWatchBound(),
 		Project: spec.Project, CallPath: spec.CallPath, Jails: spec.Jails, Hidden: viewHidden("bwrap", spec.Siblings, spec.Unread...), Shown: viewShown("bwrap", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
@@ -177,22 +177,96 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	if spec.Egress != nil {
 		cfg.Egress, serve = true, spec.Egress.Serve
 	}
-	if spec.Overlay != nil {
-		cfg.Overlay = &agentOverlay{Caches: slices.Clone(spec.Overlay.Caches), Siblings: spec.Siblings}
-		for i, c := range cfg.Overlay.Caches {
-			// Mounted where the agent has the jail (overlay_linux.go).
-			if rest, ok := strings.CutPrefix(c.Target, spec.Jail+"/"); ok {
-				cfg.Overlay.Caches[i].Target = StagedJail + "/" + rest
-			}
-		}
-	}
+	cfg.Overlay = agentOverlayOf(spec)
 	// Once bwrap has them: the filter and the info pipe's write end.
 	sent := cmd.ExtraFiles[len(bwrapFiles(spec)) : len(cmd.ExtraFiles)-2]
 	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill, serve: serve, place: spec.Place}, launch, cfg, files)
+	if nl := spec.nativeLayer(); nl != nil {
+		nl.close() // bwrap has them, or failed
+	}
 	if err != nil {
+		ended()
 		return nil, err
 	}
 	return a, nil
+}
+
+// nativeView readies spec's project view for bubblewrap's own overlay,
+// where this bubblewrap mounts one: its layer's directories opened (the
+// caller's to close once bwrap has them), a work directory made for this
+// sandbox. ended, to be called once the sandbox ended (or did not
+// start), removes the work directories; it may be called more than once.
+func (b *bwrap) nativeView(spec *Spec) (ended func(), err error) {
+	ended = func() {}
+	if spec.Overlay == nil {
+		return ended, nil
+	}
+	if spec.Overlay.Layer == nil {
+		return nil, errors.New("bwrap: the overlay's layer must be given by a descriptor")
+	}
+	if !b.nativeOverlay() {
+		return ended, nil
+	}
+	// The layer's directory, kept to remove the work directories after
+	// the sandbox: the caller closes its own once the agent started.
+	layer, err := openBeneath(spec.Overlay.Layer, ".")
+	if err != nil {
+		return nil, fmt.Errorf("bwrap: the overlay's layer: %w", err)
+	}
+	nl, err := openNativeLayer(layer, spec.Overlay.Caches)
+	if err != nil {
+		layer.Close()
+		return nil, err
+	}
+	// The writable directories go over the view at their places: where
+	// the layer has them as the host does, never through its links.
+	for _, w := range spec.Writable {
+		if rel, ok := strings.CutPrefix(w.Path, spec.Project+"/"); !ok || !layerAgrees(nl.upper, rel, true) {
+			nl.close()
+			removeNativeWork(layer, nl.workNames)
+			layer.Close()
+			return nil, fmt.Errorf("bwrap: the session's layer replaced the writable directory %s: jail_apply or jail_reset it", w.Path)
+		}
+	}
+	ov := *spec.Overlay
+	ov.native = nl
+	spec.Overlay = &ov
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			removeNativeWork(layer, nl.workNames)
+			layer.Close()
+		})
+	}, nil
+}
+
+// agentOverlayOf is the project view's part of the agent's config: for
+// bubblewrap's own overlay, the descriptors of its layer the agent
+// closes (bubblewrap leaves them open); else the caches as the agent
+// mounts them.
+func agentOverlayOf(spec Spec) *agentOverlay {
+	if spec.Overlay == nil {
+		return nil
+	}
+	ov := &agentOverlay{Caches: slices.Clone(spec.Overlay.Caches), Siblings: spec.Siblings}
+	if nl := spec.nativeLayer(); nl != nil {
+		ov.Native = true
+		p, c := nl.files()
+		layer := append(p, c...)
+		for i, f := range bwrapFiles(spec) {
+			if slices.Contains(layer, f) {
+				ov.Close = append(ov.Close, 3+i)
+			}
+		}
+		return ov
+	}
+	for i, c := range ov.Caches {
+		// Mounted where the agent has the jail (overlay_linux.go).
+		if rest, ok := strings.CutPrefix(c.Target, spec.Jail+"/"); ok {
+			ov.Caches[i].Target = StagedJail + "/" + rest
+		}
+	}
+	return ov
 }
 
 // startDirect runs one command in a bwrap of its own. Without Landlock ABI
@@ -307,15 +381,45 @@ func bwrapFiles(spec Spec) []*os.File {
 // in the jail; with an overlay, none in the project (each view masks its
 // own, overlay_linux.go).
 func sandboxMasks(spec Spec, shadow []string) []Mask {
-	return masksOf(spec.Unread, func(p string) bool {
+	return nativeMasks(spec, masksOf(spec.Unread, func(p string) bool {
 		switch {
 		case Within(p, spec.Jail) || Within(spec.Jail, p):
 			return false
 		case spec.Overlay != nil && spec.Project != "" && (Within(p, spec.Project) || Within(spec.Project, p)):
-			return false
+			// The agent's views mask their own; bubblewrap's view is
+			// masked as it shows the path (nativeMasks).
+			return spec.nativeLayer() != nil && p != spec.Project && Within(p, spec.Project)
 		}
 		return !shadowed(p, shadow) || shadowed(p, spec.Visible)
-	})
+	}))
+}
+
+// nativeMasks are masks as bubblewrap's own view shows their paths in
+// the project: each of the kind the view has there (the session's layer
+// may have made a file a directory), none where the view has nothing, a
+// link, or a link or file on the way (a mount there would write the
+// layer or follow the layer's link; what a link leads to is masked, or
+// not, on its own).
+func nativeMasks(spec Spec, masks []Mask) []Mask {
+	nl := spec.nativeLayer()
+	if nl == nil {
+		return masks
+	}
+	out := masks[:0]
+	for _, m := range masks {
+		if Within(m.Path, spec.Project) && m.Path != spec.Project {
+			switch viewKind(nl.upper, spec.Project, m.Path[len(spec.Project)+1:]) {
+			case 'd':
+				m.Dir = true
+			case 'f':
+				m.Dir = false
+			default:
+				continue
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // masksOf are the masks of unread (Spec.Unread) that exist now and keep
