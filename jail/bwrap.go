@@ -234,6 +234,7 @@ func (b *bwrap) nativeView(spec *Spec) (ended func(), err error) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			nl.close() // closed already when bwrap started
 			removeNativeWork(layer, nl.workNames)
 			layer.Close()
 		})
