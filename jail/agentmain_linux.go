@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -234,7 +235,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 			return err
 		}
 	case "bwrap":
-		if m.Overlay != nil {
+		if m.Overlay != nil && !m.Overlay.Native {
 			// Each call's thread mounts its view, then enters this layer
 			// (enterView): a thread of a Landlock domain cannot mount.
 			o, err := newOverlayState(m.Project, m.Jail, m.Overlay.Siblings, jail, m.Overlay.Caches, m.ABI, m.Writable, writable)
@@ -250,7 +251,7 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 			a.ov = o
 			break
 		}
-		fd, err := fsRuleset(m.ABI, jail, writable, true, 0, bwrapPrivate...)
+		fd, err := fsRuleset(m.ABI, jail, writable, true, 0, nativeView(m)...)
 		if err != nil {
 			return err
 		}
@@ -268,11 +269,11 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 	}
 	a.maxWatches = max(m.MaxWatches, 0)
 	a.view = &readView{hidden: m.Hidden, shown: append(m.Shown, m.Writable...), jail: m.Jail, writable: m.Writable, registry: m.Jails}
-	if a.ov != nil {
+	if m.Overlay != nil {
 		a.view.opaque = m.Project
 	}
 	a.project = m.Project
-	if a.ov != nil {
+	if m.Overlay != nil {
 		// The project is writable in the view: no refused write there
 		// to report.
 		a.project = ""
@@ -284,6 +285,31 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		return fmt.Errorf("child subreaper: %w", err)
 	}
 	return nil
+}
+
+// nativeView readies the agent of bubblewrap's own view (NativeOverlay):
+// the layer's descriptors bubblewrap left open are closed, and the
+// project and the caches at their host paths join what the agent's
+// Landlock layer lets commands write (the sandbox's own directories);
+// without the view, those directories only.
+func nativeView(m agentMsg) []string {
+	private := slices.Clone(bwrapPrivate)
+	if m.Overlay == nil || !m.Overlay.Native {
+		return private
+	}
+	for _, fd := range m.Overlay.Close {
+		var st unix.Stat_t
+		if fd > 2 && unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			unix.Close(fd)
+		}
+	}
+	private = append(private, m.Project)
+	for _, c := range m.Overlay.Caches {
+		if c.Target == c.Lower {
+			private = append(private, c.Target)
+		}
+	}
+	return private
 }
 
 // guardScript waits for the end of its standard input, the read end of a

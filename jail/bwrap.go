@@ -3,7 +3,6 @@
 package jail
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,12 +28,12 @@ import (
 // it, every command is a bwrap of its own, with the host's /tmp, /var/tmp
 // and /run shadowed instead.
 type bwrap struct {
-	path    string      // absolute path of the bwrap binary
-	seccomp []byte      // the filter denying unix sockets, as bwrap --seccomp reads it
-	sized   bool        // it can bound a tmpfs (--size): see bwrapSizes
-	abi     int         // the kernel's Landlock ABI; below MinLandlockABI, no agents
-	exe     *selfBinary // the server's own binary, which agents run
-	shadow  []string    // the host's ShadowDirs as they resolve here, without agents
+	path    string        // absolute path of the bwrap binary
+	seccomp []byte        // the filter denying unix sockets, as bwrap --seccomp reads it
+	feat    BwrapFeatures // what this bubblewrap can do: see bwrapFeaturesOf
+	abi     int           // the kernel's Landlock ABI; below MinLandlockABI, no agents
+	exe     *selfBinary   // the server's own binary, which agents run
+	shadow  []string      // the host's ShadowDirs as they resolve here, without agents
 
 	// filterErr is why no seccomp filter could be built for this
 	// machine: every command then fails with it, rather than with what
@@ -50,6 +49,9 @@ func (b *bwrap) Name() string                { return "bwrap" }
 func (b *bwrap) Confined() bool              { return true }
 func (b *bwrap) Credentials() CredentialMode { return BindCredentials }
 func (b *bwrap) Agents() bool                { return b.abi >= MinLandlockABI && b.exe != nil }
+
+// nativeOverlay: bubblewrap mounts the project view itself (NativeOverlay).
+func (b *bwrap) nativeOverlay() bool { return b.feat.Overlay && b.Agents() }
 
 func (b *bwrap) Runner(spec Spec, launch Launcher) (Runner, error) {
 	if !b.Agents() {
@@ -84,7 +86,7 @@ func (b *bwrap) command(spec Spec, shadow []string, extra ...*os.File) (*exec.Cm
 		infoW.Close()
 		return nil, nil, err
 	}
-	cmd := exec.Command(b.path, BwrapArgs(spec, shadow, b.sized, spec.masks...)...)
+	cmd := exec.Command(b.path, BwrapArgs(spec, shadow, b.feat, spec.masks...)...)
 	cmd.ExtraFiles = append(append(append(bwrapFiles(spec), nulls...), filter, infoW), extra...)
 	// bwrap itself gets an empty environment: the command's environment
 	// reaches it through --setenv, so nothing in it (LD_PRELOAD, say) can
@@ -111,8 +113,14 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	// bubblewrap's own overlay: its layer's directories, opened now.
+	ended, err := b.nativeView(&spec)
+	if err != nil {
+		return nil, err
+	}
 	server, ctl, err := socketPair()
 	if err != nil {
+		ended()
 		return nil, err
 	}
 	// After the descriptors BwrapArgs numbers, its filter and info pipe:
@@ -121,12 +129,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	n := 3 + len(bwrapFiles(spec)) + fileMasks(spec.masks) + 2
 	spec.Argv = []string{"/proc/self/fd/" + strconv.Itoa(n+1), agentArg, strconv.Itoa(n)}
 	files := append([]*os.File{spec.JailFile}, writable...)
-	if spec.Overlay != nil {
-		if spec.Overlay.Layer == nil {
-			server.Close()
-			ctl.Close()
-			return nil, errors.New("bwrap: the overlay's layer must be given by a descriptor")
-		}
+	if spec.Overlay != nil && spec.nativeLayer() == nil {
 		// The agent first makes a user namespace of its own to mount in.
 		spec.Argv = append(spec.Argv, agentNSArg)
 		ov := *spec.Overlay
@@ -137,21 +140,19 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	if spec.Dir == "" {
 		spec.Dir = spec.Jail
 	}
-	if err := spec.validate(); err != nil {
-		server.Close()
-		ctl.Close()
-		return nil, err
-	}
 	exe, err := b.exe.file()
-	if err != nil {
-		server.Close()
-		ctl.Close()
-		return nil, err
+	if err == nil {
+		err = spec.validate()
 	}
-	cmd, infoR, err := b.command(spec, nil, ctl, exe)
+	var cmd *exec.Cmd
+	var infoR *os.File
+	if err == nil {
+		cmd, infoR, err = b.command(spec, nil, ctl, exe)
+	}
 	if err != nil {
 		server.Close()
 		ctl.Close()
+		ended()
 		return nil, err
 	}
 	// A session of its own, killed as one with bwrap's init; and with the
@@ -168,6 +169,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 			k()
 		case <-time.After(initGrace):
 		}
+		ended()
 	}
 	cfg := agentMsg{T: msgConfig, Kind: "bwrap", Jail: spec.Jail, Writable: spec.WritablePaths(), Network: spec.Network, ABI: b.abi, MaxShared: spec.MaxMemory, MaxWatches: CallWatchBound(),
 		Project: spec.Project, CallPath: spec.CallPath, Jails: spec.Jails, Hidden: viewHidden("bwrap", spec.Siblings, spec.Unread...), Shown: viewShown("bwrap", spec.Jail, append(slices.Clone(spec.Visible), siblingsShown(spec.Siblings)...))}
@@ -175,22 +177,97 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 	if spec.Egress != nil {
 		cfg.Egress, serve = true, spec.Egress.Serve
 	}
-	if spec.Overlay != nil {
-		cfg.Overlay = &agentOverlay{Caches: slices.Clone(spec.Overlay.Caches), Siblings: spec.Siblings}
-		for i, c := range cfg.Overlay.Caches {
-			// Mounted where the agent has the jail (overlay_linux.go).
-			if rest, ok := strings.CutPrefix(c.Target, spec.Jail+"/"); ok {
-				cfg.Overlay.Caches[i].Target = StagedJail + "/" + rest
-			}
-		}
-	}
+	cfg.Overlay = agentOverlayOf(spec)
 	// Once bwrap has them: the filter and the info pipe's write end.
 	sent := cmd.ExtraFiles[len(bwrapFiles(spec)) : len(cmd.ExtraFiles)-2]
 	a, err := startAgent(agentStart{cmd: cmd, ctl: ctl, server: server, sent: sent, kill: kill, serve: serve, place: spec.Place}, launch, cfg, files)
+	if nl := spec.nativeLayer(); nl != nil {
+		nl.close() // bwrap has them, or failed
+	}
 	if err != nil {
+		ended()
 		return nil, err
 	}
 	return a, nil
+}
+
+// nativeView readies spec's project view for bubblewrap's own overlay,
+// where this bubblewrap mounts one: its layer's directories opened (the
+// caller's to close once bwrap has them), a work directory made for this
+// sandbox. ended, to be called once the sandbox ended (or did not
+// start), removes the work directories; it may be called more than once.
+func (b *bwrap) nativeView(spec *Spec) (ended func(), err error) {
+	ended = func() {}
+	if spec.Overlay == nil {
+		return ended, nil
+	}
+	if spec.Overlay.Layer == nil {
+		return nil, errors.New("bwrap: the overlay's layer must be given by a descriptor")
+	}
+	if !b.nativeOverlay() {
+		return ended, nil
+	}
+	// The layer's directory, kept to remove the work directories after
+	// the sandbox: the caller closes its own once the agent started.
+	layer, err := openBeneath(spec.Overlay.Layer, ".")
+	if err != nil {
+		return nil, fmt.Errorf("bwrap: the overlay's layer: %w", err)
+	}
+	nl, err := openNativeLayer(layer, spec.Overlay.Caches)
+	if err != nil {
+		layer.Close()
+		return nil, err
+	}
+	// The writable directories go over the view at their places: where
+	// the layer has them as the host does, never through its links.
+	for _, w := range spec.Writable {
+		if rel, ok := strings.CutPrefix(w.Path, spec.Project+"/"); !ok || !layerAgrees(nl.upper, rel, true) {
+			nl.close()
+			removeNativeWork(layer, nl.workNames)
+			layer.Close()
+			return nil, fmt.Errorf("bwrap: the session's layer replaced the writable directory %s: jail_apply or jail_reset it", w.Path)
+		}
+	}
+	ov := *spec.Overlay
+	ov.native = nl
+	spec.Overlay = &ov
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			nl.close() // closed already when bwrap started
+			removeNativeWork(layer, nl.workNames)
+			layer.Close()
+		})
+	}, nil
+}
+
+// agentOverlayOf is the project view's part of the agent's config: for
+// bubblewrap's own overlay, the descriptors of its layer the agent
+// closes (bubblewrap leaves them open); else the caches as the agent
+// mounts them.
+func agentOverlayOf(spec Spec) *agentOverlay {
+	if spec.Overlay == nil {
+		return nil
+	}
+	ov := &agentOverlay{Caches: slices.Clone(spec.Overlay.Caches), Siblings: spec.Siblings}
+	if nl := spec.nativeLayer(); nl != nil {
+		ov.Native = true
+		p, c := nl.files()
+		layer := append(p, c...)
+		for i, f := range bwrapFiles(spec) {
+			if slices.Contains(layer, f) {
+				ov.Close = append(ov.Close, 3+i)
+			}
+		}
+		return ov
+	}
+	for i, c := range ov.Caches {
+		// Mounted where the agent has the jail (overlay_linux.go).
+		if rest, ok := strings.CutPrefix(c.Target, spec.Jail+"/"); ok {
+			ov.Caches[i].Target = StagedJail + "/" + rest
+		}
+	}
+	return ov
 }
 
 // startDirect runs one command in a bwrap of its own. Without Landlock ABI
@@ -246,7 +323,7 @@ func (b *bwrap) Guarantees() Guarantees {
 	switch {
 	case !b.Agents():
 		shm = ", but not the command's own /dev/shm (a tmpfs of --max-memory where bubblewrap 0.7 or later can size one, read-only otherwise) nor its System V segments, which go when it ends"
-	case !b.sized:
+	case !b.feat.Size:
 		shm = " and the sandbox's System V segments, which outlive calls: over --max-memory no call starts (/dev/shm is read-only: this bubblewrap, older than 0.7, cannot bound a tmpfs)"
 	}
 	how := map[int]string{
@@ -270,24 +347,15 @@ func (b *bwrap) unreadHow() (string, []string) {
 	return "masked by bubblewrap's mounts when the session's sandbox starts (a denied directory shows empty, a denied file reads EACCES), and refused (EACCES) by each call's Landlock read view, paths made later included; other sessions' jails are not in view, nor are other processes (a pid namespace of its own)", []string{}
 }
 
-// bwrapSizes says whether the bubblewrap at path can bound a tmpfs
-// (--size, bubblewrap 0.7 and later, but not when it is setuid), from
-// its binary: the message it gives for a misplaced --size is in it only
-// where it parses the option. Reading its 70 KiB costs less than running
-// it (a fork and exec, at every start of the server and of jail-mcp run).
-func bwrapSizes(path string) bool {
-	fi, err := os.Stat(path)
-	if err != nil || fi.Mode()&os.ModeSetuid != 0 || fi.Size() > 16<<20 {
-		return false
-	}
-	bin, err := os.ReadFile(path)
-	return err == nil && bytes.Contains(bin, []byte("--size must be followed by --tmpfs"))
-}
-
 // bwrapFiles are the descriptors BwrapArgs refers to, in the order of the
 // numbers it gives them: fd 3 first.
 func bwrapFiles(spec Spec) []*os.File {
-	var files []*os.File
+	var files, caches []*os.File
+	if nl := spec.nativeLayer(); nl != nil {
+		var project []*os.File
+		project, caches = nl.files()
+		files = append(files, project...)
+	}
 	for _, w := range spec.Writable {
 		if w.File != nil {
 			files = append(files, w.File)
@@ -301,7 +369,8 @@ func bwrapFiles(spec Spec) []*os.File {
 			files = append(files, m.File)
 		}
 	}
-	if spec.Overlay != nil && spec.Overlay.Layer != nil {
+	files = append(files, caches...)
+	if spec.Overlay != nil && spec.Overlay.Layer != nil && spec.nativeLayer() == nil {
 		files = append(files, spec.Overlay.Layer)
 	}
 	return files
@@ -313,15 +382,45 @@ func bwrapFiles(spec Spec) []*os.File {
 // in the jail; with an overlay, none in the project (each view masks its
 // own, overlay_linux.go).
 func sandboxMasks(spec Spec, shadow []string) []Mask {
-	return masksOf(spec.Unread, func(p string) bool {
+	return nativeMasks(spec, masksOf(spec.Unread, func(p string) bool {
 		switch {
 		case Within(p, spec.Jail) || Within(spec.Jail, p):
 			return false
 		case spec.Overlay != nil && spec.Project != "" && (Within(p, spec.Project) || Within(spec.Project, p)):
-			return false
+			// The agent's views mask their own; bubblewrap's view is
+			// masked as it shows the path (nativeMasks).
+			return spec.nativeLayer() != nil && p != spec.Project && Within(p, spec.Project)
 		}
 		return !shadowed(p, shadow) || shadowed(p, spec.Visible)
-	})
+	}))
+}
+
+// nativeMasks are masks as bubblewrap's own view shows their paths in
+// the project: each of the kind the view has there (the session's layer
+// may have made a file a directory), none where the view has nothing, a
+// link, or a link or file on the way (a mount there would write the
+// layer or follow the layer's link; what a link leads to is masked, or
+// not, on its own).
+func nativeMasks(spec Spec, masks []Mask) []Mask {
+	nl := spec.nativeLayer()
+	if nl == nil {
+		return masks
+	}
+	out := masks[:0]
+	for _, m := range masks {
+		if Within(m.Path, spec.Project) && m.Path != spec.Project {
+			switch viewKind(nl.upper, spec.Project, m.Path[len(spec.Project)+1:]) {
+			case 'd':
+				m.Dir = true
+			case 'f':
+				m.Dir = false
+			default:
+				continue
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // masksOf are the masks of unread (Spec.Unread) that exist now and keep

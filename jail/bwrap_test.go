@@ -108,6 +108,15 @@ func TestBwrapArgs(t *testing.T) {
 		// what stays shown in it, a file unreadable whose data is a
 		// descriptor after the bound ones (the jail's, a credential's),
 		// before the filter and the info pipe.
+		// The project view, mounted by the session agent in a user
+		// namespace of its own: the jail, the layer and the writable
+		// directories bound aside for it, namespaces left to it.
+		{"overlay_nested", func(s *jail.Spec) { overlaySpec(t, s, false) }},
+		// The project view, mounted by bubblewrap itself (0.9 and later):
+		// the overlay right after the host, the writable directories, the
+		// jail and the masks over it at their places, the caches' overlays
+		// after the jail, no namespace for anything in the sandbox.
+		{"overlay_native", func(s *jail.Spec) { overlaySpec(t, s, true) }},
 		{"masks", func(s *jail.Spec) {
 			s.JailFile = devNull(t)
 			s.Mounts = []jail.Mount{{Source: "/home/u/.gitconfig", Target: s.Jail + "/.gitconfig", File: devNull(t)}}
@@ -116,13 +125,16 @@ func TestBwrapArgs(t *testing.T) {
 	}
 	// The masks of a case, as masksOf would find them on a host.
 	masks := map[string][]jail.Mask{
-		"masks": {{Path: "/home/u/.ssh", Dir: true}, {Path: "/home/u/.netrc"}},
+		"masks":          {{Path: "/home/u/.ssh", Dir: true}, {Path: "/home/u/.netrc"}},
+		"overlay_native": {{Path: "/home/u/project/secrets", Dir: true}, {Path: "/home/u/project/.env"}, {Path: "/home/u/.netrc"}},
+		"overlay_nested": {{Path: "/home/u/.netrc"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			spec := goldenSpec()
 			tt.spec(&spec)
-			args := jail.BwrapArgs(spec, jail.ShadowDirs, tt.name != "unsized_bwrap", masks[tt.name]...)
+			feat := jail.BwrapFeatures{Size: tt.name != "unsized_bwrap", Overlay: tt.name == "overlay_native"}
+			args := jail.BwrapArgs(spec, jail.ShadowDirs, feat, masks[tt.name]...)
 
 			// Everything after the first "--" is the command, verbatim: an
 			// argument starting with "-" must never be read by bwrap.
@@ -145,6 +157,13 @@ func TestBwrapArgs(t *testing.T) {
 						t.Errorf("%s %s: want descriptor %d", args[j], args[j+1], fd)
 					}
 					fd++
+				case "--overlay":
+					for k := 1; k <= 2; k++ {
+						if want := "/proc/self/fd/" + strconv.Itoa(fd); args[j+k] != want {
+							t.Errorf("--overlay %s: want %s", args[j+k], want)
+						}
+						fd++
+					}
 				}
 			}
 
@@ -167,6 +186,31 @@ func TestBwrapArgs(t *testing.T) {
 				t.Errorf("BwrapArgs differs from %s (run go test -update if intended):\n%s", golden, lineDiff(string(want), got))
 			}
 		})
+	}
+}
+
+// overlaySpec gives s the project view, with a writable directory of the
+// project, a credential, two host caches (one in the jail, one at its own
+// place) and the layer hidden; native: the layer bubblewrap mounts
+// itself.
+func overlaySpec(t *testing.T, s *jail.Spec, native bool) {
+	s.Project, s.Dir = "/home/u/project", "/home/u/project"
+	s.Siblings = "/home/u/project/.agent-home"
+	s.Visible = []string{s.Project}
+	s.JailFile = devNull(t)
+	s.Writable = []jail.WritableDir{{Path: "/home/u/project/node_modules", File: devNull(t)}}
+	s.Mounts = []jail.Mount{{Source: "/home/u/.gitconfig", Target: s.Jail + "/.gitconfig", File: devNull(t)}}
+	s.Hide = []string{s.Jail + "/.overlay"}
+	s.Overlay = &jail.Overlay{Layer: devNull(t), Caches: []jail.CacheMount{
+		{Name: "npm", Lower: "/home/u/.npm", Target: s.Jail + "/.npm"},
+		{Name: "go-mod", Lower: "/home/u/go/pkg/mod", Target: "/home/u/go/pkg/mod"},
+	}}
+	if native {
+		var files []*os.File
+		for range 6 {
+			files = append(files, devNull(t))
+		}
+		jail.NativeLayer(s.Overlay, files...)
 	}
 }
 

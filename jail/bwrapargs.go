@@ -67,9 +67,18 @@ func Within(p, dir string) bool {
 
 // BwrapArgs returns the bubblewrap arguments that run spec with shadow
 // (ShadowDirs as they resolve on the host) shown empty, without the
-// program name; sized says that this bubblewrap can bound a tmpfs
-// (--size, 0.7 and later). It is pure so that the policy can be
-// golden-tested anywhere.
+// program name, for a bubblewrap of features feat (a tmpfs bounded where
+// it has --size). It is pure so that the policy can be golden-tested
+// anywhere.
+//
+// The project view (Spec.Overlay) is mounted by bubblewrap itself where
+// the server opened its layer for that (nativeOverlay, bubblewrap 0.9 and
+// later): the project's overlay first, right after the host (and what is
+// shadowed and bound back), then what
+// goes below the project (its writable directories, the jail, the
+// masks) over it at their places. Otherwise the session agent mounts it
+// in a user namespace of its own, and the jail and the layer are bound
+// aside for it (StagedJail, StagedLayer).
 //
 // Order matters: bubblewrap applies mounts in argument order, so the host is
 // bound read-only first, the shadowed directories hidden, what must stay
@@ -82,11 +91,15 @@ func Within(p, dir string) bool {
 // hundred KiB a user, RLIMIT_MSGQUEUE) and /dev/shm, a tmpfs of
 // Spec.MaxMemory bytes; the tmpfs that hide the jail's Hide are read-only
 // too (their owner could chmod them writable).
-func BwrapArgs(spec Spec, shadow []string, sized bool, masks ...Mask) []string {
+func BwrapArgs(spec Spec, shadow []string, feat BwrapFeatures, masks ...Mask) []string {
 	b := &bwrapBuilder{fd: 3}
 	b.namespaces(spec)
-	b.system(spec, sized)
+	b.system(spec, feat.Size)
 	vis := b.shadow(spec.Visible, shadow)
+	if spec.nativeLayer() != nil {
+		// Over the project as the host and the shadowing show it.
+		b.overlay(spec.Project, spec.Project)
+	}
 	b.writable(spec)
 	staged := b.jail(spec)
 	maskedDirs := b.unread(masks, vis)
@@ -108,6 +121,15 @@ func BwrapArgs(spec Spec, shadow []string, sized bool, masks ...Mask) []string {
 	b.add("--remount-ro", "/dev")
 	b.command(spec)
 	return b.args
+}
+
+// overlay mounts lower copy-on-write at target, its upper and work
+// directories the next two descriptors, which the server opened without
+// following a link (nativeLayer): bubblewrap takes them as paths only,
+// and resolves the links /proc/self/fd/N to where the directories are.
+func (b *bwrapBuilder) overlay(lower, target string) {
+	b.add("--overlay-src", lower, "--overlay", "/proc/self/fd/"+strconv.Itoa(b.fd), "/proc/self/fd/"+strconv.Itoa(b.fd+1), target)
+	b.fd += 2
 }
 
 // bwrapBuilder accumulates BwrapArgs in order and numbers the descriptors
@@ -151,7 +173,9 @@ func (b *bwrapBuilder) namespaces(spec Spec) {
 		"--cap-drop", "ALL",
 	)
 	switch {
-	case spec.Overlay == nil:
+	case spec.Overlay == nil || spec.nativeLayer() != nil:
+		// bubblewrap mounts the project view itself, if any: nothing in
+		// the sandbox makes a namespace.
 		b.add("--disable-userns")
 	case spec.Overlay.mapRoot:
 		// With an overlay, the agent makes a user namespace of its own
@@ -223,7 +247,7 @@ func (b *bwrapBuilder) shadow(visible, shadow []string) []string {
 func (b *bwrapBuilder) writable(spec Spec) {
 	for i, w := range spec.Writable {
 		at := w.Path
-		if spec.Overlay != nil {
+		if spec.Overlay != nil && spec.nativeLayer() == nil {
 			// Bound aside, like the jail: each view binds it over its
 			// overlay (overlay_linux.go).
 			at = StagedWritable(i)
@@ -237,16 +261,20 @@ func (b *bwrapBuilder) writable(spec Spec) {
 // the overlay's layer. It returns where a path of the jail is bound.
 //
 // Other sessions' jails: an empty tmpfs over their directory, made
-// read-only once the jail is bound into it. With an overlay, nothing is
-// mounted below the project here: the agent's user namespace would hold
-// such mounts locked, and overlayfs takes no lower layer with locked
-// mounts below it. The jail and the layer are bound aside instead
-// (StagedJail, StagedLayer), where each call's view takes them from
-// (overlay_linux.go).
+// read-only once the jail is bound into it. With an overlay the agent
+// mounts (nested), nothing is mounted below the project here: the
+// agent's user namespace would hold such mounts locked, and overlayfs
+// takes no lower layer with locked mounts below it. The jail and the
+// layer are bound aside instead (StagedJail, StagedLayer), where each
+// call's view takes them from (overlay_linux.go). With bubblewrap's own
+// overlay, all goes over the view at its place, and the host caches'
+// overlays after the jail.
 func (b *bwrapBuilder) jail(spec Spec) (staged func(string) string) {
 	jailAt := spec.Jail
 	staged = func(p string) string { return p }
-	if spec.Overlay != nil {
+	nl := spec.nativeLayer()
+	nested := spec.Overlay != nil && nl == nil
+	if nested {
 		jailAt = StagedJail
 		staged = func(p string) string {
 			if rest, ok := strings.CutPrefix(p, spec.Jail); ok && (rest == "" || rest[0] == '/') {
@@ -255,7 +283,7 @@ func (b *bwrapBuilder) jail(spec Spec) (staged func(string) string) {
 			return p
 		}
 	}
-	siblings := spec.Overlay == nil && spec.Siblings != "" && spec.Jail != spec.Siblings && Within(spec.Jail, spec.Siblings)
+	siblings := !nested && spec.Siblings != "" && spec.Jail != spec.Siblings && Within(spec.Jail, spec.Siblings)
 	if siblings {
 		b.add("--perms", "0755", "--tmpfs", spec.Siblings)
 	}
@@ -270,8 +298,15 @@ func (b *bwrapBuilder) jail(spec Spec) (staged func(string) string) {
 	for _, m := range spec.Mounts {
 		b.bind(m.File, m.Writable, m.Source, staged(m.Target))
 	}
-	if spec.Overlay != nil {
+	if nested {
 		b.bind(spec.Overlay.Layer, true, "", StagedLayer)
+	}
+	if nl != nil {
+		// The host caches, copy-on-write at their places: in the jail,
+		// so after it, or at their own.
+		for _, c := range nl.caches {
+			b.overlay(c.lower, c.target)
+		}
 	}
 	return staged
 }

@@ -205,6 +205,10 @@ type Overlay struct {
 	// mapRoot: the sandbox's user is root, whose mapping in the agent's
 	// user namespace takes CAP_SETFCAP (bwrap.go).
 	mapRoot bool
+	// native: the layer's directories for bubblewrap's own overlay
+	// (nativeoverlay.go), opened by the backend as the sandbox starts;
+	// nil: the agent mounts the view.
+	native *nativeLayer
 }
 
 // CacheMount is a host cache shown copy-on-write at a place in the jail.

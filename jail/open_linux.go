@@ -45,7 +45,7 @@ func newBwrap(path string, abi int) *bwrap {
 		// No filter for this machine: no command runs, and each says why.
 		err = fmt.Errorf("build the seccomp filter for %s: %w", runtime.GOARCH, err)
 	}
-	b := &bwrap{path: path, seccomp: filter, filterErr: err, shadow: shadowHost(), sized: bwrapSizes(path)}
+	b := &bwrap{path: path, seccomp: filter, filterErr: err, shadow: shadowHost(), feat: bwrapFeaturesOf(path)}
 	// With Landlock ABI 6, session agents add the layer that closes what
 	// the shadowing only narrowed.
 	if abi >= MinLandlockABI {

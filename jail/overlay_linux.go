@@ -49,6 +49,11 @@ const agentNSArg = "ns"
 type agentOverlay struct {
 	Caches   []CacheMount `json:"caches,omitempty"` // targets under StagedJail
 	Siblings string       `json:"siblings,omitempty"`
+	// Native: bubblewrap mounted the view and the caches (NativeOverlay);
+	// Close are the descriptors of their layer it left open, which the
+	// agent closes before anything runs.
+	Native bool  `json:"native,omitempty"`
+	Close  []int `json:"close,omitempty"`
 }
 
 // agentInNamespaces runs the agent in a new user and mount namespace,

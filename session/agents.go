@@ -60,6 +60,13 @@ type agentSlot struct {
 	running  int
 	restarts int
 	ended    string // why the previous agent of this policy ended
+	// gen, under bubblewrap's own view (jail.NativeOverlay), is the
+	// number of the project's state its sandbox was started at: its view
+	// lasts as long as it does (0: a watch that was blind).
+	gen uint64
+	// draining: replaced by a newer view's agent while calls ran in it
+	// (Session.draining); it ends with its last call.
+	draining bool
 }
 
 // AgentInfo describes one session agent for jail_status.
@@ -102,13 +109,29 @@ func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, rest
 	now := time.Now()
 	s.retireAgents(now, key)
 	slot = s.agents[key]
-	if slot != nil && slot.runner.Err() == nil {
+	// Read before a sandbox starts: a change while it starts numbers a
+	// later state, which the next call finds newer.
+	gen := s.m.view.Gen()
+	if slot != nil && slot.runner.Err() == nil && !s.staleView(slot, gen) {
 		slot.lastUsed = now
 		slot.running++
 		return slot, "", nil
 	}
-	next := &agentSlot{key: key, started: now, lastUsed: now}
-	if slot != nil {
+	next := &agentSlot{key: key, started: now, lastUsed: now, gen: gen}
+	if slot != nil && slot.runner.Err() == nil {
+		// Its view shows an older state of the project: a new agent, with
+		// a new view, for the calls that follow; the calls that run in it
+		// (a job) keep it until the last ends.
+		next.restarts, next.ended = slot.restarts, slot.ended
+		s.m.log.Debug("session agent's view is older than the project: starting a new one", "session", s.Name, "policy", key.String(), "calls_left", slot.running)
+		if slot.running > 0 {
+			slot.draining = true
+			s.draining = append(s.draining, slot)
+		} else {
+			s.stopAgent(slot)
+		}
+		delete(s.agents, key)
+	} else if slot != nil {
 		next.restarts = slot.restarts + 1
 		next.ended = slot.runner.Err().Error()
 		restarted = next.ended
@@ -136,12 +159,48 @@ func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, rest
 	return next, restarted, nil
 }
 
+// staleView reports whether slot's agent shows the project by bubblewrap's
+// own view (jail.NativeOverlay), made at a state before gen (or by a blind
+// watch, or for one: gen 0): such a view never sees what the host renamed
+// or removed since, so the agent is replaced (agent).
+func (s *Session) staleView(slot *agentSlot, gen uint64) bool {
+	if !s.m.cfg.Overlay || !jail.NativeOverlay(s.m.cfg.Backend) {
+		return false
+	}
+	return gen == 0 || slot.gen != gen
+}
+
+// freshen readies, on a change of the project under bubblewrap's own
+// view, a new agent of the session's default policy ahead of its next
+// call (Warm replaces a stale one); changes while it starts one make it
+// start one more, never two at a time. Other policies' agents are
+// replaced by their next call.
+func (s *Session) freshen() {
+	s.freshenAgain.Store(true)
+	if !s.freshening.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		for s.freshenAgain.Swap(false) {
+			s.Warm()
+		}
+		s.freshening.Store(false)
+		if s.freshenAgain.Load() {
+			s.freshen() // a change came as it stopped
+		}
+	}()
+}
+
 // done uncounts a call of slot.
 func (s *Session) agentDone(slot *agentSlot) {
 	s.agentMu.Lock()
+	defer s.agentMu.Unlock()
 	slot.running--
 	slot.lastUsed = time.Now()
-	s.agentMu.Unlock()
+	if slot.draining && slot.running == 0 {
+		s.stopAgent(slot)
+		s.draining = slices.DeleteFunc(s.draining, func(a *agentSlot) bool { return a == slot })
+	}
 }
 
 // startAgent starts the agent of a policy: a sandbox of the session's
@@ -218,6 +277,10 @@ func (s *Session) stopAgents() {
 		s.stopAgent(a)
 		delete(s.agents, k)
 	}
+	for _, a := range s.draining {
+		s.stopAgent(a)
+	}
+	s.draining = nil
 }
 
 // Warm starts the session agent of the default policy (the operator's

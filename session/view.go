@@ -64,8 +64,16 @@ func (s *Session) cleanViews() {
 }
 
 // renewViews tells every session agent that the project is at gen now:
-// each readies a view of it ahead of the next call.
+// each readies a view of it ahead of the next call; under bubblewrap's own
+// view, each session readies a new agent.
 func (m *Manager) renewViews(gen uint64) {
+	if jail.NativeOverlay(m.cfg.Backend) {
+		// A view per agent: a new agent, once the session is idle.
+		for _, s := range m.all() {
+			s.freshen()
+		}
+		return
+	}
 	for _, s := range m.all() {
 		s.agentMu.Lock()
 		for _, a := range s.agents {

@@ -44,6 +44,39 @@ func BenchmarkOverlay(b *testing.B) {
 		b.ReportMetric(float64(tp.Microseconds())/float64(b.N)/1000, "plain-ms")
 		b.ReportMetric(float64(tv)/float64(tp), "x-plain")
 	})
+	b.Run("after-change", func(b *testing.B) {
+		// jailed_exec /bin/true right after the host made a file in the
+		// project (a new view: made by the agent, or, with bubblewrap's own
+		// overlay, a new agent) against one with nothing changed, the
+		// calls alternating (x-steady: the ratio of their sums).
+		project := testkit.NewProject(b)
+		ts := startBinary(b, bw, productBinary(b), project, testkit.ServerEnv(), "--overlay", "on")
+		args := map[string]any{"argv": []string{"/bin/true"}}
+		ts.Exec(args)
+		call := func() time.Duration {
+			t0 := time.Now()
+			res, err := ts.Call(context.Background(), "jailed_exec", args)
+			d := time.Since(t0)
+			if err != nil || res.IsError {
+				b.Fatalf("jailed_exec: %v %v", err, res)
+			}
+			return d
+		}
+		n := 0
+		changed := func() time.Duration {
+			n++
+			if err := os.WriteFile(filepath.Join(project, fmt.Sprintf("f%d", n)), nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			// The server's watch numbers the change once the project is
+			// quiet: the call comes after that.
+			time.Sleep(benchAfterChange)
+			return call()
+		}
+		tc, ts0 := alternate(b, changed, call)
+		b.ReportMetric(float64(ts0.Microseconds())/float64(b.N)/1000, "steady-ms")
+		b.ReportMetric(float64(tc)/float64(ts0), "x-steady")
+	})
 	b.Run("go-test-first", goTestFirst)
 	b.Run("idle-20k", func(b *testing.B) { idleCall(b, bw, 0) })
 	b.Run("idle-layer-20k", func(b *testing.B) { idleCall(b, bw, 20000) })
@@ -211,3 +244,13 @@ mkdir -p layer && cd layer && seq 1 %d | xargs -r touch`, layerFiles)
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "call-ms")
 }
+
+// benchAfterChange is how long after the host's change the call of
+// BenchmarkOverlay/after-change comes: an assistant's next command comes
+// a few tenths of a second after its own edit at the soonest.
+var benchAfterChange = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("JAIL_MCP_BENCH_AFTER_CHANGE")); err == nil {
+		return d
+	}
+	return 300 * time.Millisecond
+}()

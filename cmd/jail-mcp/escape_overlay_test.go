@@ -53,6 +53,28 @@ for a in user.overlay.opaque user.overlay.redirect user.overlay.origin trusted.o
 	try setfattr -n "$a" -v y "$PROJECT/attr.txt"
 done
 `},
+	{"layer-paths-and-descriptors", `
+# The layer's directories as the mount table names them (bubblewrap's own
+# overlay names them as it saw them outside, under /oldroot): out of reach
+# by that name and by the host's.
+for key in upperdir workdir; do
+	for p in $(sed -n "s/.*[ ,]$key=\([^,]*\).*/\1/p" /proc/self/mountinfo); do
+		for q in "$p" "${p#/oldroot}"; do
+			try sh -c "ls '$q/'"
+			try sh -c "echo x > '$q/keep.txt'"
+			try sh -c "mv '$q' '$q.moved'"
+			try sh -c "rm -rf '$q' && ln -s /tmp '$q'"
+		done
+	done
+done
+# No process in reach holds a descriptor of the layer (bubblewrap is given
+# the upper and work directories as /proc/self/fd/N and leaves them open
+# in the agent, which closes them).
+ls -l /proc/[0-9]*/fd/ /proc/[0-9]*/task/[0-9]*/fd/ 2>/dev/null | grep -E '[.]overlay|/upper$|/upper/' | sed 's/^/ESCAPED: a descriptor of the layer: /'
+for n in 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do
+	try ls "/proc/self/fd/$n/"
+done
+`},
 	{"other-sessions", `
 try cat "$OTHERJAIL/secret"
 try cat "$OTHERJAIL/.overlay/upper/other-change.txt"

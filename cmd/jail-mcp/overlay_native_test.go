@@ -1,0 +1,56 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+)
+
+// TestOverlayNativeAgents: with bubblewrap 0.9 or later (the one
+// JAIL_MCP_TEST_BWRAP names), bubblewrap mounts the view and a view lasts
+// as long as its agent's sandbox (one work directory of the layer each):
+// a change of the host's project readies a new agent, the next call sees
+// the change, a job keeps the agent it started in, which ends with the job
+// (its work directory goes with it).
+func TestOverlayNativeAgents(t *testing.T) {
+	bw := os.Getenv("JAIL_MCP_TEST_BWRAP")
+	if bw == "" {
+		t.Skip("JAIL_MCP_TEST_BWRAP unset: no bubblewrap 0.9 or later to mount the view itself")
+	}
+	project := testkit.NewProject(t)
+	writeFiles(t, project, map[string]string{"a.txt": "a\n"})
+	env := testkit.ServerEnv("PATH=" + filepath.Dir(bw) + ":" + os.Getenv("PATH"))
+	ts := testkit.Backends()[0].Start(t, project, env, "--overlay", "on")
+	views := func() []string {
+		m, _ := filepath.Glob(filepath.Join(project, ".agent-home/*/.overlay/work/b*"))
+		return m
+	}
+	if res, _ := ts.Exec(map[string]any{"command": `grep -c " / $(pwd) [^ ]* .*- overlay " /proc/self/mountinfo; cat a.txt`}); res.Stdout != "1\na\n" {
+		t.Fatalf("the view is not bubblewrap's overlay: %q %q", res.Stdout, res.Stderr)
+	}
+	first := views()
+	if len(first) != 1 {
+		t.Fatalf("views of one agent: %q", first)
+	}
+	job := ts.StartJob(map[string]any{"command": "while :; do sleep 0.1; done"})
+	writeFiles(t, project, map[string]string{"new.txt": "new\n"})
+	// Readied ahead of the next call, beside the job's.
+	if !testkit.WaitFor(30*time.Second, func() bool { return len(views()) == 2 }) {
+		t.Fatalf("no new agent after the host's change: %q", views())
+	}
+	if res, _ := ts.Exec(map[string]any{"command": "cat new.txt"}); res.Stdout != "new\n" {
+		t.Fatalf("the call after the host's change: %q %q", res.Stdout, res.Stderr)
+	}
+	if out, _ := ts.Job(map[string]any{"job_id": job}); !out.Running {
+		t.Fatalf("the job ended with its view: %+v", out)
+	}
+	ts.Job(map[string]any{"job_id": job, "signal": "KILL"})
+	if !testkit.WaitFor(30*time.Second, func() bool { v := views(); return len(v) == 1 && v[0] != first[0] }) {
+		t.Fatalf("the job's agent outlived the job: %q (first %q)", views(), first)
+	}
+}
