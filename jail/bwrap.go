@@ -176,7 +176,7 @@ func (b *bwrap) startAgent(spec Spec, launch Launcher) (Runner, error) {
 		cfg.Egress, serve = true, spec.Egress.Serve
 	}
 	if spec.Overlay != nil {
-		cfg.Overlay = &agentOverlay{Caches: slices.Clone(spec.Overlay.Caches), Siblings: spec.Siblings}
+		cfg.Overlay = &agentOverlay{Caches: slices.Clone(spec.Overlay.Caches), Siblings: spec.Siblings, Gen: spec.Overlay.Gen}
 		for i, c := range cfg.Overlay.Caches {
 			// Mounted where the agent has the jail (overlay_linux.go).
 			if rest, ok := strings.CutPrefix(c.Target, spec.Jail+"/"); ok {
