@@ -248,6 +248,9 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 					o.unread = append(o.unread, h)
 				}
 			}
+			// The project's number when the server started the agent:
+			// the spares arm in a view the first call fits.
+			o.gen = m.Overlay.Gen
 			a.ov = o
 			break
 		}

@@ -249,7 +249,7 @@ func agentOverlayOf(spec Spec) *agentOverlay {
 	if spec.Overlay == nil {
 		return nil
 	}
-	ov := &agentOverlay{Caches: slices.Clone(spec.Overlay.Caches), Siblings: spec.Siblings}
+	ov := &agentOverlay{Caches: slices.Clone(spec.Overlay.Caches), Siblings: spec.Siblings, Gen: spec.Overlay.Gen}
 	if nl := spec.nativeLayer(); nl != nil {
 		ov.Native = true
 		p, c := nl.files()

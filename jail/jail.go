@@ -202,6 +202,10 @@ type Overlay struct {
 	// session's own: a fresh session starts warm, and never writes the
 	// host's cache nor shares one with another session.
 	Caches []CacheMount
+	// Gen is the number of the project's state when the agent starts
+	// (Call.ViewGen; 0: none, a view per call): its armed spares enter a
+	// view made at it, which the session's first call then fits.
+	Gen uint64
 	// mapRoot: the sandbox's user is root, whose mapping in the agent's
 	// user namespace takes CAP_SETFCAP (bwrap.go).
 	mapRoot bool

@@ -54,6 +54,7 @@ type agentOverlay struct {
 	// agent closes before anything runs.
 	Native bool  `json:"native,omitempty"`
 	Close  []int `json:"close,omitempty"`
+	Gen      uint64       `json:"gen,omitempty"` // Overlay.Gen
 }
 
 // agentInNamespaces runs the agent in a new user and mount namespace,
@@ -188,7 +189,8 @@ func newOverlayState(project, jailPath, siblings string, jail *os.File, caches [
 }
 
 // known is the latest number of the project's state the agent was told
-// of (0: none yet, or a call of its own view).
+// of, by its config (Overlay.Gen), a call or a change (0: none yet, or a
+// call of its own view): the number armed spares enter a view at.
 func (o *overlayState) known() uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -167,3 +167,52 @@ func runIn(t *testing.T, r jail.Runner, spec jail.Spec, script string, gen uint6
 	b, _ := os.ReadFile(out.Name())
 	return string(b)
 }
+
+// TestOverlayFirstCallArmed: an agent started at the project's number
+// (Overlay.Gen) arms its spares in a view made at it, and the first call
+// of that number runs in that view, the first the agent made, rather than
+// in one made for it after the spare's did not fit; a call of a number
+// the agent was not told of gets a view made for it.
+func TestOverlayFirstCallArmed(t *testing.T) {
+	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jail.ProbeOverlay(t.Context(), b); err != nil {
+		t.Fatalf("the project view does not work here: %v", err)
+	}
+	spec := viewSpec(t, map[string]string{"a.txt": "0\n"})
+	spec.Overlay.Gen = 3
+	spec.Argv = []string{"/bin/true"}
+	r, err := b.Runner(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// The work directory of the view a call runs in names the agent's
+	// pid and the view's number among those the agent made.
+	workdir := func(gen uint64) string {
+		out := runIn(t, r, spec, "cat /proc/self/mountinfo", gen)
+		for line := range strings.Lines(out) {
+			f := strings.Fields(line)
+			if len(f) < 5 || f[4] != spec.Project || !strings.Contains(line, " - overlay ") {
+				continue
+			}
+			_, opts, _ := strings.Cut(line, "workdir=")
+			w, _, _ := strings.Cut(strings.TrimSpace(opts), ",")
+			return filepath.Base(w)
+		}
+		t.Fatalf("no overlay on %s in\n%s", spec.Project, out)
+		return ""
+	}
+	first := workdir(3)
+	if _, seq, _ := strings.Cut(first, "-"); seq != "1" {
+		t.Errorf("the first call ran in view %s, not the first the agent made (its spares')", first)
+	}
+	if again := workdir(3); again != first {
+		t.Errorf("a call of the same number ran in view %s, not %s", again, first)
+	}
+	if next := workdir(4); next == first {
+		t.Errorf("a call of a new number ran in the view of the old, %s", next)
+	}
+}

@@ -49,7 +49,10 @@ func (s *Session) viewFiles(spec *jail.Spec, opened *[]*os.File) error {
 			s.root.Chmod(view.LayerUpper, pi.Mode().Perm())
 		}
 	}
-	spec.Overlay = &jail.Overlay{Layer: lf, Caches: s.m.view.Mounts(s.Path)}
+	// The project's number now: the agent's spares arm in a view made
+	// at it, which the first call fits unless the project changes
+	// meanwhile (a change tells the agent, renewViews).
+	spec.Overlay = &jail.Overlay{Layer: lf, Caches: s.m.view.Mounts(s.Path), Gen: s.m.view.Gen()}
 	spec.Hide = append(spec.Hide, filepath.Join(s.Path, view.LayerDir))
 	return nil
 }

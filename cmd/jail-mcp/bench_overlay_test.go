@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
 	"github.com/jail-mcp/jail-mcp/tools"
 )
@@ -80,6 +82,20 @@ func BenchmarkOverlay(b *testing.B) {
 	b.Run("go-test-first", goTestFirst)
 	b.Run("idle-20k", func(b *testing.B) { idleCall(b, bw, 0) })
 	b.Run("idle-layer-20k", func(b *testing.B) { idleCall(b, bw, 20000) })
+	// The first call of a new session under the view against its
+	// second (firstCall): at once after initialize, and after tools/list
+	// and a model's turn (200 ms), where the agent's spares wait armed
+	// in a view of the project's number.
+	b.Run("first", func(b *testing.B) { firstCall(b, bw, 0, "--overlay", "on") })
+	b.Run("first-listed", func(b *testing.B) { firstCall(b, bw, 200*time.Millisecond, "--overlay", "on") })
+	b.Run("work", func(b *testing.B) {
+		if benchShort {
+			b.Skip("real work: full runs only")
+		}
+		for _, fx := range benchWork() {
+			b.Run(fx.name, func(b *testing.B) { overlayWork(b, fx) })
+		}
+	})
 	b.Run("diff-20k", func(b *testing.B) {
 		// jail_diff of a layer of 20,000 files: node_modules/ (ignored,
 		// 19,000 files in 1,000 packages) added whole, and 1,000 files of
@@ -134,21 +150,12 @@ var goTestModule = map[string]string{
 	"warm_test.go": "package warm\n\nimport \"testing\"\n\nfunc TestID(t *testing.T) {\n\tif len(ID()) != 36 {\n\t\tt.Fatal(\"not a uuid\")\n\t}\n}\n",
 }
 
-// goTestFirst times the first go test -count=1 ./... of a fresh session
-// with --overlay (the host's Go caches shown copy-on-write) against the
-// host's own, one after the other (x-host: the ratio of their sums).
-func goTestFirst(b *testing.B) {
-	bw := testkit.Backends()[0]
-	bin := productBinary(b)
-	project := testkit.NewProject(b)
-	for name, body := range goTestModule {
-		if err := os.WriteFile(filepath.Join(project, name), []byte(body), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// Caches of the benchmark's own, where the sandbox sees them (a CI's
-	// GOMODCACHE or GOCACHE may lie in /tmp, which it shows empty), filled
-	// from the host's module cache first, then the proxy.
+// benchGoCaches are Go caches of the benchmarks' own, where the sandbox
+// sees them (a CI's GOMODCACHE or GOCACHE may lie in /tmp, which it
+// shows empty): host is what the environment of a go command run on the
+// host adds (the caches filled from the host's module cache first, then
+// the proxy), server what a server's environment adds to show them.
+func benchGoCaches(b *testing.B) (host, server []string) {
 	userCache, err := os.UserCacheDir()
 	if err != nil {
 		b.Fatal(err)
@@ -160,8 +167,22 @@ func goTestFirst(b *testing.B) {
 		b.Fatal(err)
 	}
 	orig := strings.Fields(string(goenv))
-	hostEnv := append(os.Environ(), "GOMODCACHE="+modCache, "GOCACHE="+buildCache, "GOFLAGS=-modcacherw",
-		"GOPROXY=file://"+filepath.Join(orig[0], "cache", "download")+","+orig[1])
+	host = []string{"GOMODCACHE=" + modCache, "GOCACHE=" + buildCache, "GOFLAGS=-modcacherw",
+		"GOPROXY=file://" + filepath.Join(orig[0], "cache", "download") + "," + orig[1]}
+	return host, []string{"GOMODCACHE=" + modCache, "GOCACHE=" + buildCache}
+}
+
+// goTestFirst times the first go test -count=1 ./... of a fresh session
+// with --overlay (the host's Go caches shown copy-on-write) against the
+// host's own, one after the other (x-host: the ratio of their sums).
+func goTestFirst(b *testing.B) {
+	b.StopTimer() // the set-up untimed
+	bw := testkit.Backends()[0]
+	bin := productBinary(b)
+	project := testkit.NewProject(b)
+	writeFiles(b, project, goTestModule)
+	goHost, goServer := benchGoCaches(b)
+	hostEnv := append(os.Environ(), goHost...)
 	host := func(args ...string) {
 		cmd := exec.Command("go", args...)
 		cmd.Dir, cmd.Env = project, hostEnv
@@ -171,10 +192,9 @@ func goTestFirst(b *testing.B) {
 	}
 	host("mod", "tidy")
 	host("test", "-count=1", "./...") // the host's caches warm
-	env := testkit.ServerEnv("GOMODCACHE="+modCache, "GOCACHE="+buildCache)
+	env := testkit.ServerEnv(goServer...)
 	args := map[string]any{"command": "go test -count=1 ./...", "timeout_ms": 600000}
 	var tj, th time.Duration
-	b.StopTimer()
 	for i := 0; i < b.N; i++ {
 		ts := startBinary(b, bw, bin, project, env, "--overlay", "on", "--session", fmt.Sprintf("go-test-first-%d", i), "--timeout", "10m")
 		b.StartTimer()
@@ -254,3 +274,101 @@ var benchAfterChange = func() time.Duration {
 	}
 	return 300 * time.Millisecond
 }()
+// benchWork are the real work BenchmarkOverlay/work times: npm ci and
+// npm test, go test of a module with dependencies, pytest, each a fixture
+// of TestOverlayRealWork's table (go's, goTestModule).
+func benchWork() []workFixture {
+	var out []workFixture
+	for _, fx := range workFixtures {
+		switch fx.name {
+		case "npm-ci":
+			out = append(out, fx)
+		case "pytest-filterwarnings-error":
+			fx.name = "pytest"
+			out = append(out, fx)
+		}
+	}
+	// -count=1: a test result cached would time nothing.
+	goTest := workFixture{name: "go-test", files: goTestModule, setup: "go mod tidy", command: "go test -count=1 ./...", want: []string{"ok"}, needs: []string{"go"}}
+	return append(out[:1], append([]workFixture{goTest}, out[1:]...)...)
+}
+
+// overlayWork times fx's command in a fresh session under the view, its
+// first call made as a client makes it (tools/list, then 200 ms), against
+// the same command run directly on the host in a copy of the project,
+// alternating (x-direct: the ratio of their sums); each run has a fresh
+// copy of the project, and the host caches (npm's, Go's) were warmed by a
+// run on the host first. The session's calls see them copy-on-write.
+func overlayWork(b *testing.B, fx workFixture) {
+	b.StopTimer() // the set-up untimed
+	for _, p := range fx.needs {
+		if _, err := exec.LookPath(p); err != nil {
+			b.Fatalf("%s is not installed here (.ci/deps installs what the benchmarks need): %v", p, err)
+		}
+	}
+	bw := testkit.Backends()[0]
+	bin := productBinary(b)
+	userCache, err := os.UserCacheDir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A HOME where the sandbox sees it (not /tmp), for npm's cache.
+	home := filepath.Join(userCache, "jail-mcp-bench-work")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	goHost, goServer := benchGoCaches(b)
+	hostEnv := append(benchEnv(goHost...), "HOME="+home)
+	serverEnv := testkit.ServerEnv(append(goServer, "HOME="+home)...)
+	sh := func(dir, script string) time.Duration {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir, cmd.Env = dir, hostEnv
+		t0 := time.Now()
+		out, err := cmd.CombinedOutput()
+		d := time.Since(t0)
+		if err != nil {
+			b.Fatalf("%s on the host: %v\n%s", script, err, out)
+		}
+		return d
+	}
+	template := testkit.NewProject(b)
+	writeFiles(b, template, fx.files)
+	if fx.setup != "" {
+		sh(template, fx.setup)
+	}
+	fresh := func() string {
+		dir := testkit.NewProject(b)
+		if err := os.CopyFS(dir, os.DirFS(template)); err != nil {
+			b.Fatal(err)
+		}
+		return dir
+	}
+	sh(fresh(), fx.command) // the host's caches warm
+	args := map[string]any{"command": fx.command, "timeout_ms": (10 * time.Minute).Milliseconds()}
+	var tv, td time.Duration
+	for i := 0; i < b.N; i++ {
+		ts := startBinary(b, bw, bin, fresh(), serverEnv, "--overlay", "on", "--timeout", "10m", "--max-output", "1048576")
+		if _, err := ts.Client.ListTools(b.Context(), mcp.ListToolsRequest{}); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		b.StartTimer()
+		t0 := time.Now()
+		res, raw := ts.Exec(args)
+		tv += time.Since(t0)
+		b.StopTimer()
+		out := res.Stdout + res.Stderr
+		if res.ExitCode != 0 {
+			b.Fatalf("%s in a fresh session: %s", fx.command, testkit.ResultText(raw))
+		}
+		for _, w := range fx.want {
+			if !strings.Contains(out, w) {
+				b.Fatalf("%s: no %q in\n%s", fx.command, w, out)
+			}
+		}
+		ts.Client.Close()
+		td += sh(fresh(), fx.command)
+	}
+	b.ReportMetric(float64(td.Milliseconds())/float64(b.N), "direct-ms")
+	b.ReportMetric(float64(tv)/float64(td), "x-direct")
+}

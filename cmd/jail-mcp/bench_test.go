@@ -164,10 +164,11 @@ func serverCalls(b *testing.B, ts *testkit.Server) {
 	b.ReportMetric(float64(calls)/float64(base), "x-bare")
 }
 
-// firstCall times the first call of new sessions of tb, made pause after
-// initialize (and, with a pause, after tools/list), against each one's
-// second call made pause after the first, and against a bare bwrap spawn.
-func firstCall(b *testing.B, tb testkit.Backend, pause time.Duration) {
+// firstCall times the first call of new sessions of tb (servers started
+// with flags), made pause after initialize (and, with a pause, after
+// tools/list), against each one's second call made pause after the
+// first, and against a bare bwrap spawn.
+func firstCall(b *testing.B, tb testkit.Backend, pause time.Duration, flags ...string) {
 	// Each first call is followed by one bare bwrap spawn, untimed, so
 	// that x-bare, the ratio of their sums, compares the two under the
 	// same load of this machine (a VM's speed drifts between two
@@ -178,7 +179,7 @@ func firstCall(b *testing.B, tb testkit.Backend, pause time.Duration) {
 	var first, warm, base time.Duration
 	b.StopTimer()
 	for i := 0; i < b.N; i++ {
-		ts := startBinary(b, tb, productBinary(b), project, testkit.ServerEnv(), "--session", fmt.Sprintf("first-%d-%d", pause.Milliseconds(), i))
+		ts := startBinary(b, tb, productBinary(b), project, testkit.ServerEnv(), append([]string{"--session", fmt.Sprintf("first-%d-%d", pause.Milliseconds(), i)}, flags...)...)
 		if pause > 0 {
 			if _, err := ts.Client.ListTools(b.Context(), mcp.ListToolsRequest{}); err != nil {
 				b.Fatal(err)

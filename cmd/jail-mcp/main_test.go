@@ -13,7 +13,7 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 
 // writeFiles writes files (name: content) beneath dir, making their
 // directories.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
+func writeFiles(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, name)

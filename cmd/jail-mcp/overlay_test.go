@@ -270,3 +270,30 @@ mv node_modules/pkg/index.js node_modules/pkg/main.js; cat a.txt node_modules/pk
 		t.Fatalf("the victim holds %q", b)
 	}
 }
+
+// TestOverlayFirstCallArmed: the first call of a new session runs in the
+// view its agent's spares armed in when the session opened, made at the
+// project's number then, the first view the agent made (its work
+// directory, <pid>-1, in the call's mountinfo): not in one made for the
+// call after the spare's view did not fit it.
+func TestOverlayFirstCallArmed(t *testing.T) {
+	project := testkit.NewProject(t)
+	writeFiles(t, project, map[string]string{"a.txt": "a\n"})
+	ts := startOverlay(t, project)
+	res, raw := ts.Exec(map[string]any{"argv": []string{"cat", "/proc/self/mountinfo"}})
+	if res.ExitCode != 0 {
+		t.Fatalf("cat /proc/self/mountinfo: %s", testkit.ResultText(raw))
+	}
+	for line := range strings.Lines(res.Stdout) {
+		if f := strings.Fields(line); len(f) < 5 || f[4] != project || !strings.Contains(line, " - overlay ") {
+			continue
+		}
+		_, opts, _ := strings.Cut(line, "workdir=")
+		work, _, _ := strings.Cut(strings.TrimSpace(opts), ",")
+		if _, seq, _ := strings.Cut(filepath.Base(work), "-"); seq != "1" {
+			t.Fatalf("the first call ran in view %s, not the first its agent made (its spares')", filepath.Base(work))
+		}
+		return
+	}
+	t.Fatalf("no overlay on %s in\n%s", project, res.Stdout)
+}
