@@ -52,9 +52,9 @@ type agentOverlay struct {
 	// Native: bubblewrap mounted the view and the caches (NativeOverlay);
 	// Close are the descriptors of their layer it left open, which the
 	// agent closes before anything runs.
-	Native bool  `json:"native,omitempty"`
-	Close  []int `json:"close,omitempty"`
-	Gen      uint64       `json:"gen,omitempty"` // Overlay.Gen
+	Native bool   `json:"native,omitempty"`
+	Close  []int  `json:"close,omitempty"`
+	Gen    uint64 `json:"gen,omitempty"` // Overlay.Gen
 }
 
 // agentInNamespaces runs the agent in a new user and mount namespace,

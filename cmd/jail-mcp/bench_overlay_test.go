@@ -274,6 +274,7 @@ var benchAfterChange = func() time.Duration {
 	}
 	return 300 * time.Millisecond
 }()
+
 // benchWork are the real work BenchmarkOverlay/work times: npm ci and
 // npm test, go test of a module with dependencies, pytest, each a fixture
 // of TestOverlayRealWork's table (go's, goTestModule).
