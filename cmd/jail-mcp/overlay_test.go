@@ -290,6 +290,9 @@ func TestOverlayFirstCallArmed(t *testing.T) {
 		}
 		_, opts, _ := strings.Cut(line, "workdir=")
 		work, _, _ := strings.Cut(strings.TrimSpace(opts), ",")
+		if strings.HasPrefix(filepath.Base(work), "b") {
+			t.Skip("bubblewrap on PATH mounts the view itself, one per sandbox, made before the agent runs: no spares' view to arm (TestOverlayNativeAgents)")
+		}
 		if _, seq, _ := strings.Cut(filepath.Base(work), "-"); seq != "1" {
 			t.Fatalf("the first call ran in view %s, not the first its agent made (its spares')", filepath.Base(work))
 		}
