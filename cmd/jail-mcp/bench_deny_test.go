@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,15 +32,7 @@ func BenchmarkDenyRead(b *testing.B) {
 	args := map[string]any{"argv": []string{"/bin/true"}}
 	for _, tb := range testkit.Backends() {
 		b.Run(tb.Name, func(b *testing.B) {
-			call := func(ts *testkit.Server) time.Duration {
-				t0 := time.Now()
-				res, err := ts.Call(context.Background(), "jailed_exec", args)
-				d := time.Since(t0)
-				if err != nil || res.IsError {
-					b.Fatalf("jailed_exec: %v %s", err, testkit.ResultText(res))
-				}
-				return d
-			}
+			call := func(ts *testkit.Server) time.Duration { return timedCall(b, ts, args) }
 			// Each started, then called at once: the same wait for the
 			// agent for both.
 			start := func(flags ...string) (*testkit.Server, time.Duration) {

@@ -33,16 +33,7 @@ func BenchmarkOverlay(b *testing.B) {
 		args := map[string]any{"argv": []string{"/bin/true"}}
 		plain.Exec(args)
 		view.Exec(args)
-		call := func(ts *testkit.Server) time.Duration {
-			t0 := time.Now()
-			res, err := ts.Call(context.Background(), "jailed_exec", args)
-			d := time.Since(t0)
-			if err != nil || res.IsError {
-				b.Fatalf("jailed_exec: %v %v", err, res)
-			}
-			return d
-		}
-		tv, tp := alternate(b, func() time.Duration { return call(view) }, func() time.Duration { return call(plain) })
+		tv, tp := alternate(b, func() time.Duration { return timedCall(b, view, args) }, func() time.Duration { return timedCall(b, plain, args) })
 		b.ReportMetric(float64(tp.Microseconds())/float64(b.N)/1000, "plain-ms")
 		b.ReportMetric(float64(tv)/float64(tp), "x-plain")
 	})
@@ -55,15 +46,7 @@ func BenchmarkOverlay(b *testing.B) {
 		ts := startBinary(b, bw, productBinary(b), project, testkit.ServerEnv(), "--overlay", "on")
 		args := map[string]any{"argv": []string{"/bin/true"}}
 		ts.Exec(args)
-		call := func() time.Duration {
-			t0 := time.Now()
-			res, err := ts.Call(context.Background(), "jailed_exec", args)
-			d := time.Since(t0)
-			if err != nil || res.IsError {
-				b.Fatalf("jailed_exec: %v %v", err, res)
-			}
-			return d
-		}
+		call := func() time.Duration { return timedCall(b, ts, args) }
 		n := 0
 		changed := func() time.Duration {
 			n++
@@ -255,12 +238,7 @@ mkdir -p layer && cd layer && seq 1 %d | xargs -r touch`, layerFiles)
 	ts.Exec(args)
 	var total time.Duration
 	for b.Loop() {
-		t0 := time.Now()
-		res, err := ts.Call(context.Background(), "jailed_exec", args)
-		total += time.Since(t0)
-		if err != nil || res.IsError {
-			b.Fatalf("jailed_exec: %v %v", err, res)
-		}
+		total += timedCall(b, ts, args)
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(b.N)/1000, "call-ms")
 }

@@ -137,6 +137,18 @@ func BenchmarkPerCall(b *testing.B) {
 	}
 }
 
+// timedCall makes the jailed_exec call args on ts and returns how long
+// it took; a failed call ends the benchmark.
+func timedCall(b *testing.B, ts *testkit.Server, args map[string]any) time.Duration {
+	t0 := time.Now()
+	res, err := ts.Call(context.Background(), "jailed_exec", args)
+	d := time.Since(t0)
+	if err != nil || res.IsError {
+		b.Fatalf("jailed_exec: %v %s", err, testkit.ResultText(res))
+	}
+	return d
+}
+
 // serverCalls times jailed_exec {"argv": ["/bin/true"]} on ts, its agent
 // warm, as ns/op; and each call against a bare bwrap spawn made right
 // after it, untimed (x-bare: the ratio of their sums), so that the two
@@ -148,14 +160,9 @@ func serverCalls(b *testing.B, ts *testkit.Server) {
 	bare := bareBwrap(b)
 	var calls, base time.Duration
 	for b.Loop() {
-		t0 := time.Now()
-		res, err := ts.Call(context.Background(), "jailed_exec", args)
-		calls += time.Since(t0)
-		if err != nil || res.IsError {
-			b.Fatalf("jailed_exec: %v %v", err, res)
-		}
+		calls += timedCall(b, ts, args)
 		b.StopTimer()
-		t0 = time.Now()
+		t0 := time.Now()
 		bare()
 		base += time.Since(t0)
 		b.StartTimer()
