@@ -261,7 +261,7 @@ func (a *applier) check(e *entry, sel []int) string {
 	}
 	q := ""
 	for _, c := range splitPath(dir) {
-		q = join(q, c)
+		q = Join(q, c)
 		k, err := a.hostKind(q)
 		if err != nil {
 			return "not looked at on the host: " + err.Error()
@@ -570,7 +570,7 @@ func (a *applier) makeParents(rel string, viewDirs map[string]uint32) error {
 	}
 	q := ""
 	for _, c := range splitPath(dir) {
-		q = join(q, c)
+		q = Join(q, c)
 		err := a.root.Mkdir(q, 0o700)
 		if errors.Is(err, fs.ErrExist) {
 			continue

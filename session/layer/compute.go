@@ -172,7 +172,7 @@ func (w *walker) dir(u, l dirRef, rel string, depth int, hidden bool, hiddenBorn
 // upperEntry compares the upper entry name of u with the host's of l,
 // and walks below it.
 func (w *walker) upperEntry(u, l dirRef, rel, name string, depth int, hidden bool, hiddenBorn int64, ignored string) error {
-	p := join(rel, name)
+	p := Join(rel, name)
 	w.at(depth, name)
 	ust, ok, err := lstat(u.fd, name)
 	if err != nil {
@@ -341,7 +341,7 @@ func (w *walker) beneath(u, l dirRef, e *entry, name string, depth int, hidden b
 // lacks, and, for a directory, everything below it; newDir: the host
 // lacks the directory it is in too.
 func (w *walker) added(u dirRef, rel, name string, depth int, st *unix.Stat_t, ignored string, newDir bool) error {
-	p := join(rel, name)
+	p := Join(rel, name)
 	vk := kind(st)
 	e := entry{
 		Change: Change{Path: shown(p), Change: added, Type: vk},
@@ -386,7 +386,7 @@ func (w *walker) added(u dirRef, rel, name string, depth int, st *unix.Stat_t, i
 func (w *walker) hostOnly(l dirRef, rel, name string, depth int, hiddenBorn int64, ignored string) error {
 	st, ok, err := lstat(l.fd, name)
 	if err != nil {
-		return fmt.Errorf("looking at the project's %s: %w", shown(join(rel, name)), err)
+		return fmt.Errorf("looking at the project's %s: %w", shown(Join(rel, name)), err)
 	}
 	if !ok {
 		return nil
@@ -399,7 +399,7 @@ func (w *walker) hostOnly(l dirRef, rel, name string, depth int, hiddenBorn int6
 // the upper holds at its path, bornAt when the upper entry that hides it
 // was made.
 func (w *walker) deleted(l dirRef, rel, name string, depth int, st *unix.Stat_t, up int, bornAt int64, ignored string) error {
-	p := join(rel, name)
+	p := Join(rel, name)
 	e := entry{
 		Change: Change{Path: shown(p), Change: deleted, Type: kind(st)},
 		rel:    p, upper: up, host: true, ctime: st.Ctim.Nano(), born: bornAt,
@@ -437,7 +437,7 @@ func (w *walker) below(l dirRef, p, name string, depth int, bornAt int64, ignore
 		w.at(depth, name)
 		st, ok, err := lstat(sub.fd, n)
 		if err != nil {
-			return fmt.Errorf("looking at the project's %s: %w", shown(join(p, n)), err)
+			return fmt.Errorf("looking at the project's %s: %w", shown(Join(p, n)), err)
 		}
 		if ok {
 			if err := w.deleted(sub, p, n, depth+1, &st, upNone, bornAt, ignored); err != nil {
@@ -682,8 +682,8 @@ func upperKind(st *unix.Stat_t) int {
 	}
 }
 
-// join is rel/name, name alone at the top.
-func join(rel, name string) string {
+// Join is rel/name, name alone at the top (rel "" is the top).
+func Join(rel, name string) string {
 	if rel == "" {
 		return name
 	}

@@ -124,7 +124,7 @@ func (w *layerWalk) dir(d *os.File, rel string, depth int, hidden bool) error {
 			w.partial = true
 			return nil
 		}
-		p := join(rel, n)
+		p := layer.Join(rel, n)
 		id, k, err := statAt(int(d.Fd()), n)
 		if err != nil {
 			return fmt.Errorf("look at the layer's %s: %w", layer.Shown(p), err)
@@ -157,13 +157,6 @@ func (w *layerWalk) dir(d *os.File, rel string, depth int, hidden bool) error {
 		}
 	}
 	return nil
-}
-
-func join(dir, name string) string {
-	if dir == "" {
-		return name
-	}
-	return dir + "/" + name
 }
 
 // parentOf is p's directory, "" for the top.
