@@ -82,7 +82,7 @@ func agentInNamespaces(fdArg string) int {
 		},
 	}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "jail-mcp agent: a user namespace to mount the project view in:", err)
+		fmt.Fprintln(os.Stderr, "jail-mcp agent: "+nestedUsernsLine+":", err)
 		return 1
 	}
 	ctl.Close()

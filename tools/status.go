@@ -53,30 +53,35 @@ type Limits struct {
 
 // StatusResult is the structured result of jail_status.
 type StatusResult struct {
-	Session    string              `json:"session"`
-	Project    string              `json:"project"`
-	Jail       string              `json:"jail"`
-	Backend    string              `json:"backend"`
-	Available  bool                `json:"available"`
-	Confined   bool                `json:"confined"`
-	Reason     string              `json:"reason"`
-	Hint       string              `json:"hint"`
-	Network    bool                `json:"network"`
-	Overlay    bool                `json:"overlay"`
-	ViewWatch  string              `json:"view_watch"` // Manager.ViewWatch, "" without the view
-	Allow      []string            `json:"network_allow"`
-	Gaps       []string            `json:"network_gaps"`
-	Writable   []string            `json:"writable"`
-	DenyRead   DenyRead            `json:"deny_read"`
-	Mask       session.MaskInfo    `json:"mask"`
-	Auth       []AuthEntry         `json:"auth"`
-	Usage      jailfs.Usage        `json:"usage"`
-	Running    int                 `json:"running"`
-	Limits     Limits              `json:"limits"`
-	Guarantees jail.Guarantees     `json:"guarantees"`
-	Agents     []session.AgentInfo `json:"agents"`
-	Jobs       []session.JobInfo   `json:"jobs"`
-	Version    string              `json:"version"`
+	Session   string `json:"session"`
+	Project   string `json:"project"`
+	Jail      string `json:"jail"`
+	Backend   string `json:"backend"`
+	Available bool   `json:"available"`
+	Confined  bool   `json:"confined"`
+	Reason    string `json:"reason"`
+	Hint      string `json:"hint"`
+	Network   bool   `json:"network"`
+	Overlay   bool   `json:"overlay"`
+	// OverlayMode is --overlay (auto, on, off); OverlayReason why the
+	// view is on or off; OverlayHint what would turn it on.
+	OverlayMode   string              `json:"overlay_mode"`
+	OverlayReason string              `json:"overlay_reason"`
+	OverlayHint   string              `json:"overlay_hint"`
+	ViewWatch     string              `json:"view_watch"` // Manager.ViewWatch, "" without the view
+	Allow         []string            `json:"network_allow"`
+	Gaps          []string            `json:"network_gaps"`
+	Writable      []string            `json:"writable"`
+	DenyRead      DenyRead            `json:"deny_read"`
+	Mask          session.MaskInfo    `json:"mask"`
+	Auth          []AuthEntry         `json:"auth"`
+	Usage         jailfs.Usage        `json:"usage"`
+	Running       int                 `json:"running"`
+	Limits        Limits              `json:"limits"`
+	Guarantees    jail.Guarantees     `json:"guarantees"`
+	Agents        []session.AgentInfo `json:"agents"`
+	Jobs          []session.JobInfo   `json:"jobs"`
+	Version       string              `json:"version"`
 }
 
 // DenyRead is the --deny-read list in effect and how the backend holds it.
@@ -108,7 +113,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	out := StatusResult{
 		Session: s.Name, Project: cfg.Project, Jail: s.Path,
 		Backend: cfg.Backend.Name(), Available: !jail.IsRefusing(cfg.Backend), Confined: cfg.Backend.Confined(),
-		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network, Overlay: cfg.Overlay, ViewWatch: h.Manager.ViewWatch(), Allow: []string{}, Gaps: []string{},
+		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network, Overlay: cfg.Overlay, OverlayMode: h.OverlayMode, OverlayReason: h.OverlayReason, OverlayHint: h.OverlayHint, ViewWatch: h.Manager.ViewWatch(), Allow: []string{}, Gaps: []string{},
 		Auth: authEntries(h.Manager, s), Usage: usage, Running: s.Running(),
 		Limits: Limits{
 			TimeoutMS: cfg.Timeout.Milliseconds(), MaxTimeoutMS: cfg.MaxTimeout.Milliseconds(),
@@ -119,6 +124,10 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		},
 		Guarantees: cfg.Backend.Guarantees(), Agents: s.Agents(), Jobs: s.Jobs(),
 		Version: h.Version,
+	}
+	if out.OverlayMode == "" {
+		// A handler built without the start's decision (tests).
+		out.OverlayMode = onOff(cfg.Overlay)
 	}
 	out.Writable = append([]string{}, cfg.Writable...)
 	out.DenyRead = DenyRead{Default: cfg.Deny.Default, Paths: append([]string{}, cfg.Deny.Paths...), Shown: append([]string{}, cfg.Deny.Shown...)}
@@ -185,9 +194,14 @@ func renderStatus(s StatusResult) string {
 		}
 	}
 	if s.Overlay {
-		b.WriteString("project view on (--overlay): commands write the project copy-on-write, their changes stay in this session's layer; jail_diff lists them, jail_apply copies them to the host\n")
+		fmt.Fprintf(&b, "project view on (--overlay %s): commands write the project copy-on-write, their changes stay in this session's layer; jail_diff lists them, jail_apply copies them to the host\n", s.OverlayMode)
 		if s.ViewWatch != "" && s.ViewWatch != "watching" {
 			fmt.Fprintf(&b, "project watch %s\n", s.ViewWatch)
+		}
+	} else if s.OverlayReason != "" {
+		fmt.Fprintf(&b, "project view off: %s\n", s.OverlayReason)
+		if s.OverlayHint != "" {
+			fmt.Fprintf(&b, "to enable the view: %s\n", s.OverlayHint)
 		}
 	}
 	if len(s.Writable) > 0 {
