@@ -40,7 +40,10 @@ func TestWritesOnlyInsideTheJail(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "w")
+		// The read-only project (no view): under --overlay auto a write
+		// in the project lands in the session's layer, which the overlay
+		// tests and the escape suite check.
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "w", "--overlay", "off")
 		jail := filepath.Join(project, ".agent-home", "w")
 		marker := fmt.Sprintf("jail-mcp-test-%d", time.Now().UnixNano())
 
@@ -1171,7 +1174,9 @@ func TestRefusedWriteExplained(t *testing.T) {
 	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		project := testkit.NewProject(t)
 		writeFiles(t, project, map[string]string{"README.md": "host\n", "src/main.c": "int main(){}\n"})
-		ts := b.Start(t, project, testkit.ServerEnv(), "--network", "off", "--auth", "none")
+		// The read-only project: without the view (--overlay auto would
+		// show it writable under bubblewrap).
+		ts := b.Start(t, project, testkit.ServerEnv(), "--network", "off", "--auth", "none", "--overlay", "off")
 		type refused struct {
 			RefusedWrite  string `json:"refused_write"`
 			RefusedWrites int    `json:"refused_writes"`

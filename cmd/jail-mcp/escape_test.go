@@ -174,6 +174,13 @@ func newEscapeFixture(t *testing.T, b testkit.Backend) *escapeFixture {
 	fx.a, fx.tty = fx.startWithTTY(t, fx.project, env, "--session", "a", "--auth", "all")
 	fx.b = fx.start(t, fx.project, env, "--session", "b", "--auth", "all")
 	fx.d = fx.start(t, fx.project, env, "--session", "d", "--auth", "all")
+	// The defaults: the project view on under bubblewrap (--overlay
+	// auto), off under Landlock, which cannot mount it.
+	for _, ts := range []*testkit.Server{fx.a, fx.b, fx.d} {
+		if st := ts.Status(); st.Overlay == fx.landlock() || st.OverlayMode != "auto" {
+			t.Fatalf("%s: project view on %t under --overlay %q (%s), want it on exactly where bubblewrap confines", st.Session, st.Overlay, st.OverlayMode, st.OverlayReason)
+		}
+	}
 	fx.jails = map[string]string{}
 	for _, s := range []string{"a", "b", "d"} {
 		fx.jails[s] = filepath.Join(fx.project, ".agent-home", s)

@@ -33,6 +33,18 @@ func refusingBwrapPath(t *testing.T) string {
 	return dir + string(os.PathListSeparator) + os.Getenv("PATH")
 }
 
+// startDefaultView starts the server on project with no --overlay and no
+// --backend, args added, and fails unless it shows commands the project
+// view (bubblewrap, --overlay auto).
+func startDefaultView(t *testing.T, project string, args ...string) *testkit.Server {
+	t.Helper()
+	ts := testkit.StartServer(t, project, testkit.ServerEnv(), args...)
+	if st := ts.Status(); st.Backend != "bwrap" || !st.Confined || !st.Overlay || st.OverlayMode != "auto" {
+		t.Fatalf("defaults: backend %s (confined %t), view on %t under --overlay %q: %s; want bwrap with the view on (%s)", st.Backend, st.Confined, st.Overlay, st.OverlayMode, st.OverlayReason, st.Reason)
+	}
+	return ts
+}
+
 // toolNames are the tools ts lists.
 func toolNames(t *testing.T, ts *testkit.Server) []string {
 	t.Helper()
@@ -126,10 +138,7 @@ func TestOverlayAutoFallback(t *testing.T) {
 		}
 	})
 	t.Run("bwrap", func(t *testing.T) {
-		ts := testkit.StartServer(t, testkit.NewProject(t), testkit.ServerEnv())
-		if st := ts.Status(); st.Backend != "bwrap" || !st.Overlay || st.OverlayMode != "auto" {
-			t.Fatalf("backend %s view on %t mode %q (%s): want bwrap with the view on by default", st.Backend, st.Overlay, st.OverlayMode, st.OverlayReason)
-		}
+		ts := startDefaultView(t, testkit.NewProject(t))
 		if names := toolNames(t, ts); !slices.Contains(names, "jail_diff") || !slices.Contains(names, "jail_apply") {
 			t.Errorf("tools listed with the view on: %v", names)
 		}
