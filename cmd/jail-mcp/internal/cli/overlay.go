@@ -46,7 +46,7 @@ func viewHint(backend string, err error) string {
 	switch {
 	case errors.Is(err, jail.ErrNestedUserns):
 		return "let bubblewrap's sandbox create a user namespace: on Ubuntu, whose AppArmor profile for bwrap (bwrap-userns-restrict) denies them to bwrap's children, " +
-			"load a profile for bwrap that allows userns without that restriction (see docs/security.md, the project view); or run with --overlay off to silence this"
+			"give bwrap a profile that allows userns without that restriction (docs/configuration.md, where the view is off); or run with --overlay off to silence this"
 	case backend == "landlock" || backend == "sandbox-exec":
 		return "install bubblewrap (sudo apt-get install bubblewrap) and use --backend bwrap or auto: only bubblewrap's sandbox can mount the view"
 	case errors.Is(err, jail.ErrNoOverlay):
