@@ -57,7 +57,11 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	if err != nil {
 		return err
 	}
-	defer func() { m.Close() }()
+	defer func() {
+		if m != nil {
+			m.Close()
+		}
+	}()
 
 	dir := *cwd
 	if dir == "" {
@@ -80,7 +84,7 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 			log.Warn("restore the terminal", "err", err)
 		}
 	})
-	defer restore()
+	defer func() { restore() }()
 	errLine := &firstLineWriter{w: stderr}
 	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: errLine, Ended: restore}
 	res, err := s.Exec(ctx, req)
@@ -99,7 +103,8 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 				log.Warn("restore the terminal", "err", err)
 			}
 		})
-		req.Ended = restore
+		errLine = &firstLineWriter{w: stderr}
+		req.Ended, req.Stderr = restore, errLine
 		res, err = s.Exec(ctx, req)
 	}
 	if refused := explainRunRefusal(ctx, cfg, st, res, err, errLine.line(), getenv); refused != nil {
