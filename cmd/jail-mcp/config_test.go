@@ -710,14 +710,23 @@ func TestRunCommand(t *testing.T) {
 
 		t.Run("write to project", func(t *testing.T) {
 			t.Parallel()
-			p := testkit.NewProject(t)
-			target := filepath.Join(p, "g")
-			res := runOn(t, "--project", p, "--", "sh", "-c", "echo y > "+target)
-			if res.code == 0 {
-				t.Errorf("writing to the project exited 0")
-			}
-			if _, err := os.Lstat(target); err == nil {
-				t.Errorf("the jailed command created %s", target)
+			// The read-only project (--overlay off), then the defaults:
+			// under bubblewrap the project view takes the write into the
+			// session's layer, under Landlock the project is read-only.
+			for _, view := range []bool{false, true} {
+				p := testkit.NewProject(t)
+				target := filepath.Join(p, "g")
+				args := []string{"--project", p, "--", "sh", "-c", "echo y > " + target + " && cat " + target}
+				if !view {
+					args = append([]string{"--overlay", "off"}, args...)
+				}
+				res := runOn(t, args...)
+				if wrote := view && b.Name == "bwrap"; (res.code == 0) != wrote || wrote && res.stdout != "y\n" {
+					t.Errorf("view %t: writing to the project exited %d (stdout %q), want success %t:\n%s", view, res.code, res.stdout, wrote, res.stderr)
+				}
+				if _, err := os.Lstat(target); err == nil {
+					t.Errorf("view %t: the jailed command created %s", view, target)
+				}
 			}
 		})
 
