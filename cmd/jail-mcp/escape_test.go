@@ -144,6 +144,18 @@ type escapeFixture struct {
 }
 
 func newEscapeFixture(t *testing.T, b testkit.Backend) *escapeFixture {
+	if b.Name == "bwrap" {
+		// The project view stays off under bubblewrap (--overlay off,
+		// for every server of the suite) until the vectors judge a write
+		// in the project by the host rather than by its exit status:
+		// under the view, the default, promise 1's writes to $PROJECT
+		// exit 0 into the session's layer (not an escape: the host
+		// snapshot is what counts), and its chmod 000 of the project
+		// leaves the attacker's later calls no working directory. The
+		// view's own attacks are escape_overlay_test.go's. Under Landlock
+		// the defaults leave the view off.
+		b.Args = append(slices.Clone(b.Args), "--overlay", "off")
+	}
 	fx := &escapeFixture{
 		top:     t,
 		backend: b,
@@ -171,21 +183,9 @@ func newEscapeFixture(t *testing.T, b testkit.Backend) *escapeFixture {
 	writeFiles(t, fx.project, map[string]string{"keep.txt": "keep\n", "src/main.c": "int main(void) { return 0; }\n"})
 
 	env := fx.env()
-	// The project view stays off under bubblewrap (--overlay off) until
-	// the vectors judge a write in the project by the host rather than
-	// by its exit status: under the view, the default, promise 1's writes
-	// to $PROJECT exit 0 into the session's layer (not an escape: the
-	// host snapshot is what counts), and its chmod 000 of the project
-	// leaves the attacker's later calls no working directory. The view's
-	// own attacks are escape_overlay_test.go's. Under Landlock the
-	// defaults leave the view off.
-	var view []string
-	if !fx.landlock() {
-		view = []string{"--overlay", "off"}
-	}
-	fx.a, fx.tty = fx.startWithTTY(t, fx.project, env, append([]string{"--session", "a", "--auth", "all"}, view...)...)
-	fx.b = fx.start(t, fx.project, env, append([]string{"--session", "b", "--auth", "all"}, view...)...)
-	fx.d = fx.start(t, fx.project, env, append([]string{"--session", "d", "--auth", "all"}, view...)...)
+	fx.a, fx.tty = fx.startWithTTY(t, fx.project, env, "--session", "a", "--auth", "all")
+	fx.b = fx.start(t, fx.project, env, "--session", "b", "--auth", "all")
+	fx.d = fx.start(t, fx.project, env, "--session", "d", "--auth", "all")
 	for _, ts := range []*testkit.Server{fx.a, fx.b, fx.d} {
 		if st := ts.Status(); st.Overlay || fx.landlock() && (st.OverlayMode != "auto" || !strings.Contains(st.OverlayReason, "landlock")) {
 			t.Fatalf("%s: project view on %t under --overlay %q (%s), want it off", st.Session, st.Overlay, st.OverlayMode, st.OverlayReason)
