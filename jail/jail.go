@@ -225,6 +225,12 @@ type CacheMount struct {
 // ErrNoOverlay is a backend that cannot show the project copy-on-write.
 var ErrNoOverlay = errors.New("--overlay needs bubblewrap with session agents (Landlock ABI 6)")
 
+// ErrNestedUserns is a sandbox that gives its session agent no user
+// namespace of its own, where it would mount the project view: bubblewrap
+// run with --disable-userns, or an AppArmor profile that denies bwrap's
+// children user namespaces (Ubuntu's bwrap-userns-restrict).
+var ErrNestedUserns = errors.New("the sandbox refuses its session agent a user namespace of its own to mount the project view in")
+
 // String prints the policy of s for logs and errors; environment values are
 // left out because they may carry secrets.
 func (s Spec) String() string {

@@ -1,6 +1,8 @@
 package jail
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -45,6 +47,18 @@ import (
 // user and mount namespace of its own, where it may mount.
 const agentNSArg = "ns"
 
+// agentWorkID names this agent's work directories in the session's
+// layer, which every agent of the session shares: random, since an
+// agent's pid is its sandbox's, where two agents of a session (one per
+// policy, or one and the agent that replaced it) may have the same.
+var agentWorkID = sync.OnceValue(func() string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		panic("agent: no randomness for a work directory's name: " + err.Error())
+	}
+	return hex.EncodeToString(b)
+})
+
 // agentOverlay is the project view's part of the agent's config.
 type agentOverlay struct {
 	Caches   []CacheMount `json:"caches,omitempty"` // targets under StagedJail
@@ -88,7 +102,7 @@ func agentInNamespaces(fdArg string) int {
 		},
 	}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "jail-mcp agent: a user namespace to mount the project view in:", err)
+		fmt.Fprintln(os.Stderr, "jail-mcp agent: "+nestedUsernsLine+":", err)
 		return 1
 	}
 	ctl.Close()
@@ -278,7 +292,7 @@ type viewRules struct {
 // is made (the namespace lives on by its descriptor). Callers hold mu.
 func (o *overlayState) makeView(gen uint64) (*view, error) {
 	o.seq++
-	v := &view{gen: gen, ns: -1, rules: -1, views: map[string]viewRules{}, work: fmt.Sprintf("work/%d-%d", os.Getpid(), o.seq)}
+	v := &view{gen: gen, ns: -1, rules: -1, views: map[string]viewRules{}, work: fmt.Sprintf("work/%s-%d", agentWorkID(), o.seq)}
 	done := make(chan error, 1)
 	FreshThread(func() {
 		err := o.mountView(v.work)
@@ -449,7 +463,7 @@ func (o *overlayState) mountCache(c CacheMount) error {
 	}
 	base := "caches/" + c.Name
 	// One work directory per agent: two mounts must never share one.
-	work := fmt.Sprintf("%s/work-%d", base, os.Getpid())
+	work := fmt.Sprintf("%s/work-%s", base, agentWorkID())
 	removeWork(layerPath(work))
 	if err := os.MkdirAll(layerPath(base+"/upper"), 0o700); err != nil {
 		return fmt.Errorf("agent: the layer of cache %s: %w", c.Name, err)

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,7 +56,7 @@ func ProbeOverlay(ctx context.Context, b Backend) error {
 	}
 	r, err := b.Runner(spec, nil)
 	if err != nil {
-		return fmt.Errorf("probe the project view: %w", err)
+		return probeStartError(err)
 	}
 	defer r.Close()
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
@@ -75,7 +76,7 @@ func ProbeOverlay(ctx context.Context, b Backend) error {
 	}
 	p, err := r.Run(call)
 	if err != nil {
-		return fmt.Errorf("probe the project view: %w", err)
+		return probeStartError(err)
 	}
 	done := make(chan struct{})
 	var exit Exit
@@ -100,4 +101,35 @@ func ProbeOverlay(ctx context.Context, b Backend) error {
 		return fmt.Errorf("probe the project view: the write reached the project")
 	}
 	return nil
+}
+
+// nestedUsernsLine is what an agent of the project view writes when its
+// sandbox refuses it the user namespace it mounts the view in.
+const nestedUsernsLine = "a user namespace to mount the project view in"
+
+// probeStartError is why the probe's agent or call did not start:
+// ErrNestedUserns when the sandbox refused the agent its namespace.
+func probeStartError(err error) error {
+	if nested := AsNestedUserns(err); nested != nil {
+		return nested
+	}
+	return fmt.Errorf("probe the project view: %w", err)
+}
+
+// AsNestedUserns is err as an ErrNestedUserns, with the kernel's word,
+// when it is a session agent's that did not start because its sandbox
+// refused the project view's user namespace (and so no command started
+// either); nil when it is not.
+func AsNestedUserns(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNestedUserns):
+		return err
+	}
+	_, why, ok := strings.Cut(err.Error(), nestedUsernsLine+": ")
+	if !ok {
+		return nil
+	}
+	return fmt.Errorf("%w (%s)", ErrNestedUserns, oneLine(why))
 }

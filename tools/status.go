@@ -64,7 +64,12 @@ type StatusResult struct {
 	Hint      string `json:"hint"`
 	Network   bool   `json:"network"`
 	Overlay   bool   `json:"overlay"`
-	ViewWatch string `json:"view_watch"` // Manager.ViewWatch, "" without the view
+	// OverlayMode is --overlay (auto, on, off); OverlayReason why the
+	// view is on or off; OverlayHint what would turn it on.
+	OverlayMode   string `json:"overlay_mode"`
+	OverlayReason string `json:"overlay_reason"`
+	OverlayHint   string `json:"overlay_hint"`
+	ViewWatch     string `json:"view_watch"` // Manager.ViewWatch, "" without the view
 	// Conflicts: the paths the host changed after the session's layer
 	// copied them (commands see the session's copy).
 	Conflicts  []ledger.Conflict   `json:"conflicts"`
@@ -112,7 +117,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 	out := StatusResult{
 		Session: s.Name, Project: cfg.Project, Jail: s.Path,
 		Backend: cfg.Backend.Name(), Available: !jail.IsRefusing(cfg.Backend), Confined: cfg.Backend.Confined(),
-		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network, Overlay: cfg.Overlay, ViewWatch: h.Manager.ViewWatch(), Allow: []string{}, Gaps: []string{},
+		Reason: h.Reason, Hint: h.Hint, Network: cfg.Network, Overlay: cfg.Overlay, OverlayMode: h.OverlayMode, OverlayReason: h.OverlayReason, OverlayHint: h.OverlayHint, ViewWatch: h.Manager.ViewWatch(), Allow: []string{}, Gaps: []string{},
 		Auth: authEntries(h.Manager, s), Usage: usage, Running: s.Running(),
 		Limits: Limits{
 			TimeoutMS: cfg.Timeout.Milliseconds(), MaxTimeoutMS: cfg.MaxTimeout.Milliseconds(),
@@ -123,6 +128,10 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		},
 		Guarantees: cfg.Backend.Guarantees(), Agents: s.Agents(), Jobs: s.Jobs(),
 		Version: h.Version,
+	}
+	if out.OverlayMode == "" {
+		// A handler built without the start's decision (tests).
+		out.OverlayMode = onOff(cfg.Overlay)
 	}
 	out.Writable = append([]string{}, cfg.Writable...)
 	out.DenyRead = DenyRead{Default: cfg.Deny.Default, Paths: append([]string{}, cfg.Deny.Paths...), Shown: append([]string{}, cfg.Deny.Shown...)}
@@ -190,12 +199,17 @@ func renderStatus(s StatusResult) string {
 		}
 	}
 	if s.Overlay {
-		b.WriteString("project view on (--overlay): commands write the project copy-on-write, their changes stay in this session's layer; jail_diff lists them, jail_apply copies them to the host\n")
+		fmt.Fprintf(&b, "project view on (--overlay %s): commands write the project copy-on-write, their changes stay in this session's layer; jail_diff lists them, jail_apply copies them to the host\n", s.OverlayMode)
 		if s.ViewWatch != "" && s.ViewWatch != "watching" {
 			fmt.Fprintf(&b, "project watch %s\n", s.ViewWatch)
 		}
 		for _, line := range session.LayerNotes(s.Conflicts, nil) {
 			b.WriteString(line + "\n")
+		}
+	} else if s.OverlayReason != "" {
+		fmt.Fprintf(&b, "project view off: %s\n", s.OverlayReason)
+		if s.OverlayHint != "" {
+			fmt.Fprintf(&b, "to enable the view: %s\n", s.OverlayHint)
 		}
 	}
 	if len(s.Writable) > 0 {

@@ -29,6 +29,9 @@ type Handler struct {
 	Reason, Hint string
 	// BackendName is the backend configured or probed, also when unavailable.
 	BackendName string
+	// OverlayMode is --overlay (auto, on, off), OverlayReason why the
+	// project view is on or off, OverlayHint what would turn it on.
+	OverlayMode, OverlayReason, OverlayHint string
 }
 
 // definitions are the tools, in the order they are listed; openWorld:

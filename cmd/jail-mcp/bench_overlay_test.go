@@ -28,7 +28,7 @@ func BenchmarkOverlay(b *testing.B) {
 		// calls alternating between the two servers (x-plain: the ratio
 		// of their sums), each server's agent warm.
 		bin := productBinary(b)
-		plain := startBinary(b, bw, bin, testkit.NewProject(b), testkit.ServerEnv())
+		plain := startBinary(b, bw, bin, testkit.NewProject(b), testkit.ServerEnv(), "--overlay", "off")
 		view := startBinary(b, bw, bin, testkit.NewProject(b), testkit.ServerEnv(), "--overlay", "on")
 		args := map[string]any{"argv": []string{"/bin/true"}}
 		plain.Exec(args)

@@ -113,6 +113,7 @@ func TestBadConfig(t *testing.T) {
 		{name: "mask a host that is an address", flag: "mask", env: "JAIL_MCP_MASK", value: cfgValue("env:GH_TOKEN@10.0.0.1"), want: []string{"want a host name"}},
 		{name: "mask a bad port", flag: "mask", env: "JAIL_MCP_MASK", value: cfgValue("claude@api.example.com:99999"), want: []string{"want a port from 1 to 65535"}},
 		{name: "mask a variable not passed", flag: "mask", env: "JAIL_MCP_MASK", value: cfgValue("env:NOT_PASSED@api.example.com"), want: []string{"not passed to commands"}},
+		{name: "overlay yes", flag: "overlay", env: "JAIL_MCP_OVERLAY", value: cfgValue("yes"), want: []string{"want auto, on or off"}},
 		{name: "log-level loud", flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", value: cfgValue("loud"), want: []string{"debug, info, warn or error"}},
 		{name: "log-level offset", flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", value: cfgValue("info+2")},
 		{name: "project missing", flag: "project", env: "JAIL_MCP_PROJECT", value: cfgValue("/nonexistent"), want: []string{"/nonexistent"}},
@@ -709,14 +710,23 @@ func TestRunCommand(t *testing.T) {
 
 		t.Run("write to project", func(t *testing.T) {
 			t.Parallel()
-			p := testkit.NewProject(t)
-			target := filepath.Join(p, "g")
-			res := runOn(t, "--project", p, "--", "sh", "-c", "echo y > "+target)
-			if res.code == 0 {
-				t.Errorf("writing to the project exited 0")
-			}
-			if _, err := os.Lstat(target); err == nil {
-				t.Errorf("the jailed command created %s", target)
+			// The read-only project (--overlay off), then the defaults:
+			// under bubblewrap the project view takes the write into the
+			// session's layer, under Landlock the project is read-only.
+			for _, view := range []bool{false, true} {
+				p := testkit.NewProject(t)
+				target := filepath.Join(p, "g")
+				args := []string{"--project", p, "--", "sh", "-c", "echo y > " + target + " && cat " + target}
+				if !view {
+					args = append([]string{"--overlay", "off"}, args...)
+				}
+				res := runOn(t, args...)
+				if wrote := view && b.Name == "bwrap"; (res.code == 0) != wrote || wrote && res.stdout != "y\n" {
+					t.Errorf("view %t: writing to the project exited %d (stdout %q), want success %t:\n%s", view, res.code, res.stdout, wrote, res.stderr)
+				}
+				if _, err := os.Lstat(target); err == nil {
+					t.Errorf("view %t: the jailed command created %s", view, target)
+				}
 			}
 		})
 

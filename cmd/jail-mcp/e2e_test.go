@@ -40,7 +40,10 @@ func TestWritesOnlyInsideTheJail(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "w")
+		// The read-only project (no view): under --overlay auto a write
+		// in the project lands in the session's layer, which the overlay
+		// tests and the escape suite check.
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "w", "--overlay", "off")
 		jail := filepath.Join(project, ".agent-home", "w")
 		marker := fmt.Sprintf("jail-mcp-test-%d", time.Now().UnixNano())
 
@@ -640,7 +643,9 @@ func TestResetKillsAndNeverFollowsSymlinks(t *testing.T) {
 		project := testkit.NewProject(t)
 		outside := t.TempDir()
 		os.WriteFile(filepath.Join(outside, "precious"), []byte("keep"), 0o644)
-		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "reset")
+		// The jail's skeleton without the view's layer (TestOverlayReset
+		// resets one with it).
+		ts := b.Start(t, project, testkit.ServerEnv(), "--session", "reset", "--overlay", "off")
 		res, _ := ts.Exec(map[string]any{"command": fmt.Sprintf(`mkdir -p a/b && echo 12345 > a/b/f && ln -s %s link && ln -s %s/precious flink && echo x > top`, outside, outside), "cwd": ".agent-home/reset"})
 		if res.ExitCode != 0 {
 			t.Fatalf("%+v", res)
@@ -1130,7 +1135,8 @@ func TestWarningsReachTheClientLog(t *testing.T) {
 // of the jail, of files and of directories, by mv, ln and rename(2),
 // work on both backends (they failed with EXDEV when a call's Landlock
 // layer handled no filesystem right and so granted no REFER); a host file
-// still cannot be linked or moved into the jail.
+// still cannot be linked into the jail, nor moved out of the host project
+// (under the project view mv copies it, the host keeps it).
 func TestRenamesAcrossJailDirs(t *testing.T) {
 	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		project := testkit.NewProject(t)
@@ -1152,8 +1158,15 @@ stat -c %h b/f
 if ln "$PROJECT/README.md" "$HOME/stolen" 2>/dev/null; then echo linked-host; fi
 if mv "$PROJECT/README.md" "$HOME/moved" 2>/dev/null; then echo moved-host; fi
 echo done`
+		want := "one\none\none\ntwo\n3\ndone\n"
+		if ts.Status().Overlay {
+			// The project view (the default under bubblewrap): mv copies
+			// README.md into the jail and removes it from the view, never
+			// from the host (below); ln still cannot cross.
+			want = "one\none\none\ntwo\n3\nmoved-host\ndone\n"
+		}
 		res, raw := ts.Exec(map[string]any{"command": script, "env": map[string]any{"PROJECT": project}})
-		if res.ExitCode != 0 || res.Stdout != "one\none\none\ntwo\n3\ndone\n" {
+		if res.ExitCode != 0 || res.Stdout != want {
 			t.Fatalf("renames and links across the jail's directories: %+v %s", res, testkit.ResultText(raw))
 		}
 		if _, err := os.Stat(filepath.Join(project, "README.md")); err != nil {
@@ -1171,7 +1184,9 @@ func TestRefusedWriteExplained(t *testing.T) {
 	testkit.ForEachBackend(t, func(t *testing.T, b testkit.Backend) {
 		project := testkit.NewProject(t)
 		writeFiles(t, project, map[string]string{"README.md": "host\n", "src/main.c": "int main(){}\n"})
-		ts := b.Start(t, project, testkit.ServerEnv(), "--network", "off", "--auth", "none")
+		// The read-only project: without the view (--overlay auto would
+		// show it writable under bubblewrap).
+		ts := b.Start(t, project, testkit.ServerEnv(), "--network", "off", "--auth", "none", "--overlay", "off")
 		type refused struct {
 			RefusedWrite  string `json:"refused_write"`
 			RefusedWrites int    `json:"refused_writes"`

@@ -308,10 +308,11 @@ func (fx *overlayToolsFixture) reset(t *testing.T) {
 	}
 }
 
-// TestOverlayToolsOff: without the view, jail_diff and jail_apply are not
-// listed, and jail_status says overlay off.
+// TestOverlayToolsOff: without the view (--overlay off; auto turns it on
+// under bubblewrap), jail_diff and jail_apply are not listed, and
+// jail_status says overlay off, by choice.
 func TestOverlayToolsOff(t *testing.T) {
-	ts := testkit.Backends()[0].Start(t, testkit.NewProject(t), testkit.ServerEnv())
+	ts := testkit.Backends()[0].Start(t, testkit.NewProject(t), testkit.ServerEnv(), "--overlay", "off")
 	list, err := ts.Client.ListTools(t.Context(), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -321,8 +322,8 @@ func TestOverlayToolsOff(t *testing.T) {
 			t.Errorf("%s is listed with the view off", tool.Name)
 		}
 	}
-	if st := ts.Status(); st.Overlay {
-		t.Errorf("jail_status says overlay on")
+	if st := ts.Status(); st.Overlay || st.OverlayMode != "off" || !strings.HasPrefix(st.OverlayReason, "--overlay off") || st.OverlayHint != "" {
+		t.Errorf("jail_status: overlay on %t mode %q reason %q hint %q, want off by choice", st.Overlay, st.OverlayMode, st.OverlayReason, st.OverlayHint)
 	}
 	res, err := ts.Call(t.Context(), "jail_diff", map[string]any{})
 	if err == nil && !res.IsError {

@@ -108,7 +108,8 @@ var workFixtures = []workFixture{
 	},
 }
 
-// TestOverlayRealWork runs each fixture of workFixtures in the view.
+// TestOverlayRealWork runs each fixture of workFixtures in the view a
+// server started with the defaults shows.
 func TestOverlayRealWork(t *testing.T) {
 	for _, fx := range workFixtures {
 		t.Run(fx.name, func(t *testing.T) {
@@ -127,7 +128,8 @@ func TestOverlayRealWork(t *testing.T) {
 				}
 			}
 			before := projectTree(t, project)
-			ts := startOverlay(t, project, "--timeout", "5m", "--max-output", "1048576")
+			// The defaults: no --overlay, no --backend (issue 46).
+			ts := startDefaultView(t, project, "--timeout", "5m", "--max-output", "1048576")
 			res, raw := ts.Exec(map[string]any{"command": fx.command, "timeout_ms": (5 * time.Minute).Milliseconds()})
 			out := res.Stdout + res.Stderr
 			if res.ExitCode != 0 {

@@ -27,7 +27,9 @@ func TestWritableInPlace(t *testing.T) {
 		writeFiles(t, project, map[string]string{"keep.txt": "keep\n", "build/keep.txt": "keep\n"})
 		writeFiles(t, victim, map[string]string{"file": "victim\n"})
 		nm, out := filepath.Join(project, "node_modules"), filepath.Join(project, "build", "out")
-		ts := b.Start(t, project, testkit.ServerEnv(), "--auth", "none", "--writable", "node_modules, build/out")
+		// Next to them the project is read-only: no view (TestOverlayWithWritable
+		// has --writable under the view).
+		ts := b.Start(t, project, testkit.ServerEnv(), "--auth", "none", "--writable", "node_modules, build/out", "--overlay", "off")
 
 		for _, d := range []string{nm, out} {
 			if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {

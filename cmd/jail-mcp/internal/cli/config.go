@@ -69,8 +69,14 @@ type Config struct {
 	MaxConnsPerAddr int
 	MaxConnsSet     bool
 	LogLevel        slog.Level
-	// Overlay shows commands the project copy-on-write (--overlay on).
-	Overlay bool
+	// Overlay is --overlay: "on" shows commands the project
+	// copy-on-write or refuses to start, "auto" where the start probe
+	// passes (else the project is read-only, and the server says why),
+	// "off" never.
+	Overlay string
+	// viewRefused is why the sandbox refused the view of a command of
+	// jail-mcp run, which then runs without it (--overlay auto).
+	viewRefused error
 	// Warnings about the configuration, for the log once it exists.
 	Warnings []string
 }
@@ -143,7 +149,7 @@ var options = []option{
 	{"max-sessions", "JAIL_MCP_MAX_SESSIONS", strconv.Itoa(DefaultMaxSessions), "live MCP sessions served at once over HTTP (`N`)", countOf(func(c *Config) *int { return &c.MaxSessions }, math.MaxInt32)},
 	{"max-conns", "JAIL_MCP_MAX_CONNS", strconv.Itoa(DefaultMaxConns), "open HTTP connections at once (`N`); beyond them the least needed are closed (at most half the descriptor limit)", countOf(func(c *Config) *int { return &c.MaxConns }, math.MaxInt32)},
 	{"max-conns-per-addr", "JAIL_MCP_MAX_CONNS_PER_ADDR", "", "open HTTP connections of one remote address (`N`; default: --max-conns)", parseMaxConnsPerAddr},
-	{"overlay", "JAIL_MCP_OVERLAY", "off", "`MODE`: on shows commands the project writable, copy-on-write: every change stays in the session's layer until jail_apply (bubblewrap only); off", parseOverlay},
+	{"overlay", "JAIL_MCP_OVERLAY", "auto", "`MODE`: on shows commands the project writable, copy-on-write: every change stays in the session's layer until jail_apply (bubblewrap only; the server refuses to start where it cannot); auto: on where the start probe passes, else off, saying why; off: the project is read-only to commands", parseOverlay},
 	{"log-level", "JAIL_MCP_LOG_LEVEL", "info", "`LEVEL`: debug, info, warn, error", parseLogLevel},
 }
 
@@ -436,12 +442,10 @@ func parseMask(c *Config, v string) error {
 
 func parseOverlay(c *Config, v string) error {
 	switch v {
-	case "on":
-		c.Overlay = true
-	case "off":
-		c.Overlay = false
+	case "auto", "on", "off":
+		c.Overlay = v
 	default:
-		return fmt.Errorf("want on or off, not %q", v)
+		return fmt.Errorf("want auto, on or off, not %q", v)
 	}
 	return nil
 }

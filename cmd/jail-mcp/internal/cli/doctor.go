@@ -36,6 +36,14 @@ type DoctorReport struct {
 	// with the selected backend (a real view mounted and written), or
 	// why not.
 	Overlay string `json:"overlay,omitempty"`
+	// OverlayMode is --overlay as given; OverlayOn whether a server
+	// started so would show commands the view, OverlayReason why (or
+	// why it would refuse to start, under on), OverlayHint what would
+	// turn it on.
+	OverlayMode   string `json:"overlay_mode"`
+	OverlayOn     bool   `json:"overlay_on"`
+	OverlayReason string `json:"overlay_reason"`
+	OverlayHint   string `json:"overlay_hint,omitempty"`
 	// Writable are the directories of the project commands write in
 	// place, on the host (--writable); empty when the project is
 	// read-only to them.
@@ -67,12 +75,12 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 	// What commands write in place is checked as the server checks it.
 	var skip []string
 	for _, o := range options {
-		if !slices.Contains([]string{"project", "root", "writable", "auth", "pass-env", "mask"}, o.flag) {
+		if !slices.Contains([]string{"project", "root", "writable", "auth", "pass-env", "mask", "overlay"}, o.flag) {
 			skip = append(skip, o.flag)
 		}
 	}
 	rc := BindConfig(fs, getenv, skip...)
-	if err := ParseFlags(fs, args, "jail-mcp doctor [--json] [--backend NAME] [--project DIR] [--writable PATHS]", stdout); err != nil {
+	if err := ParseFlags(fs, args, "jail-mcp doctor [--json] [--backend NAME] [--overlay MODE] [--project DIR] [--writable PATHS]", stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -118,11 +126,14 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 			r.RefusedWrites = "not detected: " + b.Name() + " runs no session agents here, so a write refused in the project shows only as the command's own error"
 		}
 		r.Overlay = "available: " + b.Name() + " mounts each session's view in a user namespace of its session agent (overlayfs, the host project below, the session's layer above); the host's Go, npm, pip and cargo caches are shown copy-on-write"
-		if err := jail.ProbeOverlay(ctx, b); err != nil {
-			r.Overlay = "not available: " + err.Error()
+		viewErr := jail.ProbeOverlay(ctx, b)
+		if viewErr != nil {
+			r.Overlay = "not available: " + viewErr.Error()
 		}
+		r.setView(cfg.Overlay, viewErr)
 	} else if ue, ok := err.(*jail.UnavailableError); ok {
 		r.Selected, r.Reason, r.Hint = ue.Backend, ue.Reason, ue.Hint
+		r.setView(cfg.Overlay, jail.OverlayUsable(jail.Refusing{Err: ue}))
 	} else {
 		return err
 	}
@@ -140,6 +151,17 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		return &exitError{code: 1}
 	}
 	return nil
+}
+
+// setView fills the Overlay* fields as a server started with --overlay
+// mode would decide them, viewErr saying why the view cannot run here.
+func (r *DoctorReport) setView(mode string, viewErr error) {
+	v, err := chooseView(mode, r.Selected, func() error { return viewErr })
+	if err != nil {
+		v.Reason = "the server refuses to start: " + err.Error()
+		v.Hint = viewHint(r.Selected, viewErr)
+	}
+	r.OverlayMode, r.OverlayOn, r.OverlayReason, r.OverlayHint = v.Mode, v.On, v.Reason, v.Hint
 }
 
 // printDenyRead says what no command reads, and how and how far the
@@ -218,7 +240,11 @@ func printDoctor(w io.Writer, r DoctorReport, asked string) {
 			}
 		}
 		fmt.Fprintf(w, "refused writes in the project: %s\n", r.RefusedWrites)
-		fmt.Fprintf(w, "--overlay on (the project view): %s\n", r.Overlay)
+		v := ViewChoice{Mode: r.OverlayMode, On: r.OverlayOn, Reason: r.OverlayReason, Hint: r.OverlayHint}
+		fmt.Fprintln(w, v.String())
+		if strings.HasPrefix(r.Overlay, "available") {
+			fmt.Fprintf(w, "  the view here: %s\n", r.Overlay)
+		}
 		if len(r.Writable) > 0 {
 			fmt.Fprintf(w, "WARNING: commands write these directories of the project in place, on the host (--writable): %s\n", strings.Join(r.Writable, ", "))
 		} else {

@@ -25,6 +25,8 @@ type BackendState struct {
 	// Agents: the backend runs session agents, whose read view hides
 	// Config.TokenFile from commands.
 	Agents bool
+	// View is what --overlay came to here.
+	View ViewChoice
 }
 
 // OpenJail chooses the backend and opens the jail base. When no backend
@@ -49,7 +51,6 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 		MaxOutput: int(cfg.MaxOutput), MaxProcs: cfg.MaxProcs, MaxMemory: cfg.MaxMemory,
 		MaxJobTime: cfg.MaxJobTime, MaxJobs: cfg.MaxJobs,
 		MaxDisk: cfg.MaxDisk, MaxFiles: cfg.MaxFiles, Logger: log, OneCall: oneCall, Observer: obs,
-		Overlay: cfg.Overlay,
 	}
 	if cfg.TokenFile != "" {
 		// The file the token was read from is no command's to read.
@@ -84,23 +85,55 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 	default:
 		return nil, st, err
 	}
-	if cfg.Overlay {
-		// Fail closed at start: a backend that cannot show the project
-		// copy-on-write would leave it read-only, or worse, writable.
-		check := jail.ProbeOverlay
+	view, err := chooseView(cfg.Overlay, st.Name, func() error {
+		if cfg.viewRefused != nil {
+			return cfg.viewRefused
+		}
 		if oneCall {
-			// jail-mcp run: its one call fails closed with the reason.
-			check = func(_ context.Context, b jail.Backend) error { return jail.OverlayUsable(b) }
+			// jail-mcp run, with no start probe (it would double the
+			// time of a short command): under on its one call fails
+			// closed with the reason, under auto a refused view makes
+			// it run again without (runCommand).
+			return jail.OverlayUsable(scfg.Backend)
 		}
-		if err := check(ctx, scfg.Backend); err != nil {
-			return nil, st, fmt.Errorf("--overlay: %w", err)
-		}
+		// A backend that cannot show the project copy-on-write would
+		// leave it read-only, or worse, writable: on refuses to start,
+		// auto falls back to a read-only project and says why.
+		return jail.ProbeOverlay(ctx, scfg.Backend)
+	})
+	if err != nil {
+		return nil, st, err
 	}
+	st.View = view
+	scfg.Overlay = view.On
+	logView(log, view, st.Name == "bwrap" && scfg.Backend.Confined(), oneCall)
 	m, err := session.New(scfg)
 	if err != nil {
 		return nil, st, err
 	}
 	return m, st, nil
+}
+
+// logView says once whether commands see the project view and why: a
+// warning where auto fell back on bubblewrap (the host refuses what the
+// view needs), at debug level for jail-mcp run.
+func logView(log *slog.Logger, v ViewChoice, bwrap, oneCall bool) {
+	level := slog.LevelInfo
+	switch {
+	case !v.On && v.Mode == "auto" && bwrap:
+		level = slog.LevelWarn
+	case oneCall:
+		level = slog.LevelDebug
+	}
+	attrs := []any{"overlay", v.Mode, "reason", v.Reason}
+	if v.Hint != "" {
+		attrs = append(attrs, "enable", v.Hint)
+	}
+	msg := "project view off"
+	if v.On {
+		msg = "project view on"
+	}
+	log.Log(context.Background(), level, msg, attrs...)
 }
 
 // denyList resolves --deny-read for the server user's home and the host

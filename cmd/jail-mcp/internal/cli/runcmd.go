@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -49,16 +50,18 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	// One command: no trial run before it. A jail that cannot be set up
 	// never starts the command either; bwrap's refusal is recognised and
 	// explained below.
-	m, st, err := OpenJail(ctx, cfg, environ, getenv, true, nil, log)
+	// One name for the session, also when it opens again without the
+	// view.
+	cfg.Session = SessionName(cfg)
+	m, s, st, err := openRun(ctx, cfg, environ, getenv, log)
 	if err != nil {
-		return &exitError{code: exitRefused, msg: err.Error()}
+		return err
 	}
-	defer m.Close()
-	s, err := m.Open(SessionName(cfg))
-	if err != nil {
-		return &exitError{code: exitRefused, msg: err.Error()}
-	}
-	log.Debug("starting", "session", s.Name, "jail", s.Path, "backend", st.Name)
+	defer func() {
+		if m != nil {
+			m.Close()
+		}
+	}()
 
 	dir := *cwd
 	if dir == "" {
@@ -81,25 +84,31 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 			log.Warn("restore the terminal", "err", err)
 		}
 	})
-	defer restore()
+	defer func() { restore() }()
 	errLine := &firstLineWriter{w: stderr}
 	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: errLine, Ended: restore}
 	res, err := s.Exec(ctx, req)
-	var inputErr *session.InputError
-	if st.Name == "bwrap" && !errors.As(err, &inputErr) &&
-		(err != nil || res.ExitCode == 1 && strings.HasPrefix(errLine.line(), "bwrap: ")) {
-		// The session agent did not start, or (bwrap's direct mode) exit 1
-		// after a first line from bubblewrap: either bwrap could not set up
-		// the jail (and the command never started) or the command said so
-		// itself. The probe tells them apart.
-		if r := jail.Probe(ctx, "bwrap", jail.Options{Getenv: getenv}); !r.Available {
-			ue := &jail.UnavailableError{Backend: r.Backend, Reason: r.Reason, Hint: r.Hint}
-			msg := "refused: no jail can confine commands here: " + ue.Error()
-			if cfg.Backend == "auto" && jail.Probe(ctx, "landlock", jail.Options{Getenv: getenv}).Available {
-				msg += "; --backend landlock confines here"
-			}
-			return &exitError{code: exitRefused, msg: msg}
+	if nested := jail.AsNestedUserns(err); nested != nil && st.View.On && cfg.Overlay == "auto" {
+		// The sandbox refused the view its user namespace, before the
+		// command started (run skips the server's start probe of the
+		// view): the command runs on the read-only project instead, as
+		// a server started here would.
+		m.Close()
+		cfg.viewRefused = nested
+		if m, s, st, err = openRun(ctx, cfg, environ, getenv, log); err != nil {
+			return err
 		}
+		restore = sync.OnceFunc(func() {
+			if err := term.restore(); err != nil {
+				log.Warn("restore the terminal", "err", err)
+			}
+		})
+		errLine = &firstLineWriter{w: stderr}
+		req.Ended, req.Stderr = restore, errLine
+		res, err = s.Exec(ctx, req)
+	}
+	if refused := explainRunRefusal(ctx, cfg, st, res, err, errLine.line(), getenv); refused != nil {
+		return refused
 	}
 	if err != nil {
 		return &exitError{code: exitRefused, msg: session.Refusal(err)}
@@ -133,6 +142,46 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 		fmt.Fprintf(stderr, "jail-mcp: the jail went over its %s bound during the command: no command runs in it until files are removed\n", res.Limit)
 	}
 	return &exitError{code: res.ExitStatus()}
+}
+
+// openRun opens the jail and the session of jail-mcp run.
+func openRun(ctx context.Context, cfg Config, environ []string, getenv func(string) string, log *slog.Logger) (*session.Manager, *session.Session, BackendState, error) {
+	m, st, err := OpenJail(ctx, cfg, environ, getenv, true, nil, log)
+	if err != nil {
+		return nil, nil, st, &exitError{code: exitRefused, msg: err.Error()}
+	}
+	s, err := m.Open(SessionName(cfg))
+	if err != nil {
+		m.Close()
+		return nil, nil, st, &exitError{code: exitRefused, msg: err.Error()}
+	}
+	log.Debug("starting", "session", s.Name, "jail", s.Path, "backend", st.Name, "overlay", st.View.On)
+	return m, s, st, nil
+}
+
+// explainRunRefusal is the refusal of a command bubblewrap could not set
+// up a jail for, with why and the fix, or nil. firstLine is the first
+// line of the command's stderr.
+func explainRunRefusal(ctx context.Context, cfg Config, st BackendState, res *session.Result, err error, firstLine string, getenv func(string) string) error {
+	var inputErr *session.InputError
+	if st.Name != "bwrap" || errors.As(err, &inputErr) ||
+		err == nil && (res.ExitCode != 1 || !strings.HasPrefix(firstLine, "bwrap: ")) {
+		return nil
+	}
+	// The session agent did not start, or (bwrap's direct mode) exit 1
+	// after a first line from bubblewrap: either bwrap could not set up
+	// the jail (and the command never started) or the command said so
+	// itself. The probe tells them apart.
+	r := jail.Probe(ctx, "bwrap", jail.Options{Getenv: getenv})
+	if r.Available {
+		return nil
+	}
+	ue := &jail.UnavailableError{Backend: r.Backend, Reason: r.Reason, Hint: r.Hint}
+	msg := "refused: no jail can confine commands here: " + ue.Error()
+	if cfg.Backend == "auto" && jail.Probe(ctx, "landlock", jail.Options{Getenv: getenv}).Available {
+		msg += "; --backend landlock confines here"
+	}
+	return &exitError{code: exitRefused, msg: msg}
 }
 
 // defaultCwd is the current directory when it lies in the project, else

@@ -393,12 +393,16 @@ type caller interface {
 	Call(ctx context.Context, tool string, args map[string]any) (*mcp.CallToolResult, error)
 }
 
-// call calls tool with args through c, within two minutes, and decodes
-// its structured result; the test fails when the call does, with stderr,
-// the server's.
+// call calls tool with args through c, within two minutes (or the call's
+// own timeout_ms and a minute, when longer), and decodes its structured
+// result; the test fails when the call does, with stderr, the server's.
 func call[V any](t testing.TB, c caller, stderr fmt.Stringer, tool string, args map[string]any) (V, *mcp.CallToolResult) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	wait := 2 * time.Minute
+	if ms, ok := args["timeout_ms"].(int64); ok {
+		wait = max(wait, time.Duration(ms)*time.Millisecond+time.Minute)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
 	defer cancel()
 	var out V
 	res, err := c.Call(ctx, tool, args)
