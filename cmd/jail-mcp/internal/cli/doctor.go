@@ -126,6 +126,9 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 			r.RefusedWrites = "not detected: " + b.Name() + " runs no session agents here, so a write refused in the project shows only as the command's own error"
 		}
 		r.Overlay = "available: " + b.Name() + " mounts each session's view in a user namespace of its session agent (overlayfs, the host project below, the session's layer above); the host's Go, npm, pip and cargo caches are shown copy-on-write"
+		if jail.NativeOverlay(b) {
+			r.Overlay = "available: " + b.Name() + " (0.9 or later) mounts each session agent's view itself (overlayfs, the host project below, the session's layer above), no user namespace nested in its sandbox; the host's Go, npm, pip and cargo caches are shown copy-on-write"
+		}
 		viewErr := jail.ProbeOverlay(ctx, b)
 		if viewErr != nil {
 			r.Overlay = "not available: " + viewErr.Error()

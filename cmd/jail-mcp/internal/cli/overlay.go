@@ -45,7 +45,7 @@ func chooseView(mode, backend string, probe func() error) (ViewChoice, error) {
 func viewHint(backend string, err error) string {
 	switch {
 	case errors.Is(err, jail.ErrNestedUserns):
-		return "let bubblewrap's sandbox create a user namespace: on Ubuntu, whose AppArmor profile for bwrap (bwrap-userns-restrict) denies them to bwrap's children, " +
+		return "install bubblewrap 0.9 or later, which mounts the view itself with no user namespace of the sandbox's; or let bubblewrap's sandbox create a user namespace: on Ubuntu, whose AppArmor profile for bwrap (bwrap-userns-restrict) denies them to bwrap's children, " +
 			"give bwrap a profile that allows userns without that restriction (docs/configuration.md, where the view is off); or run with --overlay off to silence this"
 	case backend == "landlock" || backend == "sandbox-exec":
 		return "install bubblewrap (sudo apt-get install bubblewrap) and use --backend bwrap or auto: only bubblewrap's sandbox can mount the view"
