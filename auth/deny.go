@@ -284,3 +284,39 @@ func dedupe(in []string) []string {
 	}
 	return out
 }
+
+// Covers reports whether no command reads the host path p (absolute and
+// clean) under d: p is one of d's paths or lies below one, where a
+// path's last element may be a pattern, and p is not among what d still
+// shows below them. What the server reads of the host for others (a
+// patch of jail_diff) keeps to the same list.
+func (d Deny) Covers(p string) bool {
+	for _, s := range d.Shown {
+		if within(p, s) {
+			return false
+		}
+	}
+	for _, h := range d.Paths {
+		dir, pat := filepath.Split(h)
+		if !strings.ContainsAny(pat, "*?[\\") {
+			if within(p, h) {
+				return true
+			}
+			continue
+		}
+		rest, ok := strings.CutPrefix(p, dir)
+		if !ok || !strings.HasSuffix(dir, "/") {
+			continue
+		}
+		first, _, _ := strings.Cut(rest, "/")
+		if m, _ := filepath.Match(pat, first); m {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether p is dir or lies below it.
+func within(p, dir string) bool {
+	return dir == "/" || strings.HasPrefix(p, dir) && (len(p) == len(dir) || p[len(dir)] == '/')
+}

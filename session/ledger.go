@@ -121,7 +121,7 @@ func (s *Session) markConflicts(d *DiffResult, patch bool) {
 		if h, ok := host[c.Path]; ok {
 			c.Conflict = h
 			if patch {
-				c.ConflictPatch = l.ConflictPatch(c.Path)
+				c.ConflictPatch = l.ConflictPatch(c.Path, s.unreadRel)
 			}
 		}
 	}

@@ -57,6 +57,7 @@ func (s *Session) Diff(opt layer.Options) (DiffResult, error) {
 	if err != nil {
 		return DiffResult{}, err
 	}
+	opt.Unread = s.unreadRel
 	d, err := layer.Compute(upper, s.m.cfg.Project, opt)
 	if err != nil {
 		return DiffResult{}, fmt.Errorf("compare the layer of %s with the project: %w", s.Path, err)
@@ -65,6 +66,12 @@ func (s *Session) Diff(opt layer.Options) (DiffResult, error) {
 	s.boundPatch(d.Patch, &r)
 	s.markConflicts(&r, opt.Patch)
 	return r, nil
+}
+
+// unreadRel reports whether the project path rel (relative) is on the
+// --deny-read list: no patch shows its host side.
+func (s *Session) unreadRel(rel string) bool {
+	return s.m.cfg.Deny.Covers(filepath.Join(s.m.cfg.Project, rel))
 }
 
 // ErrViewBusy refuses an Apply while commands of the session run: their

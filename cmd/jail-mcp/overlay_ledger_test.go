@@ -246,3 +246,39 @@ func TestOverlayRunSaysChanges(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
 }
+
+// TestOverlayPatchKeepsDenied: a command makes a file where the
+// --deny-read list names one the host has not made yet; the host then
+// makes it, with a secret. The command cannot read the host's file, and
+// no patch of jail_diff (nor the conflict's) shows it to the client
+// either: the server does not read a denied file for anyone.
+func TestOverlayPatchKeepsDenied(t *testing.T) {
+	project := testkit.NewProject(t)
+	writeFiles(t, project, map[string]string{"a.txt": "a\n"})
+	ts := startOverlay(t, project, "--deny-read", "default,"+filepath.Join(project, "*.env"))
+	execOK(t, ts, "echo mine > secret.env")
+	secret := "TOKEN=denied-" + strings.Repeat("x", 8)
+	writeFiles(t, project, map[string]string{"secret.env": secret + "\n"})
+	// The next call names the conflict once the server's watch saw it.
+	testkit.WaitFor(time.Minute, func() bool {
+		out, _ := ts.Exec(map[string]any{"command": "true"})
+		return len(out.Conflicts) > 0
+	})
+	out, raw := ts.Exec(map[string]any{"command": "cat secret.env"})
+	if strings.Contains(out.Stdout, secret) {
+		t.Fatalf("the command read the denied host file: %s", testkit.ResultText(raw))
+	}
+	d, res := diffOf(t, ts, map[string]any{"patch": true})
+	text := testkit.ResultText(res)
+	if strings.Contains(text, secret) || strings.Contains(d.Patch, secret) {
+		t.Fatalf("jail_diff showed the denied host file:\n%s", text)
+	}
+	for _, ch := range d.Changes {
+		if strings.Contains(ch.ConflictPatch, secret) {
+			t.Fatalf("the conflict's patch showed the denied host file:\n%s", ch.ConflictPatch)
+		}
+	}
+	if !strings.Contains(d.Patch, "no patch: the host's file is on the --deny-read list") {
+		t.Fatalf("the patch does not say why secret.env has none:\n%s", d.Patch)
+	}
+}

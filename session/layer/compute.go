@@ -563,6 +563,10 @@ func (w *walker) patchFile(e *entry, u, l dirRef, name string, ust, lst *unix.St
 		return
 	}
 	var host, view side
+	if lst != nil && isReg(lst) && w.opt.Unread != nil && w.opt.Unread(e.rel) {
+		w.patch.add(fmt.Sprintf("diff --git %s %s\n# no patch: the host's file is on the --deny-read list\n", shown("a/"+e.rel), shown("b/"+e.rel)))
+		return
+	}
 	if lst != nil && isReg(lst) {
 		host = readSide(l.fd, name, lst)
 	}

@@ -10,6 +10,10 @@ import (
 type Options struct {
 	All   bool // paths .gitignore ignores are listed one by one, not summarised
 	Patch bool // a unified patch of the text files changed
+	// Unread, when set, names the project paths (relative) whose host
+	// side no patch shows: the --deny-read list, which no command reads
+	// and the server does not read for it either.
+	Unread func(rel string) bool
 }
 
 // Change is one path the view shows differently from the host.

@@ -87,7 +87,7 @@ func TestIssueScenario(t *testing.T) {
 	if got := conflictPaths(f.l.Conflicts(0)); got != "p.txt:modified" {
 		t.Fatalf("conflicts = %q", got)
 	}
-	patch := f.l.ConflictPatch("p.txt")
+	patch := f.l.ConflictPatch("p.txt", nil)
 	for _, want := range []string{"### base -> host", "+host", "### base -> session", "+call"} {
 		if !strings.Contains(patch, want) {
 			t.Fatalf("conflict patch lacks %q:\n%s", want, patch)

@@ -125,8 +125,10 @@ func (l *Ledger) Discard(paths []string, before func()) ([]string, error) {
 // beside the session's, both from what the session copied (base): a
 // unified patch base -> host, then base -> session. Empty when p is no
 // conflict; a line saying why when the base was not kept (binary, or
-// larger than the ledger keeps).
-func (l *Ledger) ConflictPatch(shown string) string {
+// larger than the ledger keeps), or when unread names p (the host's
+// file is on the --deny-read list: neither the host's side nor the base
+// read from it is shown).
+func (l *Ledger) ConflictPatch(shown string, unread func(rel string) bool) string {
 	if l == nil {
 		return ""
 	}
@@ -145,6 +147,9 @@ func (l *Ledger) ConflictPatch(shown string) string {
 	defer ld.close()
 	if l.verdict(h, ld, p, r) == "" {
 		return ""
+	}
+	if unread != nil && unread(p) {
+		return fmt.Sprintf("conflict at %s: no patch: the host's file is on the --deny-read list\n", shown)
 	}
 	if !r.kept {
 		return fmt.Sprintf("conflict at %s: no patch: what the session copied was not kept (binary, larger than %d bytes, or changed while copied)\n", shown, maxBase)
