@@ -141,7 +141,7 @@ func checkSDKSessions(t *testing.T, out *sdkResults, project, tokenProject strin
 		}
 		// The defaults under bubblewrap: the project view on, its tools
 		// listed.
-		if want := []string{"jail_apply", "jail_diff", "jail_job", "jail_reset", "jail_status", "jailed_exec"}; !slices.Equal(s.Tools, want) {
+		if want := []string{"jail_apply", "jail_diff", "jail_discard", "jail_job", "jail_reset", "jail_status", "jailed_exec"}; !slices.Equal(s.Tools, want) {
 			t.Errorf("client %s: tools %v, want %v", s.Name, s.Tools, want)
 		}
 		if s.Write.ExitCode != 0 || s.Write.IsError || s.Read.ExitCode != 0 || s.Read.Stdout != s.Name {
