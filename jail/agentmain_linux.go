@@ -235,6 +235,14 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 			return err
 		}
 	case "bwrap":
+		// Pages there and in System V segments outlive the calls that
+		// wrote them, and belong to no process: they count in each call,
+		// under the project view as without it.
+		var err error
+		if a.shm, err = unix.Open("/dev/shm", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return fmt.Errorf("agent: open the sandbox's /dev/shm: %w", err)
+		}
+		a.maxShared = max(m.MaxShared, 0)
 		if m.Overlay != nil && !m.Overlay.Native {
 			// Each call's thread mounts its view, then enters this layer
 			// (enterView): a thread of a Landlock domain cannot mount.
@@ -261,12 +269,6 @@ func (a *agent) confine(m agentMsg, files []*os.File) error {
 		if err := restrictProcess(fd); err != nil {
 			return err
 		}
-		// Pages there and in System V segments outlive the calls that
-		// wrote them, and belong to no process: they count in each call.
-		if a.shm, err = unix.Open("/dev/shm", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-			return fmt.Errorf("agent: open the sandbox's /dev/shm: %w", err)
-		}
-		a.maxShared = max(m.MaxShared, 0)
 	default:
 		return fmt.Errorf("agent: unknown kind %q", m.Kind)
 	}

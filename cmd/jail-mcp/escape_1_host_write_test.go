@@ -209,23 +209,27 @@ for p in /proc/[0-9]*; do
 	try sh -c 'echo x > "$1/root/$2"' sh "$p" "$MARKER"
 done
 `},
+	// Each attempt names its working directory ($0 of sh -c), which an
+	// ESCAPED line under the project view is judged by (inView).
 	{"proc-self-cwd", `
 cd "$PROJECT"
-try sh -c 'echo x > /proc/self/cwd/keep.txt'
-try sh -c 'echo x > "/proc/self/cwd/new-$MARKER"'
-try sh -c 'echo x > "/proc/$PPID/cwd/new-$MARKER"'
+try sh -c 'echo x > /proc/self/cwd/keep.txt' "$PWD"
+try sh -c 'echo x > "/proc/self/cwd/new-$MARKER"' "$PWD"
+try sh -c 'echo x > "/proc/$PPID/cwd/new-$MARKER"' "$PWD"
 cd "$VICTIM"
-try sh -c 'echo x > /proc/self/cwd/file'
-try sh -c 'echo x > "/proc/self/cwd/new-$MARKER"'
-try sh -c 'echo x > "/proc/$PPID/cwd/new-$MARKER"'
+try sh -c 'echo x > /proc/self/cwd/file' "$PWD"
+try sh -c 'echo x > "/proc/self/cwd/new-$MARKER"' "$PWD"
+try sh -c 'echo x > "/proc/$PPID/cwd/new-$MARKER"' "$PWD"
 cd "$HOSTHOME"
-try sh -c 'echo x > /proc/self/cwd/.gitconfig'
+try sh -c 'echo x > /proc/self/cwd/.gitconfig' "$PWD"
 cd "$HOME"
 `},
 	{"proc-self-fd", `
 exec 7<"$VFILE" 8<"$VICTIM" 9<"$KEEP"
 try sh -c 'echo x > /proc/self/fd/7'
-try sh -c 'echo x >> /proc/self/fd/9'
+# descriptor 9 is of the project, which the attempt names ($0): under the
+# project view the append lands in the session's layer (inView)
+try sh -c 'echo x >> /proc/self/fd/9' "$KEEP"
 try sh -c 'echo x > "/proc/self/fd/8/new-$MARKER"'
 try sh -c 'echo x > "/dev/fd/8/new-$MARKER"'
 ` + py(`

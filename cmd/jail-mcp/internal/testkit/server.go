@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -308,10 +309,30 @@ type Note struct {
 	N  mcp.JSONRPCNotification
 }
 
-// NewProject is a fresh project directory, canonical.
+// NewProject is a fresh project directory, canonical. Before it is
+// removed, the directories of its jails' project views that the kernel
+// made without rights (overlayfs's work/work, mode 000, left behind by a
+// server that was killed) are opened up, so that a normal user's test can
+// remove them.
 func NewProject(t testing.TB) string {
 	t.Helper()
-	return jailfstest.CanonTempDir(t)
+	dir := jailfstest.CanonTempDir(t)
+	t.Cleanup(func() { openViewWork(dir) })
+	return dir
+}
+
+// openViewWork gives the owner rights on every directory below a
+// .overlay directory of root that lacks them.
+func openViewWork(root string) {
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || !strings.Contains(p, "/.overlay/") {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && fi.Mode().Perm()&0o700 != 0o700 {
+			os.Chmod(p, fi.Mode().Perm()|0o700)
+		}
+		return nil
+	})
 }
 
 // StartServer starts the server under test over stdio in project (env:
