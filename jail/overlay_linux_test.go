@@ -67,13 +67,7 @@ func viewSpec(t *testing.T, files map[string]string) jail.Spec {
 // told of some changes ahead of the call and not of others) or not (0: a
 // view per call), and a write of the view stays in the layer.
 func TestOverlayViews(t *testing.T) {
-	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := jail.ProbeOverlay(t.Context(), b); err != nil {
-		t.Fatalf("the project view does not work here: %v", err)
-	}
+	b := viewBackend(t)
 	for _, mode := range []struct {
 		name     string
 		numbered bool
@@ -174,13 +168,7 @@ func runIn(t *testing.T, r jail.Runner, spec jail.Spec, script string, gen uint6
 // in one made for it after the spare's did not fit; a call of a number
 // the agent was not told of gets a view made for it.
 func TestOverlayFirstCallArmed(t *testing.T) {
-	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := jail.ProbeOverlay(t.Context(), b); err != nil {
-		t.Fatalf("the project view does not work here: %v", err)
-	}
+	b := viewBackend(t)
 	if jail.NativeOverlay(b) {
 		t.Skip("this bubblewrap mounts the view itself, one per sandbox, made before the agent runs: no spares' view to arm (TestNativeOverlay)")
 	}
@@ -218,4 +206,18 @@ func TestOverlayFirstCallArmed(t *testing.T) {
 	if next := workdir(4); next == first {
 		t.Errorf("a call of a new number ran in the view of the old, %s", next)
 	}
+}
+
+// viewBackend is bubblewrap where the project view works, or the test
+// fails saying why.
+func viewBackend(t *testing.T) jail.Backend {
+	t.Helper()
+	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := jail.ProbeOverlay(t.Context(), b); err != nil {
+		t.Fatalf("the project view does not work here: %v", err)
+	}
+	return b
 }

@@ -118,14 +118,7 @@ func TestOverlayTools(t *testing.T) {
 	before := projectTree(t, project)
 	ts := startOverlay(t, project)
 
-	list, err := ts.Client.ListTools(t.Context(), mcp.ListToolsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tool := range list.Tools {
-		names = append(names, tool.Name)
-	}
+	names := toolNames(t, ts)
 	if !slices.Contains(names, "jail_diff") || !slices.Contains(names, "jail_apply") {
 		t.Fatalf("tools listed with the view on: %v", names)
 	}
