@@ -10,11 +10,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/layer"
 )
 
-var applyInputSchema = schema("apply.input")
-
-var applyOutputSchema = schema("apply.output")
-
-var applyFields = fieldNames(applyInputSchema)
+var applySchemas = schemasOf("apply")
 
 func applyTool() mcp.Tool {
 	return newTool("jail_apply",
@@ -33,7 +29,7 @@ func applyTool() mcp.Tool {
 			"it first. dry_run: true says what would be applied or refused and writes nothing. " +
 			"digest: jail_diff's digest; passing it binds the apply to that review: refused, writing " +
 			"nothing, when the layer no longer holds exactly what that jail_diff listed."),
-		applyInputSchema, applyOutputSchema,
+		applySchemas.in, applySchemas.out,
 		annotations("Apply changes to the project", false, true, false, false))
 }
 
@@ -61,7 +57,7 @@ type ApplyResult struct {
 // Apply is the jail_apply tool.
 func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var p applyParams
-	if err := decode(req, &p, applyFields); err != nil {
+	if err := decode(req, &p, applySchemas.fields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
 	if len(p.Paths) == 0 {

@@ -14,11 +14,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/ledger"
 )
 
-var diffInputSchema = schema("diff.input")
-
-var diffOutputSchema = schema("diff.output")
-
-var diffFields = fieldNames(diffInputSchema)
+var diffSchemas = schemasOf("diff")
 
 func diffTool() mcp.Tool {
 	return newTool("jail_diff",
@@ -34,7 +30,7 @@ func diffTool() mcp.Tool {
 			"Each file shows the sha256 of its bytes (hash), and the result a digest of everything " +
 			"listed: pass it to jail_apply to apply only what was reviewed. " +
 			"Review the changes before jail_apply; jail_reset discards them all."),
-		diffInputSchema, diffOutputSchema,
+		diffSchemas.in, diffSchemas.out,
 		annotations("Changes in the project view", true, false, true, false))
 }
 
@@ -62,7 +58,7 @@ type DiffResult struct {
 // Diff is the jail_diff tool.
 func (h *Handler) Diff(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var p diffParams
-	if err := decode(req, &p, diffFields); err != nil {
+	if err := decode(req, &p, diffSchemas.fields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
 	s, err := h.Session(ctx)

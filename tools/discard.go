@@ -8,11 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-var discardInputSchema = schema("discard.input")
-
-var discardOutputSchema = schema("discard.output")
-
-var discardFields = fieldNames(discardInputSchema)
+var discardSchemas = schemasOf("discard")
 
 func discardTool() mcp.Tool {
 	return newTool("jail_discard",
@@ -23,7 +19,7 @@ func discardTool() mcp.Tool {
 			"protected one (as jail_apply: .git and the like), one the session's layer holds nothing " +
 			"at, or one inside a directory the session replaced whole is refused, and nothing is " +
 			"dropped. Refused while a command of the session runs (a job)."),
-		discardInputSchema, discardOutputSchema,
+		discardSchemas.in, discardSchemas.out,
 		annotations("Take the host's version", false, true, true, false))
 }
 
@@ -40,7 +36,7 @@ type DiscardResult struct {
 // Discard is the jail_discard tool.
 func (h *Handler) Discard(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var p discardParams
-	if err := decode(req, &p, discardFields); err != nil {
+	if err := decode(req, &p, discardSchemas.fields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
 	if len(p.Paths) == 0 {

@@ -17,11 +17,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
-var execInputSchema = schema("exec.input")
-
-var execOutputSchema = schema("exec.output")
-
-var execFields = fieldNames(execInputSchema)
+var execSchemas = schemasOf("exec")
 
 // execToolDef is jailed_exec's declaration; openWorld: network is on;
 // view: the project view is on.
@@ -38,7 +34,7 @@ func execToolDef(openWorld, view bool) mcp.Tool {
 			"no longer see (jail_discard takes the host's)."
 	}
 	return newTool("jailed_exec", desc,
-		execInputSchema, execOutputSchema,
+		execSchemas.in, execSchemas.out,
 		annotations("Run a command in the jail", false, true, false, openWorld))
 
 }
@@ -140,7 +136,7 @@ type ExecResult struct {
 // Exec is the jailed_exec tool.
 func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var p execParams
-	if err := decode(req, &p, execFields); err != nil {
+	if err := decode(req, &p, execSchemas.fields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
 	// An empty command or argv, given, is told apart from one not given

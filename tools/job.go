@@ -12,11 +12,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
-var jobInputSchema = schema("job.input")
-
-var jobOutputSchema = schema("job.output")
-
-var jobFields = fieldNames(jobInputSchema)
+var jobSchemas = schemasOf("job")
 
 func jobTool() mcp.Tool {
 	return newTool("jail_job",
@@ -24,7 +20,7 @@ func jobTool() mcp.Tool {
 			"wait for new output or its end (wait_ms returns as soon as either comes), send it input " +
 			"or end its input, signal it (TERM, INT, KILL: every process it started), and read what " +
 			"it printed since the last read, then how it ended."),
-		jobInputSchema, jobOutputSchema,
+		jobSchemas.in, jobSchemas.out,
 		annotations("Follow a job", false, true, false, false))
 }
 
@@ -48,7 +44,7 @@ type JobResult struct {
 // Job is the jail_job tool.
 func (h *Handler) Job(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var p jobParams
-	if err := decode(req, &p, jobFields); err != nil {
+	if err := decode(req, &p, jobSchemas.fields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
 	if p.JobID == "" {

@@ -224,6 +224,19 @@ func structured(v any, text string, isError bool) *mcp.CallToolResult {
 	}
 }
 
+// toolSchemas are a tool's input and output schemas and the fields its
+// input takes.
+type toolSchemas struct {
+	in, out string
+	fields  []string
+}
+
+// schemasOf reads the schemas NAME.input and NAME.output.
+func schemasOf(name string) toolSchemas {
+	in := schema(name + ".input")
+	return toolSchemas{in: in, out: schema(name + ".output"), fields: fieldNames(in)}
+}
+
 func fieldNames(schema string) []string {
 	var s struct {
 		Properties map[string]json.RawMessage `json:"properties"`
