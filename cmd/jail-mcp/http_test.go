@@ -81,16 +81,21 @@ func httpFoundUnder(root, name string) bool {
 // httpTree maps every path under root to its size, -1 for a directory.
 // The kernel's work directories of the project view (.overlay/work/*)
 // are left out: the jail's own session agent makes and removes them as
-// its views come and go.
+// its views come and go, and the kernel makes some of them mode 000,
+// which a normal user's walk may not enter.
 func httpTree(t *testing.T, root string) map[string]int64 {
-	tree := jailfstest.Tree(t, root, func(_ string, fi fs.FileInfo) (int64, error) {
+	work := filepath.Join(root, ".overlay", "work")
+	tree := jailfstest.Tree(t, root, func(p string, fi fs.FileInfo) (int64, error) {
+		if p == work {
+			return -1, filepath.SkipDir
+		}
 		if fi.IsDir() {
 			return -1, nil
 		}
 		return fi.Size(), nil
 	})
 	for p := range tree {
-		if strings.HasPrefix(p, ".overlay/work/") {
+		if p == ".overlay/work" || strings.HasPrefix(p, ".overlay/work/") {
 			delete(tree, p)
 		}
 	}
