@@ -113,6 +113,13 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	if err != nil {
 		return &exitError{code: exitRefused, msg: session.Refusal(err)}
 	}
+	return runOutcome(res, stderr)
+}
+
+// runOutcome says on stderr what the server knows of how res's command
+// went (unconfined, a refused write, the project's changes and
+// conflicts, a bound), and gives jail-mcp run's exit status.
+func runOutcome(res *session.Result, stderr io.Writer) error {
 	if !res.Confined {
 		fmt.Fprintln(stderr, "jail-mcp: the command ran UNCONFINED (--fallback warn)")
 	}
