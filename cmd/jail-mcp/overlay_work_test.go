@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jail-mcp/jail-mcp/cmd/jail-mcp/internal/testkit"
+	"github.com/jail-mcp/jail-mcp/tools"
 )
 
 // The real work of issue 29's table, each through the real server over
@@ -31,6 +33,17 @@ type workFixture struct {
 	// changes are what jail_diff must list afterwards, "change path"
 	// each, and ignored its summaries, "change dir".
 	changes, ignored []string
+}
+
+// check says which of want res's output lacks, if any.
+func (fx workFixture) check(res tools.ExecResult) error {
+	out := res.Stdout + res.Stderr
+	for _, w := range fx.want {
+		if !strings.Contains(out, w) {
+			return fmt.Errorf("%s: no %q in\n%s", fx.command, w, out)
+		}
+	}
+	return nil
 }
 
 var workFixtures = []workFixture{
@@ -131,14 +144,11 @@ func TestOverlayRealWork(t *testing.T) {
 			// The defaults: no --overlay, no --backend (issue 46).
 			ts := startDefaultView(t, project, "--timeout", "5m", "--max-output", "1048576")
 			res, raw := ts.Exec(map[string]any{"command": fx.command, "timeout_ms": (5 * time.Minute).Milliseconds()})
-			out := res.Stdout + res.Stderr
 			if res.ExitCode != 0 {
 				t.Fatalf("%s: %s", fx.command, testkit.ResultText(raw))
 			}
-			for _, w := range fx.want {
-				if !strings.Contains(out, w) {
-					t.Fatalf("%s: no %q in\n%s", fx.command, w, out)
-				}
+			if err := fx.check(res); err != nil {
+				t.Fatal(err)
 			}
 			sameTree(t, project, before)
 			diff, raw := testkit.DiffOf(ts, map[string]any{})

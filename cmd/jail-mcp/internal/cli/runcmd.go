@@ -79,11 +79,14 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 	// Exec calls restore as soon as the command is gone, before copying the
 	// rest of its output, which would block on output the command stopped;
 	// the defer covers every way out of Exec that does not get so far.
-	restore := sync.OnceFunc(func() {
-		if err := term.restore(); err != nil {
-			log.Warn("restore the terminal", "err", err)
-		}
-	})
+	restorer := func() func() {
+		return sync.OnceFunc(func() {
+			if err := term.restore(); err != nil {
+				log.Warn("restore the terminal", "err", err)
+			}
+		})
+	}
+	restore := restorer()
 	defer func() { restore() }()
 	errLine := &firstLineWriter{w: stderr}
 	req := session.Request{Argv: argv, Cwd: dir, Stdin: stdin, Stdout: stdout, Stderr: errLine, Ended: restore}
@@ -98,11 +101,7 @@ func runCommand(ctx context.Context, args, environ []string, getenv func(string)
 		if m, s, st, err = openRun(ctx, cfg, environ, getenv, log); err != nil {
 			return err
 		}
-		restore = sync.OnceFunc(func() {
-			if err := term.restore(); err != nil {
-				log.Warn("restore the terminal", "err", err)
-			}
-		})
+		restore = restorer()
 		errLine = &firstLineWriter{w: stderr}
 		req.Ended, req.Stderr = restore, errLine
 		res, err = s.Exec(ctx, req)
