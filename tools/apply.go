@@ -10,28 +10,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/layer"
 )
 
-var applySchemas = schemasOf("apply")
-
-func applyTool() mcp.Tool {
-	return newTool("jail_apply",
-		("Copy changes of the project view to the host's project: the changes at or below each " +
-			"path (relative to the project, as jail_diff lists them; \".\" is every change jail_diff " +
-			"lists, an ignored path is applied only when named). All or nothing: when any path is refused, nothing is " +
-			"written and each refusal says why. Never written: protected paths, what the host runs " +
-			"or trusts without a review (" + strings.Join(layer.ProtectedNames, ", ") + ", at any " +
-			"depth, and what git reads or runs wherever its configuration names it: hooks directories, " +
-			"included configuration files), nor a directory git would take for a repository (HEAD beside " +
-			"objects and refs), nor symlinks, devices, FIFOs or sockets, nor files past --max-disk or the " +
-			"host's free space (apparent size; holes are kept). A " +
-			"conflict (the host's file changed since the view copied it) is refused: look at both " +
-			"and redo the change. What is applied leaves the session's layer (jail_diff no longer " +
-			"lists it). Refused while a command of the session runs (a job): let it end or kill " +
-			"it first. dry_run: true says what would be applied or refused and writes nothing. " +
-			"digest: jail_diff's digest; passing it binds the apply to that review: refused, writing " +
-			"nothing, when the layer no longer holds exactly what that jail_diff listed."),
-		applySchemas.in, applySchemas.out,
-		annotations("Apply changes to the project", false, true, false, false))
-}
+var applyFields = fieldsOf("apply")
 
 type applyParams struct {
 	Paths  []string `json:"paths"`
@@ -57,7 +36,7 @@ type ApplyResult struct {
 // Apply is the jail_apply tool.
 func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var p applyParams
-	if err := decode(req, &p, applySchemas.fields); err != nil {
+	if err := decode(req, &p, applyFields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
 	if len(p.Paths) == 0 {

@@ -14,25 +14,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/ledger"
 )
 
-var diffSchemas = schemasOf("diff")
-
-func diffTool() mcp.Tool {
-	return newTool("jail_diff",
-		("List what this session's commands changed in the project. Commands see the project " +
-			"writable, copy-on-write: every change stays in the session's layer, never on the host, " +
-			"until jail_apply copies it there. A change marked conflict is a path the host changed " +
-			"after the session copied it (commands see the session's copy): with patch, " +
-			"conflict_patch shows base -> host beside base -> session; jail_discard takes the host's. Each change: path (relative to the project), added, " +
-			"modified, deleted or type_changed, type and size. Paths .gitignore ignores " +
-			"(node_modules/, build output) are summarised, one entry per ignored directory with its " +
-			"file count and bytes, unless all is true. patch: true adds a unified patch of the " +
-			"changed text files (its head when long; the whole patch is then kept in output_path). " +
-			"Each file shows the sha256 of its bytes (hash), and the result a digest of everything " +
-			"listed: pass it to jail_apply to apply only what was reviewed. " +
-			"Review the changes before jail_apply; jail_reset discards them all."),
-		diffSchemas.in, diffSchemas.out,
-		annotations("Changes in the project view", true, false, true, false))
-}
+var diffFields = fieldsOf("diff")
 
 type diffParams struct {
 	Patch bool `json:"patch"`
@@ -58,7 +40,7 @@ type DiffResult struct {
 // Diff is the jail_diff tool.
 func (h *Handler) Diff(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var p diffParams
-	if err := decode(req, &p, diffSchemas.fields); err != nil {
+	if err := decode(req, &p, diffFields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
 	s, err := h.Session(ctx)

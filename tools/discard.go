@@ -8,20 +8,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-var discardSchemas = schemasOf("discard")
-
-func discardTool() mcp.Tool {
-	return newTool("jail_discard",
-		("Drop this session's copy of project paths and take the host's: after a conflict (the host " +
-			"changed a file after the session copied it, which results and jail_diff name), or to undo " +
-			"the session's changes of a path. The host's project is never written. A directory drops " +
-			"every change of the session below it. All or nothing: a path outside the project, a " +
-			"protected one (as jail_apply: .git and the like), one the session's layer holds nothing " +
-			"at, or one inside a directory the session replaced whole is refused, and nothing is " +
-			"dropped. Refused while a command of the session runs (a job)."),
-		discardSchemas.in, discardSchemas.out,
-		annotations("Take the host's version", false, true, true, false))
-}
+var discardFields = fieldsOf("discard")
 
 type discardParams struct {
 	Paths []string `json:"paths"`
@@ -36,7 +23,7 @@ type DiscardResult struct {
 // Discard is the jail_discard tool.
 func (h *Handler) Discard(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var p discardParams
-	if err := decode(req, &p, discardSchemas.fields); err != nil {
+	if err := decode(req, &p, discardFields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
 	if len(p.Paths) == 0 {

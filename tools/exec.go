@@ -17,27 +17,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
-var execSchemas = schemasOf("exec")
-
-// execToolDef is jailed_exec's declaration; openWorld: network is on;
-// view: the project view is on.
-func execToolDef(openWorld, view bool) mcp.Tool {
-	desc := "Run a command in this session's write-jail. It can read the host and " +
-		"(unless network is off) reach the network, but can write only inside its jail, which is " +
-		"also its HOME and persists between calls of the session. Returns exit code, output " +
-		"(head and tail when long, the whole output kept in the jail) and timing."
-	if view {
-		desc += " It sees the project writable, copy-on-write: what it changes there stays in " +
-			"the session's layer, seen by the next calls, until jail_apply copies it to the host " +
-			"(jail_diff lists it). The result names the project paths it changed (project_changes) " +
-			"and any conflict: a file the host changed after the session copied it, which commands " +
-			"no longer see (jail_discard takes the host's)."
-	}
-	return newTool("jailed_exec", desc,
-		execSchemas.in, execSchemas.out,
-		annotations("Run a command in the jail", false, true, false, openWorld))
-
-}
+var execFields = fieldsOf("exec")
 
 type execParams struct {
 	Command    *string           `json:"command"`
@@ -136,7 +116,7 @@ type ExecResult struct {
 // Exec is the jailed_exec tool.
 func (h *Handler) Exec(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var p execParams
-	if err := decode(req, &p, execSchemas.fields); err != nil {
+	if err := decode(req, &p, execFields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
 	// An empty command or argv, given, is told apart from one not given

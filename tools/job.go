@@ -12,17 +12,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session"
 )
 
-var jobSchemas = schemasOf("job")
-
-func jobTool() mcp.Tool {
-	return newTool("jail_job",
-		("Follow a job that jailed_exec started (background, or still running at yield_ms): " +
-			"wait for new output or its end (wait_ms returns as soon as either comes), send it input " +
-			"or end its input, signal it (TERM, INT, KILL: every process it started), and read what " +
-			"it printed since the last read, then how it ended."),
-		jobSchemas.in, jobSchemas.out,
-		annotations("Follow a job", false, true, false, false))
-}
+var jobFields = fieldsOf("job")
 
 type jobParams struct {
 	JobID      string  `json:"job_id"`
@@ -44,7 +34,7 @@ type JobResult struct {
 // Job is the jail_job tool.
 func (h *Handler) Job(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var p jobParams
-	if err := decode(req, &p, jobSchemas.fields); err != nil {
+	if err := decode(req, &p, jobFields); err != nil {
 		return refuse("refused: %v", err), nil
 	}
 	if p.JobID == "" {

@@ -7,22 +7,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-var resetOutputSchema = schema("reset.output")
-
-// resetTool is jail_reset's declaration; view: the project view is on.
-func resetTool(view bool) mcp.Tool {
-	desc := "Kill every running command of this session and empty its jail " +
-		"(never following a symlink out of it), then recreate the empty HOME skeleton."
-	if view {
-		desc += " This also discards every change made in the project view that jail_apply " +
-			"has not copied to the host (jail_diff lists them)."
-	}
-	return newTool("jail_reset", desc,
-		emptyInputSchema, resetOutputSchema,
-		annotations("Reset the jail", false, true, true, false))
-
-}
-
 // ResetResult is the structured result of jail_reset.
 type ResetResult struct {
 	Session      string `json:"session"`

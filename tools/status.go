@@ -15,21 +15,6 @@ import (
 	"github.com/jail-mcp/jail-mcp/session/limits"
 )
 
-var emptyInputSchema = schema("empty.input")
-
-var statusOutputSchema = schema("status.output")
-
-func statusTool() mcp.Tool {
-	return newTool("jail_status",
-		("Describe this session's jail: where it is, which backend confines it " +
-			"(or why none can, and the command that fixes it), network, whether the project view is " +
-			"on (overlay), exposed credentials, the host paths no command reads (deny_read), disk " +
-			"usage, running commands, limits and the security promises kept here."),
-		emptyInputSchema, statusOutputSchema,
-		annotations("Jail status", true, false, true, false))
-
-}
-
 // AuthEntry is one CLI whose credentials are exposed.
 type AuthEntry struct {
 	Name  string   `json:"name"`

@@ -6,7 +6,6 @@ package tools
 
 import (
 	"context"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,17 +33,6 @@ type Handler struct {
 	OverlayMode, OverlayReason, OverlayHint string
 }
 
-// definitions are the tools, in the order they are listed; openWorld:
-// network is on; view: the project view is on (--overlay), without which
-// jail_diff, jail_apply and jail_discard could only refuse, so they are not listed.
-func definitions(openWorld, view bool) []mcp.Tool {
-	defs := []mcp.Tool{execToolDef(openWorld, view), statusTool(), resetTool(view), jobTool()}
-	if view {
-		defs = append(defs, diffTool(), applyTool(), discardTool())
-	}
-	return defs
-}
-
 // Register adds the tools to srv.
 func (h *Handler) Register(srv *server.MCPServer) {
 	handlers := map[string]server.ToolHandlerFunc{
@@ -64,43 +52,6 @@ func RegisterRefusing(srv *server.MCPServer, msg string) {
 	no := func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) { return refuse("%s", msg), nil }
 	for _, t := range definitions(true, false) {
 		srv.AddTool(t, no)
-	}
-}
-
-// schemaFiles are the tools' schemas, one JSON file each, as written by
-// hand: every client accepts them, and they are pinned by golden files.
-//
-//go:embed schemas/*.json
-var schemaFiles embed.FS
-
-// schema is the text of schemas/name.json.
-func schema(name string) string {
-	b, err := schemaFiles.ReadFile("schemas/" + name + ".json")
-	if err != nil {
-		panic("tools: " + err.Error())
-	}
-	return string(b)
-}
-
-// newTool builds a tool from hand-written schemas: every client accepts
-// them (no ["null","array"] types), and they are pinned by golden files.
-func newTool(name, description, input, output string, ann mcp.ToolAnnotation) mcp.Tool {
-	return mcp.Tool{
-		Name:            name,
-		Description:     description,
-		RawInputSchema:  json.RawMessage(input),
-		RawOutputSchema: json.RawMessage(output),
-		Annotations:     ann,
-	}
-}
-
-func annotations(title string, readOnly, destructive, idempotent, openWorld bool) mcp.ToolAnnotation {
-	return mcp.ToolAnnotation{
-		Title:           title,
-		ReadOnlyHint:    &readOnly,
-		DestructiveHint: &destructive,
-		IdempotentHint:  &idempotent,
-		OpenWorldHint:   &openWorld,
 	}
 }
 
@@ -222,32 +173,4 @@ func structured(v any, text string, isError bool) *mcp.CallToolResult {
 		StructuredContent: v,
 		IsError:           isError,
 	}
-}
-
-// toolSchemas are a tool's input and output schemas and the fields its
-// input takes.
-type toolSchemas struct {
-	in, out string
-	fields  []string
-}
-
-// schemasOf reads the schemas NAME.input and NAME.output.
-func schemasOf(name string) toolSchemas {
-	in := schema(name + ".input")
-	return toolSchemas{in: in, out: schema(name + ".output"), fields: fieldNames(in)}
-}
-
-func fieldNames(schema string) []string {
-	var s struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-	}
-	if err := json.Unmarshal([]byte(schema), &s); err != nil {
-		panic("tools: bad schema: " + err.Error())
-	}
-	names := make([]string, 0, len(s.Properties))
-	for n := range s.Properties {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }

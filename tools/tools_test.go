@@ -404,7 +404,7 @@ func TestDecodeErrors(t *testing.T) {
 			req.Params.Name = "jailed_exec"
 			req.Params.RawArguments = json.RawMessage(tt.args)
 			var p execParams
-			err := decode(req, &p, execSchemas.fields)
+			err := decode(req, &p, execFields)
 			if err == nil {
 				t.Fatalf("decode(%s) = nil, want an error", tt.args)
 			}

@@ -21,14 +21,14 @@ func TestViewDecodeErrors(t *testing.T) {
 		v          any
 		want       []string
 	}{
-		{"diff unknown argument", `{"patch":true,"paths":["a"]}`, diffSchemas.fields, &diffParams{}, []string{`unknown argument "paths"`, "all", "patch"}},
-		{"diff patch as string", `{"patch":"yes"}`, diffSchemas.fields, &diffParams{}, []string{"patch", "boolean", "string"}},
-		{"diff all as number", `{"all":1}`, diffSchemas.fields, &diffParams{}, []string{"all", "boolean", "number"}},
-		{"apply unknown argument", `{"paths":["a"],"dryrun":true}`, applySchemas.fields, &applyParams{}, []string{`unknown argument "dryrun"`, "dry_run", "paths"}},
-		{"apply paths as string", `{"paths":"a.go"}`, applySchemas.fields, &applyParams{}, []string{"paths", "array", "string"}},
-		{"apply paths of numbers", `{"paths":[1]}`, applySchemas.fields, &applyParams{}, []string{"paths", "string", "number"}},
-		{"apply paths as object", `{"paths":{"a":"b"}}`, applySchemas.fields, &applyParams{}, []string{"paths", "array", "object"}},
-		{"apply dry_run as string", `{"paths":["a"],"dry_run":"true"}`, applySchemas.fields, &applyParams{}, []string{"dry_run", "boolean", "string"}},
+		{"diff unknown argument", `{"patch":true,"paths":["a"]}`, diffFields, &diffParams{}, []string{`unknown argument "paths"`, "all", "patch"}},
+		{"diff patch as string", `{"patch":"yes"}`, diffFields, &diffParams{}, []string{"patch", "boolean", "string"}},
+		{"diff all as number", `{"all":1}`, diffFields, &diffParams{}, []string{"all", "boolean", "number"}},
+		{"apply unknown argument", `{"paths":["a"],"dryrun":true}`, applyFields, &applyParams{}, []string{`unknown argument "dryrun"`, "dry_run", "paths"}},
+		{"apply paths as string", `{"paths":"a.go"}`, applyFields, &applyParams{}, []string{"paths", "array", "string"}},
+		{"apply paths of numbers", `{"paths":[1]}`, applyFields, &applyParams{}, []string{"paths", "string", "number"}},
+		{"apply paths as object", `{"paths":{"a":"b"}}`, applyFields, &applyParams{}, []string{"paths", "array", "object"}},
+		{"apply dry_run as string", `{"paths":["a"],"dry_run":"true"}`, applyFields, &applyParams{}, []string{"dry_run", "boolean", "string"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
