@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"os"
 	"path"
 	"sort"
 	"strings"
@@ -39,24 +40,40 @@ func (l *Ledger) Refresh() ([]string, error) {
 		return nil, nil
 	}
 	sort.Strings(todo)
+	return l.dropAt(todo, func(d *os.File, p, name string) (bool, error) {
+		id, k, err := statAt(int(d.Fd()), name)
+		if err != nil || k != kindFile || id != l.records[p].noopOf {
+			return false, nil
+		}
+		if err := unlinkAt(d, name); err != nil {
+			return false, fmt.Errorf("drop the layer's copy of %s: %w", layer.Shown(p), err)
+		}
+		delete(l.entries, p)
+		l.forget(p)
+		return true, nil
+	})
+}
+
+// dropAt removes what the layer holds at each path with remove, given the
+// path's parent directory in the layer and its name there, up to the
+// first error; a path whose parent the layer lacks is passed over, and so
+// is one remove returns false for. It returns the paths removed, as Shown.
+func (l *Ledger) dropAt(paths []string, remove func(d *os.File, p, name string) (bool, error)) ([]string, error) {
 	ld := newLayerDirs(l.upper)
 	defer ld.close()
 	var dropped []string
-	for _, p := range todo {
+	for _, p := range paths {
 		d := ld.dir(parentOf(p))
 		if d == nil {
 			continue
 		}
-		id, k, err := statAt(int(d.Fd()), path.Base(p))
-		if err != nil || k != kindFile || id != l.records[p].noopOf {
-			continue
+		ok, err := remove(d, p, path.Base(p))
+		if err != nil {
+			return dropped, err
 		}
-		if err := unlinkAt(d, path.Base(p)); err != nil {
-			return dropped, fmt.Errorf("drop the layer's copy of %s: %w", layer.Shown(p), err)
+		if ok {
+			dropped = append(dropped, layer.Shown(p))
 		}
-		delete(l.entries, p)
-		l.forget(p)
-		dropped = append(dropped, layer.Shown(p))
 	}
 	return dropped, nil
 }
@@ -103,21 +120,15 @@ func (l *Ledger) Discard(paths []string, before func()) ([]string, error) {
 	if before != nil {
 		before()
 	}
-	ld := newLayerDirs(l.upper)
-	defer ld.close()
-	var dropped []string
-	for _, p := range paths {
-		d := ld.dir(parentOf(p))
-		if d == nil {
-			continue
+	dropped, err := l.dropAt(paths, func(d *os.File, p, name string) (bool, error) {
+		if err := removeAt(d, name, 0); err != nil {
+			return false, fmt.Errorf("discard %s: %w", layer.Shown(p), err)
 		}
-		if err := removeAt(d, path.Base(p), 0); err != nil {
-			l.sync(false)
-			return dropped, fmt.Errorf("discard %s: %w", layer.Shown(p), err)
-		}
-		dropped = append(dropped, layer.Shown(p))
+		return true, nil
+	})
+	if _, serr := l.sync(false); err == nil {
+		err = serr
 	}
-	_, err := l.sync(false)
 	return dropped, err
 }
 
