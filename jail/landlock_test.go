@@ -103,7 +103,14 @@ func TestAutoPicksLandlockWithoutBwrap(t *testing.T) {
 
 func openLandlock(t *testing.T) jail.Backend {
 	t.Helper()
-	b, err := jail.Open(t.Context(), "landlock", jail.Options{})
+	return openBackend(t, "landlock", jail.Options{})
+}
+
+// openBackend is the backend name with opts; the test fails when it
+// cannot be opened.
+func openBackend(t *testing.T, name string, opts jail.Options) jail.Backend {
+	t.Helper()
+	b, err := jail.Open(t.Context(), name, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,10 +26,7 @@ func nativeBackend(t *testing.T) jail.Backend {
 		}
 		return os.Getenv(k)
 	}
-	b, err := jail.Open(t.Context(), "bwrap", jail.Options{Getenv: getenv})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBackend(t, "bwrap", jail.Options{Getenv: getenv})
 	if !jail.NativeOverlay(b) {
 		t.Fatalf("%s: no overlay of its own found", path)
 	}

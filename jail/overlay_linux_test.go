@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/jail-mcp/jail-mcp/jail"
+	"github.com/jail-mcp/jail-mcp/session/jailfs/jailfstest"
 )
 
 // viewSpec is the spec of a session agent with the project view of a
@@ -23,13 +24,7 @@ func viewSpec(t *testing.T, files map[string]string) jail.Spec {
 		t.Fatal(err)
 	}
 	for name, body := range files {
-		p := filepath.Join(project, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		jailfstest.WriteFile(t, filepath.Join(project, name), body)
 	}
 	siblings := filepath.Join(project, ".agent-home")
 	jailDir := filepath.Join(siblings, "s")
@@ -212,10 +207,7 @@ func TestOverlayFirstCallArmed(t *testing.T) {
 // fails saying why.
 func viewBackend(t *testing.T) jail.Backend {
 	t.Helper()
-	b, err := jail.Open(t.Context(), "bwrap", jail.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openBackend(t, "bwrap", jail.Options{})
 	if err := jail.ProbeOverlay(t.Context(), b); err != nil {
 		t.Fatalf("the project view does not work here: %v", err)
 	}
