@@ -232,10 +232,7 @@ func (l *Ledger) change(h *hostDirs, p string, o entry, had bool, e entry) strin
 	case e.kind == kindWhiteout:
 		return "deleted"
 	case e.kind == kindDir:
-		if had || (!e.opaque && !e.hidden && h.isDir(p)) {
-			return ""
-		}
-		return "added"
+		return dirChange(h, p, o, had, e)
 	case had && o.kind != kindWhiteout && o.kind != kindDir:
 		return "modified"
 	case !had && !e.hidden:
@@ -244,6 +241,32 @@ func (l *Ledger) change(h *hostDirs, p string, o entry, had bool, e entry) strin
 		}
 	}
 	return "added"
+}
+
+// dirChange is how a directory of the layer changed: modified when its
+// permissions changed since the last look, or differ from the host's
+// directory it was copied from; added where the host has none or the
+// view replaced the host's whole (opaque); else "" (a directory the copy
+// of a file below it made, or one whose times alone changed).
+func dirChange(h *hostDirs, p string, o entry, had bool, e entry) string {
+	const perm = 0o777
+	if had {
+		if o.kind == kindDir && o.id.mode&perm != e.id.mode&perm {
+			return "modified"
+		}
+		return ""
+	}
+	if e.opaque || e.hidden {
+		return "added"
+	}
+	hid, hk, err := h.stat(p)
+	switch {
+	case err != nil || hk != kindDir:
+		return "added"
+	case hid.mode&perm != e.id.mode&perm:
+		return "modified"
+	}
+	return ""
 }
 
 func (c *Changes) add(p, change string) {

@@ -114,6 +114,37 @@ func TestIssueScenario(t *testing.T) {
 	}
 }
 
+// TestDirectoryModes: a directory whose permissions a call changed is
+// told as modified, by that call (the copy made by a file's copy-up below
+// it, and a file added in it, are not the directory's change).
+func TestDirectoryModes(t *testing.T) {
+	f := newFixture(t, map[string]string{"d/f": "1\n", "e/g": "2\n"})
+	chmod := func(p string, mode os.FileMode) {
+		t.Helper()
+		if err := os.Chmod(filepath.Join(f.upper, p), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(f.upper, "d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	chmod("d", 0o700) // past the umask
+	f.write(f.upper, "e/g", "2\ncall\n")
+	chmod("e", 0o755)
+	c := f.sync()
+	if c.Modified != 2 || c.Added != 0 || len(c.First) != 2 || c.First[0] != (Path{"d", "modified"}) || c.First[1] != (Path{"e/g", "modified"}) {
+		t.Fatalf("a directory's chmod and a file's copy-up = %+v", c)
+	}
+	f.write(f.upper, "d/new", "n\n")
+	if c := f.sync(); c.Added != 1 || c.Modified != 0 {
+		t.Fatalf("a file added in a directory = %+v", c)
+	}
+	chmod("d", 0o755)
+	if c := f.sync(); c.Modified != 1 || c.First[0] != (Path{"d", "modified"}) {
+		t.Fatalf("a directory's mode set back = %+v", c)
+	}
+}
+
 // TestNoopCopies: a copy holding the host's bytes and mode is dropped by
 // Refresh, a touched host file is no conflict, a copy with a new mode or
 // new bytes stays.
