@@ -344,6 +344,11 @@ func startGuard(pipe *os.File) error {
 // and kills them all when it ends: a spare thread, armed or plain, when
 // there is one (placed: the one the run names), else a new one.
 func (a *agent) start(m agentMsg, files []*os.File) {
+	if m.filesLost {
+		closeFiles(files)
+		a.send(agentMsg{T: msgFailed, ID: m.ID, Err: "agent: the call's standard streams did not arrive: " + unix.EMFILE.Error()})
+		return
+	}
 	if len(files) != 3 || m.ID == 0 || len(m.Argv) == 0 {
 		closeFiles(files)
 		a.send(agentMsg{T: msgFailed, ID: m.ID, Err: "agent: malformed run"})
@@ -493,12 +498,19 @@ type armedView struct {
 	watch  *writeWatch
 	view   *view       // the project view it entered (--overlay), or nil
 	held   *heldGrants // what the read view granted by rules of its own
+	// spoiled: arming failed part way (the thread may have entered a
+	// view's mount namespace and dropped its capabilities, which a
+	// second entry then fails on with EPERM): it fits no call.
+	spoiled bool
 }
+
+// spoiledView is what arm returns when it could not arm its thread.
+var spoiledView = &armedView{spoiled: true}
 
 // fits reports whether av is the read view of a call that shows extra,
 // as it would be made now.
 func (av *armedView) fits(extra []string) bool {
-	return av.key == viewKey(extra) && fresh(av.stamps)
+	return !av.spoiled && av.key == viewKey(extra) && fresh(av.stamps)
 }
 
 // drop lets go of what av holds, on a thread that will not run a call.
@@ -514,7 +526,8 @@ func (av *armedView) drop() {
 
 // arm enters, on the calling spare thread, the read view of a call of
 // the session's default PATH, and loads the call's write watch: a call
-// that this view fits then only forks. nil: nothing entered.
+// that this view fits then only forks. nil: nothing entered; spoiledView:
+// arming failed (out of descriptors, say), and the thread runs no call.
 func (a *agent) arm() *armedView {
 	if a.view == nil {
 		return nil
@@ -526,16 +539,16 @@ func (a *agent) arm() *armedView {
 	if a.ov != nil {
 		var err error
 		if v, stamps, held, err = a.enterView(extra, a.ov.known()); err != nil {
-			return nil
+			return spoiledView
 		}
 	} else {
 		fd, st, h, err := a.views.ruleset(*a.view, extra)
 		if err != nil {
-			return nil
+			return spoiledView
 		}
 		if restrictThread(fd) != nil {
 			h.release()
-			return nil
+			return spoiledView
 		}
 		stamps, held = st, h
 	}

@@ -27,6 +27,9 @@ import (
 type agentMsg struct {
 	T  string `json:"t"`
 	ID uint64 `json:"id,omitempty"`
+	// filesLost: the kernel could not give the reader every descriptor
+	// sent with the message (MSG_CTRUNC: out of descriptors); not sent.
+	filesLost bool
 
 	// config (server to agent): the policy the agent confines itself to.
 	Kind    string `json:"kind,omitempty"` // "bwrap" or "landlock"
@@ -175,14 +178,15 @@ func readFrame(c *net.UnixConn, limit, maxFiles int) (agentMsg, []*os.File, erro
 	var m agentMsg
 	var hdr [4]byte
 	var files []*os.File
-	got := 0
+	got, lost := 0, false
 	if maxFiles > 0 {
 		oob := make([]byte, unix.CmsgSpace(maxFiles*4))
-		n, oobn, _, _, err := c.ReadMsgUnix(hdr[:], oob)
+		n, oobn, flags, _, err := c.ReadMsgUnix(hdr[:], oob)
 		if err != nil {
 			return m, nil, err
 		}
 		got = n
+		lost = flags&unix.MSG_CTRUNC != 0
 		if files, err = parseRights(oob[:oobn]); err != nil {
 			return m, nil, err
 		}
@@ -205,6 +209,7 @@ func readFrame(c *net.UnixConn, limit, maxFiles int) (agentMsg, []*os.File, erro
 		closeFiles(files)
 		return m, nil, fmt.Errorf("%w: %v", errFrame, err)
 	}
+	m.filesLost = lost
 	return m, files, nil
 }
 

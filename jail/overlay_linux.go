@@ -161,6 +161,10 @@ type view struct {
 	// private: made for one call (numbered 0), untouched until that call
 	// runs.
 	private bool
+	// build: one thread at a time looks up or makes a read view of it,
+	// so that spares armed together share one (each holds a descriptor
+	// per inode it grants: four made at once held four times as many).
+	build sync.Mutex
 }
 
 // newOverlayState readies the project view of project for a jail shown
@@ -377,6 +381,8 @@ func (a *agent) enterView(extra []string, gen uint64) (*view, []dirStamp, *heldG
 // are taken under mu, where another thread's replacement closes the
 // ones v kept: never a closed or reused number, never a released hold.
 func (o *overlayState) viewRules(v *view, key string, build func() (int, []dirStamp, *heldGrants, error)) (int, []dirStamp, *heldGrants, error) {
+	v.build.Lock()
+	defer v.build.Unlock()
 	o.mu.Lock()
 	r, ok := v.views[key]
 	fd, held := -1, (*heldGrants)(nil)

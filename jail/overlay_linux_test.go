@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,4 +213,153 @@ func viewBackend(t *testing.T) jail.Backend {
 		t.Fatalf("the project view does not work here: %v", err)
 	}
 	return b
+}
+
+// TestOverlaySparesShareReadView: the spares an agent arms together in a
+// view share one read view, which holds a descriptor for each inode it
+// granted by a rule of its own (/etc's entries, beside the secret files
+// denied there): each is held once, not once per spare (four spares
+// arming at once held four copies, 760 descriptors where 200 do, and an
+// agent with a limit of 1024 ran out).
+func TestOverlaySparesShareReadView(t *testing.T) {
+	b := viewBackend(t)
+	if jail.NativeOverlay(b) {
+		t.Skip("this bubblewrap mounts the view itself: its spares arm no view of their own (TestNativeOverlay)")
+	}
+	spec := viewSpec(t, map[string]string{"a.txt": "0\n"})
+	spec.Overlay.Gen = 3
+	spec.Argv = []string{"/bin/true"}
+	r, err := b.Runner(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	runIn(t, r, spec, "true", 3)
+	agent := 0
+	for _, p := range descendants(os.Getpid()) {
+		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.HasPrefix(string(cmd), "jail-mcp-agent\x00") {
+			agent = p
+		}
+	}
+	if agent == 0 {
+		t.Fatal("no agent found among this test's processes")
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", agent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]int{}
+	for _, fd := range fds {
+		if to, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", agent, fd.Name())); err == nil && strings.HasPrefix(to, "/etc/") {
+			held[to]++
+		}
+	}
+	if len(held) == 0 {
+		t.Fatalf("the agent holds none of /etc's entries (%d descriptors): the read view grants /etc whole here, and this test proves nothing", len(fds))
+	}
+	// The resolver's configuration is granted by name too (view_linux.go).
+	resolv, _ := filepath.EvalSymlinks("/etc/resolv.conf")
+	for p, n := range held {
+		if n > 1 && !(p == resolv && n == 2) {
+			t.Errorf("%s is held %d times", p, n)
+		}
+	}
+}
+
+// descendants are the processes below pid, from /proc's parent links.
+func descendants(pid int) []int {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
+				parent[p], _ = strconv.Atoi(f[1])
+			}
+		}
+	}
+	var out []int
+	for p := range parent {
+		for q := parent[p]; q > 0; q = parent[q] {
+			if q == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// TestOverlayAfterDescriptorShortage: an agent that ran out of
+// descriptors fails the calls it cannot give a view, saying so, and runs
+// the next ones once it has them again. A spare thread that failed to arm
+// part way (in the view's mount namespace, its capabilities dropped) runs
+// no call: one once did, and failed every call it took with "overlay:
+// enter the view: operation not permitted".
+func TestOverlayAfterDescriptorShortage(t *testing.T) {
+	b := viewBackend(t)
+	if jail.NativeOverlay(b) {
+		t.Skip("this bubblewrap mounts the view itself: its spares arm no view of their own (TestNativeOverlay)")
+	}
+	spec := viewSpec(t, map[string]string{"a.txt": "0\n"})
+	spec.Overlay.Gen = 3
+	spec.Argv = []string{"/bin/true"}
+	r, err := b.Runner(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	runIn(t, r, spec, "true", 3)
+	agent := 0
+	for _, p := range descendants(os.Getpid()) {
+		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.HasPrefix(string(cmd), "jail-mcp-agent\x00") {
+			agent = p
+		}
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", agent))
+	if agent == 0 || err != nil {
+		t.Fatalf("the agent (%d) and its descriptors: %v", agent, err)
+	}
+	var was unix.Rlimit
+	if err := unix.Prlimit(agent, unix.RLIMIT_NOFILE, nil, &was); err != nil {
+		t.Fatal(err)
+	}
+	// A few descriptors more than it holds: not enough for a new view's
+	// read view, which holds one per inode it grants. Its soft limit only:
+	// a normal user could not raise the hard one again.
+	short := unix.Rlimit{Cur: uint64(len(fds) + 4), Max: was.Max}
+	if err := unix.Prlimit(agent, unix.RLIMIT_NOFILE, &short, nil); err != nil {
+		t.Fatal(err)
+	}
+	devnull, _ := os.Open(os.DevNull)
+	defer devnull.Close()
+	// Calls of new numbers: each needs a new view, and its spares (armed
+	// after each call) fail to arm one.
+	for gen := uint64(4); gen < 7; gen++ {
+		out, _ := os.CreateTemp(t.TempDir(), "out")
+		p, err := r.Run(jail.Call{Argv: []string{"/bin/true"}, Env: spec.Env, Dir: spec.Project, Stdin: devnull, Stdout: out, Stderr: out, ViewGen: gen})
+		if err == nil {
+			_, err = p.Wait()
+		}
+		out.Close()
+		if err == nil || !strings.Contains(err.Error(), "too many open files") {
+			t.Fatalf("a call of number %d with no descriptor to spare: %v", gen, err)
+		}
+	}
+	if err := unix.Prlimit(agent, unix.RLIMIT_NOFILE, &was, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		if out := runIn(t, r, spec, "cat a.txt", 6); out != "0\n" {
+			t.Fatalf("call %d once descriptors are back: %q", i, out)
+		}
+	}
 }

@@ -431,13 +431,12 @@ const httpFloodFiles = 1024
 func (fx *escapeFixture) httpFlood(t *testing.T) {
 	const procs, per = 3, 900
 	token := "escape-flood-" + fx.marker
-	// The view off (issue 46, open): with it on, a new session under the
-	// flood once failed to start its view at the descriptor limit ("read
-	// view: hold /var/local: too many open files", "overlay: enter the
-	// view: operation not permitted"), 2 runs of about 6. Until that is
-	// found and fixed, this vector holds the rest of the promise.
+	// The server's descriptor limit is its agents' too: with the project
+	// view on, an agent's spares once armed a read view each, holding
+	// four times the descriptors of one, and a new session ran out
+	// (TestOverlaySparesShareReadView).
 	hs := testkit.StartHTTPCmd(t, testkit.NewProject(t), "127.0.0.1:0", append(fx.env("JAIL_MCP_TOKEN="+token), fx.backend.Env...), testkit.LimitFiles(httpFloodFiles),
-		append(slices.Clone(fx.backend.Args), "--overlay", "off")...)
+		fx.backend.Args...)
 	victim := hs.Connect(t, "")
 	if res, raw := victim.Exec(map[string]any{"command": "echo before"}); res.Stdout != "before\n" {
 		t.Fatalf("victim: %+v %s", res, testkit.ResultText(raw))
