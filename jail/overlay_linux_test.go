@@ -1,6 +1,7 @@
 package jail_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -245,6 +246,10 @@ func TestOverlaySparesShareReadView(t *testing.T) {
 		t.Fatal("no agent found among this test's processes")
 	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", agent))
+	if errors.Is(err, os.ErrPermission) && os.Getuid() != 0 {
+		// The agent is not dumpable: only root (CI's first pass) may look.
+		t.Skipf("a normal user may not read the agent's descriptors: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,18 +329,18 @@ func TestOverlayAfterDescriptorShortage(t *testing.T) {
 			agent = p
 		}
 	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", agent))
-	if agent == 0 || err != nil {
-		t.Fatalf("the agent (%d) and its descriptors: %v", agent, err)
+	if agent == 0 {
+		t.Fatal("no agent found among this test's processes")
 	}
 	var was unix.Rlimit
 	if err := unix.Prlimit(agent, unix.RLIMIT_NOFILE, nil, &was); err != nil {
 		t.Fatal(err)
 	}
-	// A few descriptors more than it holds: not enough for a new view's
-	// read view, which holds one per inode it grants. Its soft limit only:
-	// a normal user could not raise the hard one again.
-	short := unix.Rlimit{Cur: uint64(len(fds) + 4), Max: was.Max}
+	// Below what it holds (a read view alone holds one per inode it
+	// grants by a rule of its own, 190 here): a new descriptor takes the
+	// lowest free number, and every one below this is taken but a few. Its
+	// soft limit only: a normal user could not raise the hard one again.
+	short := unix.Rlimit{Cur: 64, Max: was.Max}
 	if err := unix.Prlimit(agent, unix.RLIMIT_NOFILE, &short, nil); err != nil {
 		t.Fatal(err)
 	}
