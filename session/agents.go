@@ -170,6 +170,14 @@ func (s *Session) staleView(slot *agentSlot, gen uint64) bool {
 	return gen == 0 || slot.gen != gen
 }
 
+// freshenEvery is the shortest time between two agents a session readies
+// ahead of its calls after changes of the project: a host that renames
+// files without a pause (a build, an editor's saves) once had an idle
+// session start one after the other (37 in 4 s of a rename every 100 ms),
+// a processor's worth. A call that comes meanwhile replaces a stale agent
+// itself (staleView).
+const freshenEvery = time.Second
+
 // freshen readies, on a change of the project under bubblewrap's own
 // view, a new agent of the session's default policy ahead of its next
 // call (Warm replaces a stale one); changes while it starts one make it
@@ -182,7 +190,13 @@ func (s *Session) freshen() {
 	}
 	go func() {
 		for s.freshenAgain.Swap(false) {
+			if wait := time.Until(time.Unix(0, s.lastFreshen.Load()).Add(freshenEvery)); wait > 0 {
+				time.Sleep(wait)
+				// One new agent for every change so far.
+				s.freshenAgain.Store(false)
+			}
 			s.Warm()
+			s.lastFreshen.Store(time.Now().UnixNano())
 		}
 		s.freshening.Store(false)
 		if s.freshenAgain.Load() {

@@ -64,6 +64,8 @@ type Session struct {
 	// freshening: a new agent is being readied after a change of the
 	// project (freshen); freshenAgain: the project changed again since.
 	freshening, freshenAgain atomic.Bool
+	// lastFreshen: when freshen last readied an agent (UnixNano).
+	lastFreshen atomic.Int64
 
 	// jobMu guards the session's jobs, by id and oldest first.
 	jobMu    sync.Mutex

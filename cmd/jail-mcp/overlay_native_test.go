@@ -3,8 +3,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +54,40 @@ func TestOverlayNativeAgents(t *testing.T) {
 	ts.Job(map[string]any{"job_id": job, "signal": "KILL"})
 	if !testkit.WaitFor(30*time.Second, func() bool { v := views(); return len(v) == 1 && v[0] != first[0] }) {
 		t.Fatalf("the job's agent outlived the job: %q (first %q)", views(), first)
+	}
+}
+
+// TestOverlayNativeAgentsPaced: a host that renames files in the project
+// without a pause (a build, an editor's saves) has an idle session ready
+// at most one new agent a second (freshenEvery), not one per change, and
+// the next call still sees the host's last state.
+func TestOverlayNativeAgentsPaced(t *testing.T) {
+	bw := os.Getenv("JAIL_MCP_TEST_BWRAP")
+	if bw == "" {
+		t.Skip("JAIL_MCP_TEST_BWRAP unset: no bubblewrap 0.9 or later to mount the view itself")
+	}
+	project := testkit.NewProject(t)
+	env := testkit.ServerEnv("PATH=" + filepath.Dir(bw) + ":" + os.Getenv("PATH"))
+	ts := testkit.Backends()[0].Start(t, project, env, "--overlay", "on", "--log-level", "debug")
+	ts.Exec(map[string]any{"command": "true"})
+	const started = "session agent started"
+	before := strings.Count(ts.Stderr.String(), started)
+	t0 := time.Now()
+	const renames = 30
+	for i := range renames {
+		writeFiles(t, project, map[string]string{"churn.tmp": fmt.Sprintln(i)})
+		if err := os.Rename(filepath.Join(project, "churn.tmp"), filepath.Join(project, fmt.Sprintf("churn%d.txt", i%3))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// One agent a second at most while the renames went on, and one more
+	// for the last of them.
+	most := int(time.Since(t0)/time.Second) + 2
+	if res, _ := ts.Exec(map[string]any{"command": fmt.Sprintf("cat churn%d.txt", (renames-1)%3)}); res.Stdout != fmt.Sprintln(renames-1) {
+		t.Fatalf("the call after the renames: %q %q", res.Stdout, res.Stderr)
+	}
+	if n := strings.Count(ts.Stderr.String(), started) - before; n > most {
+		t.Errorf("%d agents started for %d renames in %s, more than %d", n, renames, time.Since(t0).Round(time.Millisecond), most)
 	}
 }
