@@ -79,14 +79,14 @@ func httpFoundUnder(root, name string) bool {
 }
 
 // httpTree maps every path under root to its size, -1 for a directory.
-// The kernel's work directories of the project view (.overlay/work/*)
-// are left out: the jail's own session agent makes and removes them as
-// its views come and go, and the kernel makes some of them mode 000,
-// which a normal user's walk may not enter.
+// The kernel's work directories of the project view (.overlay/work/*) and
+// of its caches (.overlay/caches/NAME/work-*) are left out: the jail's own
+// session agent makes and removes them as its views come and go, and the
+// kernel makes some of them mode 000, which a normal user's walk may not
+// enter.
 func httpTree(t *testing.T, root string) map[string]int64 {
-	work := filepath.Join(root, ".overlay", "work")
 	tree := jailfstest.Tree(t, root, func(p string, fi fs.FileInfo) (int64, error) {
-		if p == work {
+		if rel, _ := filepath.Rel(root, p); viewWork(rel) {
 			return -1, filepath.SkipDir
 		}
 		if fi.IsDir() {
@@ -95,11 +95,24 @@ func httpTree(t *testing.T, root string) map[string]int64 {
 		return fi.Size(), nil
 	})
 	for p := range tree {
-		if p == ".overlay/work" || strings.HasPrefix(p, ".overlay/work/") {
-			delete(tree, p)
+		for q := p; q != "." && q != "/"; q = filepath.Dir(q) {
+			if viewWork(q) {
+				delete(tree, p)
+				break
+			}
 		}
 	}
 	return tree
+}
+
+// viewWork reports whether rel, in a jail, is a kernel work directory of
+// the project view or of one of its caches.
+func viewWork(rel string) bool {
+	if rel == filepath.Join(".overlay", "work") {
+		return true
+	}
+	m, _ := filepath.Match(filepath.Join(".overlay", "caches", "*", "work-*"), rel)
+	return m
 }
 
 // httpIsCancelled reports whether r is a result saying the call was
