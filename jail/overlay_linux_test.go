@@ -165,18 +165,7 @@ func runIn(t *testing.T, r jail.Runner, spec jail.Spec, script string, gen uint6
 // in one made for it after the spare's did not fit; a call of a number
 // the agent was not told of gets a view made for it.
 func TestOverlayFirstCallArmed(t *testing.T) {
-	b := viewBackend(t)
-	if jail.NativeOverlay(b) {
-		t.Skip("this bubblewrap mounts the view itself, one per sandbox, made before the agent runs: no spares' view to arm (TestNativeOverlay)")
-	}
-	spec := viewSpec(t, map[string]string{"a.txt": "0\n"})
-	spec.Overlay.Gen = 3
-	spec.Argv = []string{"/bin/true"}
-	r, err := b.Runner(spec, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, spec := viewAgent(t)
 	// The work directory of the view a call runs in names the agent's
 	// pid and the view's number among those the agent made.
 	workdir := func(gen uint64) string {
@@ -223,28 +212,7 @@ func viewBackend(t *testing.T) jail.Backend {
 // arming at once held four copies, 760 descriptors where 200 do, and an
 // agent with a limit of 1024 ran out).
 func TestOverlaySparesShareReadView(t *testing.T) {
-	b := viewBackend(t)
-	if jail.NativeOverlay(b) {
-		t.Skip("this bubblewrap mounts the view itself: its spares arm no view of their own (TestNativeOverlay)")
-	}
-	spec := viewSpec(t, map[string]string{"a.txt": "0\n"})
-	spec.Overlay.Gen = 3
-	spec.Argv = []string{"/bin/true"}
-	r, err := b.Runner(spec, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	runIn(t, r, spec, "true", 3)
-	agent := 0
-	for _, p := range descendants(os.Getpid()) {
-		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.HasPrefix(string(cmd), "jail-mcp-agent\x00") {
-			agent = p
-		}
-	}
-	if agent == 0 {
-		t.Fatal("no agent found among this test's processes")
-	}
+	_, _, agent := armedAgent(t)
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", agent))
 	if errors.Is(err, os.ErrPermission) && os.Getuid() != 0 {
 		// The agent is not dumpable: only root (CI's first pass) may look.
@@ -269,6 +237,41 @@ func TestOverlaySparesShareReadView(t *testing.T) {
 			t.Errorf("%s is held %d times", p, n)
 		}
 	}
+}
+
+// viewAgent is an agent of the view (a.txt holds "0\n") started at
+// number 3, and its spec; under a bubblewrap that mounts the view itself,
+// which arms no spares' view, the test is skipped.
+func viewAgent(t *testing.T) (jail.Runner, jail.Spec) {
+	t.Helper()
+	b := viewBackend(t)
+	if jail.NativeOverlay(b) {
+		t.Skip("this bubblewrap mounts the view itself, one per sandbox, made before the agent runs: no spares' view to arm (TestNativeOverlay)")
+	}
+	spec := viewSpec(t, map[string]string{"a.txt": "0\n"})
+	spec.Overlay.Gen = 3
+	spec.Argv = []string{"/bin/true"}
+	r, err := b.Runner(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r, spec
+}
+
+// armedAgent is viewAgent after its first call, its spares armed, and
+// its pid.
+func armedAgent(t *testing.T) (jail.Runner, jail.Spec, int) {
+	t.Helper()
+	r, spec := viewAgent(t)
+	runIn(t, r, spec, "true", 3)
+	for _, p := range descendants(os.Getpid()) {
+		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.HasPrefix(string(cmd), "jail-mcp-agent\x00") {
+			return r, spec, p
+		}
+	}
+	t.Fatal("no agent found among this test's processes")
+	return nil, spec, 0
 }
 
 // descendants are the processes below pid, from /proc's parent links.
@@ -310,28 +313,7 @@ func descendants(pid int) []int {
 // no call: one once did, and failed every call it took with "overlay:
 // enter the view: operation not permitted".
 func TestOverlayAfterDescriptorShortage(t *testing.T) {
-	b := viewBackend(t)
-	if jail.NativeOverlay(b) {
-		t.Skip("this bubblewrap mounts the view itself: its spares arm no view of their own (TestNativeOverlay)")
-	}
-	spec := viewSpec(t, map[string]string{"a.txt": "0\n"})
-	spec.Overlay.Gen = 3
-	spec.Argv = []string{"/bin/true"}
-	r, err := b.Runner(spec, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	runIn(t, r, spec, "true", 3)
-	agent := 0
-	for _, p := range descendants(os.Getpid()) {
-		if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p)); strings.HasPrefix(string(cmd), "jail-mcp-agent\x00") {
-			agent = p
-		}
-	}
-	if agent == 0 {
-		t.Fatal("no agent found among this test's processes")
-	}
+	r, spec, agent := armedAgent(t)
 	var was unix.Rlimit
 	if err := unix.Prlimit(agent, unix.RLIMIT_NOFILE, nil, &was); err != nil {
 		t.Fatal(err)
