@@ -45,11 +45,11 @@ func definitions(openWorld, view bool) []mcp.Tool {
 func declare(name string, view bool, ann mcp.ToolAnnotation) mcp.Tool {
 	short := strings.TrimPrefix(strings.TrimPrefix(name, "jailed_"), "jail_")
 	desc := description(short)
-	if extra, err := declarations.ReadFile("descriptions/" + short + ".view.txt"); err == nil && view {
-		desc += " " + strings.Join(strings.Fields(string(extra)), " ")
+	if extra := "descriptions/" + short + ".view.txt"; view && exists(extra) {
+		desc += " " + oneLine(text(extra))
 	}
 	in := "empty"
-	if _, err := fs.Stat(declarations, "schemas/"+short+".input.json"); err == nil {
+	if exists("schemas/" + short + ".input.json") {
 		in = short
 	}
 	return mcp.Tool{
@@ -64,8 +64,17 @@ func declare(name string, view bool, ann mcp.ToolAnnotation) mcp.Tool {
 // description is descriptions/NAME.txt as one line, with {protected}
 // standing for the names jail_apply never writes.
 func description(name string) string {
-	desc := strings.Join(strings.Fields(text("descriptions/"+name+".txt")), " ")
+	desc := oneLine(text("descriptions/" + name + ".txt"))
 	return strings.ReplaceAll(desc, "{protected}", strings.Join(layer.ProtectedNames, ", "))
+}
+
+// oneLine is s with its lines joined and its runs of spaces folded.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// exists reports whether the embedded file name is there.
+func exists(name string) bool {
+	_, err := fs.Stat(declarations, name)
+	return err == nil
 }
 
 // text is the embedded file name; a missing one is a bug of this package.
