@@ -644,7 +644,11 @@ func (a *agentClient) Run(c Call) (Process, error) {
 					return Exit{Code: -1, Signal: syscall.SIGKILL}, a.Err()
 				}
 			}
-			return Exit{Code: call.exit.Code, Signal: syscall.Signal(call.exit.Signal), RefusedWrite: call.exit.Refused, RefusedWrites: call.exit.RefusedN, Stopped: call.exit.Stopped}, nil
+			ex := Exit{Code: call.exit.Code, Signal: syscall.Signal(call.exit.Signal), RefusedWrite: call.exit.Refused, RefusedWrites: call.exit.RefusedN, Stopped: call.exit.Stopped}
+			if call.exit.Behind != 0 {
+				ex.ViewBehind = time.Unix(0, call.exit.Behind)
+			}
+			return ex, nil
 		},
 		Kill: func() {
 			select {

@@ -538,7 +538,10 @@ func (a *agent) arm() *armedView {
 	var held *heldGrants
 	if a.ov != nil {
 		var err error
-		if v, stamps, held, err = a.enterView(extra, a.ov.known()); err != nil {
+		if v, _, err = a.ov.current(a.ov.known(), false); err != nil {
+			return spoiledView
+		}
+		if stamps, held, err = a.enterView(v, extra); err != nil {
 			return spoiledView
 		}
 	} else {
@@ -659,10 +662,27 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 		}
 		extra = callShown(*a.view, m.Env, tty)
 	}
-	if av != nil && (!av.fits(extra) || a.ov != nil && !a.ov.fits(av.view, m.ViewGen)) {
-		av.drop()
-		return agentMsg{}, true
+	// joined: the view the call runs in, counted there (busy) until
+	// everything it ran is gone; behind: it shows an older state than
+	// the call asked for, as another call runs in it.
+	var joined *view
+	var behind bool
+	if av != nil {
+		ok := av.fits(extra)
+		if ok && a.ov != nil {
+			ok, behind = a.ov.join(av.view, m.ViewGen)
+			joined = av.view
+		}
+		if !ok {
+			av.drop()
+			return agentMsg{}, true
+		}
 	}
+	defer func() {
+		if joined != nil && a.ov.finish(joined) {
+			go a.readyView(a.ov.known())
+		}
+	}()
 	defer closeFiles(files)
 	var watch *writeWatch
 	var held *heldGrants
@@ -674,7 +694,11 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 		var err error
 		switch {
 		case a.ov != nil:
-			_, _, held, err = a.enterView(extra, m.ViewGen)
+			var v *view
+			if v, behind, err = a.ov.current(m.ViewGen, true); err == nil {
+				joined = v
+				_, held, err = a.enterView(v, extra)
+			}
 		case a.view != nil:
 			fd, _, held, err = a.views.ruleset(*a.view, extra)
 		default:
@@ -744,6 +768,9 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 	cmd.Wait()
 	killDomain()
 	out = agentMsg{T: msgExited, ID: m.ID, Code: -1}
+	if behind {
+		out.Behind = joined.made.UnixNano()
+	}
 	if why := r.stopped.Load(); why != nil {
 		out.Stopped = *why
 	}

@@ -110,6 +110,10 @@ type agentMsg struct {
 	// granted was moved into a denied path while it ran, or it held more
 	// inotify watches than its share.
 	Stopped string `json:"stopped,omitempty"`
+	// Behind (exited, --overlay): the call ran in a view of an older
+	// state of the project than it asked for, as another call ran in it
+	// (a job): when that view was made, in Unix nanoseconds.
+	Behind int64 `json:"behind,omitempty"`
 }
 
 // Message types.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
@@ -138,6 +139,13 @@ type overlayState struct {
 	mu      sync.Mutex
 	entered map[int]*view // by thread: the view it entered
 	cur     *view         // the shared view, made at gen; nil: none yet
+	// busy is the view calls run in, nil when none does: while one does,
+	// every call enters it and no other view is made. A second view over
+	// the session's layer, mounted beside it, would not see what its
+	// calls write there, and could copy a file up again over their
+	// writes (the kernel leaves two mounts over one upper directory
+	// undefined). A call that wanted a newer state is told (Behind).
+	busy *view
 	// gen is the latest number of the project's state the server gave
 	// (0: its watch is blind, every call gets a view of its own).
 	gen  uint64
@@ -149,6 +157,8 @@ type overlayState struct {
 // it (setns) while it is current.
 type view struct {
 	gen   uint64
+	made  time.Time // when it was made: the host's project as calls see it
+	calls int       // calls that run in it (busy)
 	ns    int    // the mount namespace
 	work  string // its work directory in the layer
 	rules int    // the agent's Landlock layer, made inside it
@@ -215,35 +225,70 @@ func (o *overlayState) known() uint64 {
 	return o.gen
 }
 
-// fits reports whether a call numbered gen may run in view v, which an
-// armed spare entered: a shared view made at gen, or for a call numbered
-// 0 a view of its own nothing looked into yet.
-func (o *overlayState) fits(v *view, gen uint64) bool {
-	if gen == 0 {
-		return v.private
+// join makes v, which an armed spare entered, the view of a call
+// numbered gen, and reports whether it may: the view calls run in (busy)
+// while one does, else the shared view made at gen, or for a call
+// numbered 0 a view of its own nothing looked into yet. behind: the call
+// wanted a newer state than v shows (busy).
+func (o *overlayState) join(v *view, gen uint64) (ok, behind bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if b := o.busy; b != nil {
+		if v != b {
+			return false, false
+		}
+		b.calls++
+		return true, gen == 0 || b.gen < gen
 	}
-	return !v.private && v.gen == gen
+	if gen == 0 && !v.private || gen != 0 && (v != o.cur || v.gen != gen) {
+		return false, false
+	}
+	v.calls++
+	o.busy = v
+	return true, false
 }
 
-// current returns the view a call numbered gen enters, made now when the
-// shared one was made at another number, with one more user: the
-// caller's thread, which leaves it when it ends. A call numbered 0 gets
-// a view of its own.
-func (o *overlayState) current(gen uint64) (*view, error) {
+// finish ends a call's run in v, which join or current(call) counted,
+// once nothing it ran is left. It reports whether v was the last busy
+// view and is behind the project's latest state, or was a call's own:
+// the caller readies a view of that state (readyView), which no call
+// could while v was busy.
+func (o *overlayState) finish(v *view) (renew bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	v.calls--
+	if v.calls > 0 || o.busy != v {
+		return false
+	}
+	o.busy = nil
+	return o.gen == 0 || v != o.cur || v.gen != o.gen
+}
+
+// current returns the view a call numbered gen enters (call: to run a
+// command in it, else to be armed ahead of one), with one more user: the
+// caller's thread, which leaves it when it ends. While a call runs in a
+// view (busy), that is the one, and behind says whether gen asked for a
+// newer state; else it is the shared view made at gen, made now when the
+// shared one was made at another number. A call numbered 0 gets a view
+// of its own.
+func (o *overlayState) current(gen uint64, call bool) (v *view, behind bool, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if gen > o.gen || gen == 0 {
 		o.gen = gen
 	}
+	if b := o.busy; b != nil {
+		b.users++
+		if call {
+			b.calls++
+		}
+		return b, call && (gen == 0 || b.gen < gen), nil
+	}
 	if gen != 0 && o.cur != nil && o.cur.gen == gen {
-		o.cur.users++
-		return o.cur, nil
-	}
-	v, err := o.makeView(gen)
-	if err != nil {
-		return nil, err
-	}
-	if gen == 0 {
+		v = o.cur
+	} else if v, err = o.makeView(gen); err != nil {
+		return nil, false, err
+	} else if gen == 0 {
 		// A view of its own: nobody else enters it.
 		v.released, v.private = true, true
 	} else if gen >= o.gen {
@@ -257,7 +302,11 @@ func (o *overlayState) current(gen uint64) (*view, error) {
 		v.released = true
 	}
 	v.users++
-	return v, nil
+	if call {
+		v.calls++
+		o.busy = v
+	}
+	return v, false, nil
 }
 
 // leave ends the calling thread's use of v.
@@ -296,7 +345,7 @@ type viewRules struct {
 // is made (the namespace lives on by its descriptor). Callers hold mu.
 func (o *overlayState) makeView(gen uint64) (*view, error) {
 	o.seq++
-	v := &view{gen: gen, ns: -1, rules: -1, views: map[string]viewRules{}, work: fmt.Sprintf("work/%s-%d", agentWorkID(), o.seq)}
+	v := &view{gen: gen, made: time.Now(), ns: -1, rules: -1, views: map[string]viewRules{}, work: fmt.Sprintf("work/%s-%d", agentWorkID(), o.seq)}
 	done := make(chan error, 1)
 	FreshThread(func() {
 		err := o.mountView(v.work)
@@ -321,37 +370,34 @@ func (o *overlayState) makeView(gen uint64) (*view, error) {
 }
 
 // enterView enters the calling thread, locked and never to run anything
-// else after its call, into the current view and the call's domain: with
+// else after its call, into view v (current gave it, counting the
+// thread, which leaves it when it ends: threadEnd) and the call's
+// domain: with
 // every capability dropped, the agent's Landlock layer (the jail, the
 // sandbox's own directories and the view writable), the read view of a
 // call that shows extra, and the filter that denies new namespaces. It
-// returns the view, which the thread leaves when it ends (threadEnd), and
-// the directories the read view listed, and what it granted by rules of
-// their own, held (a reference of the caller's to release).
-func (a *agent) enterView(extra []string, gen uint64) (*view, []dirStamp, *heldGrants, error) {
-	v, err := a.ov.current(gen)
-	if err != nil {
-		return nil, nil, nil, err
-	}
+// returns the directories the read view listed, and what it granted by
+// rules of their own, held (a reference of the caller's to release).
+func (a *agent) enterView(v *view, extra []string) ([]dirStamp, *heldGrants, error) {
 	a.ov.mu.Lock()
 	a.ov.entered[unix.Gettid()] = v
 	a.ov.mu.Unlock()
 	// A mount namespace is entered by a thread that shares no file
 	// system attributes (the Go runtime's threads share them).
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
-		return nil, nil, nil, fmt.Errorf("overlay: a thread of its own: %w", err)
+		return nil, nil, fmt.Errorf("overlay: a thread of its own: %w", err)
 	}
 	if err := unix.Setns(v.ns, unix.CLONE_NEWNS); err != nil {
-		return nil, nil, nil, fmt.Errorf("overlay: enter the view: %w", err)
+		return nil, nil, fmt.Errorf("overlay: enter the view: %w", err)
 	}
 	if err := dropCapabilitiesThread(); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return nil, nil, nil, fmt.Errorf("no_new_privs: %w", err)
+		return nil, nil, fmt.Errorf("no_new_privs: %w", err)
 	}
 	if err := ll.LandlockRestrictSelf(v.rules, 0); err != nil {
-		return nil, nil, nil, fmt.Errorf("landlock restrict: %w", err)
+		return nil, nil, fmt.Errorf("landlock restrict: %w", err)
 	}
 	// The read view names the view's own entries: made in it, kept for
 	// the next call of the same view that fits it.
@@ -359,18 +405,18 @@ func (a *agent) enterView(extra []string, gen uint64) (*view, []dirStamp, *heldG
 		return viewRuleset(*a.view, extra)
 	})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	defer unix.Close(fd)
 	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
 		held.release()
-		return nil, nil, nil, fmt.Errorf("landlock restrict: %w", err)
+		return nil, nil, fmt.Errorf("landlock restrict: %w", err)
 	}
 	if err := loadSeccompThread(a.ov.filter); err != nil {
 		held.release()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return v, stamps, held, nil
+	return stamps, held, nil
 }
 
 // viewRules returns the read view of v named key: a descriptor of its
@@ -700,23 +746,22 @@ func removeWork(dir string) error {
 }
 
 // renewView readies a view of the project at gen (a change the server
-// saw), and spares in it: the armed spares of the old one end (the server
-// places no spare of this agent; a placed agent's calls enter the new
-// view on their own).
+// saw) and spares in it (readyView), unless a call made it already.
 func (a *agent) renewView(gen uint64) {
 	if gen != 0 && gen <= a.ov.known() {
 		return // a call made it already
 	}
-	if gen != 0 {
-		v, err := a.ov.current(gen)
-		if err != nil {
-			return
-		}
-		a.ov.leave(v)
-	} else {
-		a.ov.mu.Lock()
-		a.ov.gen = 0
-		a.ov.mu.Unlock()
+	a.readyView(gen)
+}
+
+// readyView readies a view of the project at gen, and spares in it: the
+// armed spares of the old one end (the server places no spare of this
+// agent; a placed agent's calls enter the new view on their own). While
+// calls run in a view (busy) nothing is made: the last to end calls this
+// again (finish).
+func (a *agent) readyView(gen uint64) {
+	if !a.ov.renew(gen) {
+		return
 	}
 	a.mu.Lock()
 	if a.placed {
@@ -731,4 +776,25 @@ func (a *agent) renewView(gen uint64) {
 	}
 	a.mu.Unlock()
 	a.refill()
+}
+
+// renew makes the shared view at gen (0: none, each call gets a view of
+// its own) and reports whether it did: not while calls run in one (busy),
+// whose last call renews it then (finish).
+func (o *overlayState) renew(gen uint64) bool {
+	o.mu.Lock()
+	if gen > o.gen || gen == 0 {
+		o.gen = gen
+	}
+	busy := o.busy != nil
+	o.mu.Unlock()
+	if busy || gen == 0 {
+		return !busy
+	}
+	v, _, err := o.current(gen, false)
+	if err != nil {
+		return false
+	}
+	o.leave(v)
+	return true
 }

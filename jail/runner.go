@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 )
 
 // Call is one command for a Runner to run.
@@ -43,6 +44,12 @@ type Exit struct {
 	// denied path while it ran, or it held more inotify watches than its
 	// share of the user's.
 	Stopped string
+	// ViewBehind, under --overlay, is when the view the command ran in
+	// was made, when that is an older state of the project than the
+	// call asked for: another call of the session ran in it (a job), and
+	// no second view is made over the session's layer beside it. Zero:
+	// the call saw the state it asked for.
+	ViewBehind time.Time
 }
 
 // Process is a started command.

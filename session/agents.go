@@ -64,9 +64,12 @@ type agentSlot struct {
 	// number of the project's state its sandbox was started at: its view
 	// lasts as long as it does (0: a watch that was blind).
 	gen uint64
-	// draining: replaced by a newer view's agent while calls ran in it
-	// (Session.draining); it ends with its last call.
-	draining bool
+	// foreign counts the calls of the session's other agents that changed
+	// its layer since this one started (layerMoved): its views, mounted
+	// over the same layer, would not see those changes, and copy a file
+	// up again over them (two mounts over one upper directory). It adds
+	// to the number of the state a call of this agent must see (viewGen).
+	foreign uint64
 }
 
 // AgentInfo describes one session agent for jail_status.
@@ -101,8 +104,12 @@ func (s *Session) Agents() []AgentInfo {
 // agent returns the running agent of the call's policy (its network, the
 // CLIs of exps), starting one when there is none or the one before ended;
 // it counts a call on it, which done uncounts. restarted says why the
-// agent before ended, when this call started a new one.
-func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, restarted string, err error) {
+// agent before ended, when this call started a new one. behind, under
+// bubblewrap's own view, is when the agent's view was made, when it shows
+// an older state of the project than the call's and calls still run in
+// it (a job): no second view over the session's layer is made beside
+// it, and the next call after them gets a new agent.
+func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, restarted string, behind time.Time, err error) {
 	key := agentKey{network: p.networkMode(), auth: strings.Join(slices.Sorted(slices.Values(p.auth)), ",")}
 	s.agentMu.Lock()
 	defer s.agentMu.Unlock()
@@ -112,24 +119,28 @@ func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, rest
 	// Read before a sandbox starts: a change while it starts numbers a
 	// later state, which the next call finds newer.
 	gen := s.m.view.Gen()
-	if slot != nil && slot.runner.Err() == nil && !s.staleView(slot, gen) {
-		slot.lastUsed = now
-		slot.running++
-		return slot, "", nil
+	if slot != nil && slot.runner.Err() == nil {
+		stale := s.staleView(slot, gen)
+		if !stale || slot.running > 0 {
+			// A view older than the project's state while calls run in
+			// it: a second one, mounted over the session's layer beside
+			// it, would not see what they write there (two mounts over
+			// one upper directory, which the kernel leaves undefined).
+			if stale {
+				behind = slot.started
+			}
+			slot.lastUsed = now
+			slot.running++
+			return slot, "", behind, nil
+		}
 	}
 	next := &agentSlot{key: key, started: now, lastUsed: now, gen: gen}
 	if slot != nil && slot.runner.Err() == nil {
-		// Its view shows an older state of the project: a new agent, with
-		// a new view, for the calls that follow; the calls that run in it
-		// (a job) keep it until the last ends.
+		// Its view shows an older state of the project, and no call runs
+		// in it: a new agent, with a new view.
 		next.restarts, next.ended = slot.restarts, slot.ended
-		s.m.log.Debug("session agent's view is older than the project: starting a new one", "session", s.Name, "policy", key.String(), "calls_left", slot.running)
-		if slot.running > 0 {
-			slot.draining = true
-			s.draining = append(s.draining, slot)
-		} else {
-			s.stopAgent(slot)
-		}
+		s.m.log.Debug("session agent's view is older than the project: starting a new one", "session", s.Name, "policy", key.String())
+		s.stopAgent(slot)
 		delete(s.agents, key)
 	} else if slot != nil {
 		next.restarts = slot.restarts + 1
@@ -151,12 +162,12 @@ func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, rest
 		if slot != nil {
 			delete(s.agents, key)
 		}
-		return nil, "", err
+		return nil, "", time.Time{}, err
 	}
 	next.runner, next.cc, next.running = runner, cc, 1
 	s.agents[key] = next
 	s.m.log.Debug("session agent started", "session", s.Name, "policy", key.String())
-	return next, restarted, nil
+	return next, restarted, time.Time{}, nil
 }
 
 // staleView reports whether slot's agent shows the project by bubblewrap's
@@ -167,7 +178,39 @@ func (s *Session) staleView(slot *agentSlot, gen uint64) bool {
 	if !s.m.cfg.Overlay || !jail.NativeOverlay(s.m.cfg.Backend) {
 		return false
 	}
-	return gen == 0 || slot.gen != gen
+	return gen == 0 || slot.gen != gen || slot.foreign > 0
+}
+
+// viewGen is the number of the project's state that a call numbered gen
+// (view.Gen) must see in slot's agent: the host's, plus the changes the
+// session's other agents made in its layer since slot's started
+// (foreign); 0 stays 0 (a blind watch: a view per call).
+func (s *Session) viewGen(slot *agentSlot, gen uint64) uint64 {
+	if gen == 0 || slot == nil {
+		return gen
+	}
+	s.agentMu.Lock()
+	defer s.agentMu.Unlock()
+	return gen + slot.foreign
+}
+
+// layerMoved tells the session's agents but slot's that a call of slot's
+// changed the session's layer: each readies a view that sees it before
+// its next call (under bubblewrap's own view, the next call gets a new
+// agent: staleView).
+func (s *Session) layerMoved(slot *agentSlot) {
+	gen := s.m.view.Gen()
+	s.agentMu.Lock()
+	defer s.agentMu.Unlock()
+	for _, a := range s.agents {
+		if a == slot {
+			continue
+		}
+		a.foreign++
+		if r, ok := a.runner.(view.Renewer); ok && gen != 0 {
+			r.RenewView(gen + a.foreign)
+		}
+	}
 }
 
 // freshenEvery is the shortest time between two agents a session readies
@@ -211,9 +254,10 @@ func (s *Session) agentDone(slot *agentSlot) {
 	defer s.agentMu.Unlock()
 	slot.running--
 	slot.lastUsed = time.Now()
-	if slot.draining && slot.running == 0 {
-		s.stopAgent(slot)
-		s.draining = slices.DeleteFunc(s.draining, func(a *agentSlot) bool { return a == slot })
+	if slot.running == 0 && s.agents[slot.key] == slot && s.staleView(slot, s.m.view.Gen()) {
+		// The last call in a view the project moved on from: the session
+		// is idle, a new agent now.
+		s.freshen()
 	}
 }
 
@@ -291,10 +335,6 @@ func (s *Session) stopAgents() {
 		s.stopAgent(a)
 		delete(s.agents, k)
 	}
-	for _, a := range s.draining {
-		s.stopAgent(a)
-	}
-	s.draining = nil
 }
 
 // Warm starts the session agent of the default policy (the operator's
@@ -318,7 +358,7 @@ func (s *Session) Warm() {
 	}
 	s.ensureSkeleton()
 	exps := s.m.creds.Exposures(p.auth)
-	slot, _, err := s.agent(p, exps)
+	slot, _, _, err := s.agent(p, exps)
 	if err != nil {
 		s.m.log.Debug("session agent not started ahead of the first call", "session", s.Name, "err", err)
 		return

@@ -134,14 +134,16 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	var runner jail.Runner
 	var slot *agentSlot
 	var restarted string
+	var behind time.Time
 	if cfg.Backend.Agents() {
 		// The session agent of this call's policy: under bwrap its sandbox
 		// binds the policy's credentials.
-		if slot, restarted, err = s.agent(p, exps); err != nil {
+		if slot, restarted, behind, err = s.agent(p, exps); err != nil {
 			return nil, err
 		}
 		defer func() { s.agentDone(slot) }()
 		runner = slot.runner
+		call.ViewGen = s.viewGen(slot, call.ViewGen)
 	} else {
 		r, done, err := s.ownRunner(call, p, exps)
 		if err != nil {
@@ -176,17 +178,24 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	if slot != nil && errors.Is(err, jail.ErrAgentLost) && ctx.Err() == nil {
 		// The agent was lost before it started the command (killed from
 		// the host, say): the call runs once on a new one, which says why.
-		next, why, aerr := s.agent(p, exps)
+		next, why, late, aerr := s.agent(p, exps)
 		if aerr != nil {
 			return nil, aerr
 		}
 		s.agentDone(slot)
-		slot, restarted = next, why
+		slot, restarted, behind = next, why, late
+		call.ViewGen = s.viewGen(slot, s.m.view.Gen())
 		res, err = s.run(ctx, slot.runner, slot, call, req, p)
 	}
 	if res != nil {
 		res.AgentRestarted = restarted
+		if !behind.IsZero() {
+			res.ViewBehind = behind
+		}
 		s.noteLayer(res, refreshed)
+		if slot != nil && res.Project != nil && res.Project.Total() > 0 {
+			s.layerMoved(slot)
+		}
 	}
 	return res, err
 }

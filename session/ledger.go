@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jail-mcp/jail-mcp/session/layer"
 	"github.com/jail-mcp/jail-mcp/session/ledger"
@@ -223,6 +224,16 @@ func (r *Result) ProjectNote() string {
 	}
 	return fmt.Sprintf("project: %d added, %d modified, %d deleted%s (%s%s) in this session's layer, not on the host: jail_diff, jail_apply",
 		c.Added, c.Modified, c.Deleted, partial, strings.Join(first, ", "), more)
+}
+
+// BehindNote is one line saying that the call saw an older state of the
+// project than the host's when it started, and why; "" when it did not.
+func (r *Result) BehindNote() string {
+	if r.ViewBehind.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("view: this call saw the project as the host had it at %s, the view a call of this session that still ran (a job: jail_status lists it) holds; host changes since are seen by the calls after it ends",
+		r.ViewBehind.UTC().Format(time.RFC3339))
 }
 
 // ConflictsLine is one line naming the session's conflicts, "" when none.

@@ -75,7 +75,7 @@ func (r *Result) RefusedWriteNote() string {
 func (r *Result) settle(stopped End, bound, kernel limits.Bound, exit jail.Exit, lost error) {
 	r.ExitCode = exit.Code
 	r.RefusedWrite, r.RefusedWrites = exit.RefusedWrite, exit.RefusedWrites
-	r.Stopped = exit.Stopped
+	r.Stopped, r.ViewBehind = exit.Stopped, exit.ViewBehind
 	if exit.Signal != 0 {
 		r.ExitCode = -1
 		r.Signal, r.SignalNumber = signalName(exit.Signal), int(exit.Signal)

@@ -58,7 +58,11 @@ type Result struct {
 	Conflicts []ledger.Conflict
 	// Refreshed are the copies dropped before the call, which held the
 	// host's bytes unchanged: the call saw the host's files.
-	Refreshed  []string
+	Refreshed []string
+	// ViewBehind, when set, is the state of the project the call saw:
+	// the host's as it was then, older than the call asked for, as a call
+	// of the session that still ran (a job) held that view (--overlay).
+	ViewBehind time.Time
 	Stdout     Stream
 	Stderr     Stream
 	OutputPath string // host path of the directory holding the whole output, when cut

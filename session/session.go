@@ -58,9 +58,6 @@ type Session struct {
 	// agentMu guards agents: the session agent of each policy in use.
 	agentMu sync.Mutex
 	agents  map[agentKey]*agentSlot
-	// draining are agents replaced by one of a newer view while calls
-	// ran in them (bubblewrap's own view): each ends with its last call.
-	draining []*agentSlot
 	// freshening: a new agent is being readied after a change of the
 	// project (freshen); freshenAgain: the project changed again since.
 	freshening, freshenAgain atomic.Bool

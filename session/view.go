@@ -81,7 +81,11 @@ func (m *Manager) renewViews(gen uint64) {
 		s.agentMu.Lock()
 		for _, a := range s.agents {
 			if r, ok := a.runner.(view.Renewer); ok {
-				r.RenewView(gen)
+				if gen != 0 {
+					r.RenewView(gen + a.foreign)
+				} else {
+					r.RenewView(0)
+				}
 			}
 		}
 		s.agentMu.Unlock()

@@ -74,6 +74,10 @@ type Outcome struct {
 	ProjectChanges ledger.Changes    `json:"project_changes"`
 	Conflicts      []ledger.Conflict `json:"conflicts"`
 	Refreshed      []string          `json:"refreshed"`
+	// ViewBehind: when the command saw an older state of the project
+	// than the host's at its start, the time of the state it saw (RFC
+	// 3339): a call of the session that still ran holds that view.
+	ViewBehind string `json:"view_behind"`
 }
 
 // newOutcome is an Outcome with a command's output and where it ran.
@@ -103,6 +107,9 @@ func (o *Outcome) ended(res *session.Result) {
 	}
 	if len(res.Refreshed) > 0 {
 		o.Refreshed = res.Refreshed
+	}
+	if !res.ViewBehind.IsZero() {
+		o.ViewBehind = res.ViewBehind.UTC().Format(time.RFC3339)
 	}
 }
 
@@ -246,6 +253,9 @@ func renderExec(r *session.Result) string {
 // writeLayerNotes writes what the command changed in the project view,
 // the session's conflicts and the copies refreshed before it, a line each.
 func writeLayerNotes(b *strings.Builder, r *session.Result) {
+	if note := r.BehindNote(); note != "" {
+		b.WriteString(note + "\n")
+	}
 	if note := r.ProjectNote(); note != "" {
 		b.WriteString(note + "\n")
 	}

@@ -16,9 +16,11 @@ import (
 // TestOverlayNativeAgents: with bubblewrap 0.9 or later (the one
 // JAIL_MCP_TEST_BWRAP names), bubblewrap mounts the view and a view lasts
 // as long as its agent's sandbox (one work directory of the layer each):
-// a change of the host's project readies a new agent, the next call sees
-// the change, a job keeps the agent it started in, which ends with the job
-// (its work directory goes with it).
+// a change of the host's project readies a new agent once the session is
+// idle. While a job runs, no second agent (a second mount over the
+// session's layer) starts beside the job's: the calls meanwhile run in
+// the job's and say so (view_behind); once it ended, the next call sees
+// the change in a new agent, and the job's work directory is gone.
 func TestOverlayNativeAgents(t *testing.T) {
 	bw := os.Getenv("JAIL_MCP_TEST_BWRAP")
 	if bw == "" {
@@ -41,17 +43,23 @@ func TestOverlayNativeAgents(t *testing.T) {
 	}
 	job := ts.StartJob(map[string]any{"command": "while :; do sleep 0.1; done"})
 	writeFiles(t, project, map[string]string{"new.txt": "new\n"})
-	// Readied ahead of the next call, beside the job's.
-	if !testkit.WaitFor(30*time.Second, func() bool { return len(views()) == 2 }) {
-		t.Fatalf("no new agent after the host's change: %q", views())
+	// Once the server's watch saw the change, calls are behind.
+	if !testkit.WaitFor(60*time.Second, func() bool {
+		res, _ := ts.Exec(map[string]any{"command": "true"})
+		return res.ViewBehind != ""
+	}) {
+		t.Fatal("no call beside the job said it ran in the job's older view")
 	}
-	if res, _ := ts.Exec(map[string]any{"command": "cat new.txt"}); res.Stdout != "new\n" {
-		t.Fatalf("the call after the host's change: %q %q", res.Stdout, res.Stderr)
-	}
-	if out, _ := ts.Job(map[string]any{"job_id": job}); !out.Running {
-		t.Fatalf("the job ended with its view: %+v", out)
+	if v := views(); len(v) != 1 || v[0] != first[0] {
+		t.Fatalf("an agent beside the job's: %q (first %q)", v, first)
 	}
 	ts.Job(map[string]any{"job_id": job, "signal": "KILL"})
+	if !testkit.WaitFor(60*time.Second, func() bool { out, _ := ts.Job(map[string]any{"job_id": job}); return !out.Running }) {
+		t.Fatal("the job did not end")
+	}
+	if res, _ := ts.Exec(map[string]any{"command": "cat new.txt"}); res.Stdout != "new\n" || res.ViewBehind != "" {
+		t.Fatalf("the call after the job: %+v", res)
+	}
 	if !testkit.WaitFor(30*time.Second, func() bool { v := views(); return len(v) == 1 && v[0] != first[0] }) {
 		t.Fatalf("the job's agent outlived the job: %q (first %q)", views(), first)
 	}
