@@ -159,9 +159,9 @@ type view struct {
 	gen   uint64
 	made  time.Time // when it was made: the host's project as calls see it
 	calls int       // calls that run in it (busy)
-	ns    int    // the mount namespace
-	work  string // its work directory in the layer
-	rules int    // the agent's Landlock layer, made inside it
+	ns    int       // the mount namespace
+	work  string    // its work directory in the layer
+	rules int       // the agent's Landlock layer, made inside it
 	// views are the read views of calls made inside it, by key (viewKey),
 	// with the directories each listed; guarded by overlayState.mu.
 	views map[string]viewRules
