@@ -650,6 +650,49 @@ func (a *agent) newSpare(armed bool) {
 	})
 }
 
+// callDomain is what a call's thread entered: the view the call runs in
+// (nil without the view), counted there (busy) until everything the call
+// ran is gone (finish); whether that view shows an older state of the
+// project than the call asked for, as another call runs in it (behind);
+// the call's write watch, and what its read view granted, held.
+type callDomain struct {
+	view   *view
+	behind bool
+	watch  *writeWatch
+	held   *heldGrants
+}
+
+// enter enters the calling thread, armed with nothing, into call m's
+// domain: the view and its read view of a call that shows extra, or that
+// read view alone, or the agent's scope alone; and starts the call's
+// write watch. On an error, what it entered is in d still, for the
+// caller to end.
+func (a *agent) enter(m agentMsg, extra []string) (d callDomain, err error) {
+	var fd int
+	switch {
+	case a.ov != nil:
+		if d.view, d.behind, err = a.ov.current(m.ViewGen, true); err == nil {
+			_, d.held, err = a.enterView(d.view, extra)
+		}
+	case a.view != nil:
+		fd, _, d.held, err = a.views.ruleset(*a.view, extra)
+	default:
+		fd, err = scopeRuleset(nil)
+	}
+	if err == nil && a.ov == nil {
+		err = restrictThread(fd)
+	}
+	if err != nil {
+		return d, err
+	}
+	if a.project != "" && a.view != nil {
+		// A hint, not a bound: a kernel without seccomp notifications,
+		// or a listener already in the chain, leaves the call unwatched.
+		d.watch, _ = startWriteWatch(a.project, a.view.jail, a.view.writable...)
+	}
+	return d, nil
+}
+
 // run is a call's thread, which entered av ahead of the call (nil:
 // nothing yet) and is spare used: it returns the message that ends the
 // call, or misfit, having touched nothing, when av does not fit the call.
@@ -662,66 +705,38 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 		}
 		extra = callShown(*a.view, m.Env, tty)
 	}
-	// joined: the view the call runs in, counted there (busy) until
-	// everything it ran is gone; behind: it shows an older state than
-	// the call asked for, as another call runs in it.
-	var joined *view
-	var behind bool
+	var d callDomain
 	if av != nil {
 		ok := av.fits(extra)
 		if ok && a.ov != nil {
-			ok, behind = a.ov.join(av.view, m.ViewGen)
-			joined = av.view
+			ok, d.behind = a.ov.join(av.view, m.ViewGen)
+			d.view = av.view
 		}
 		if !ok {
 			av.drop()
 			return agentMsg{}, true
 		}
+		d.watch, d.held = av.watch, av.held
+	}
+	defer closeFiles(files)
+	var err error
+	if av == nil {
+		d, err = a.enter(m, extra)
 	}
 	defer func() {
-		if joined != nil && a.ov.finish(joined) {
+		// The watch of a call that did not start its command; the
+		// grants; and the view, once everything the call ran is gone.
+		if d.watch != nil {
+			d.watch.end()
+		}
+		d.held.release()
+		if d.view != nil && a.ov.finish(d.view) {
 			go a.readyView(a.ov.known())
 		}
 	}()
-	defer closeFiles(files)
-	var watch *writeWatch
-	var held *heldGrants
-	defer func() { held.release() }()
-	if av != nil {
-		watch, held = av.watch, av.held
-	} else {
-		var fd int
-		var err error
-		switch {
-		case a.ov != nil:
-			var v *view
-			if v, behind, err = a.ov.current(m.ViewGen, true); err == nil {
-				joined = v
-				_, held, err = a.enterView(v, extra)
-			}
-		case a.view != nil:
-			fd, _, held, err = a.views.ruleset(*a.view, extra)
-		default:
-			fd, err = scopeRuleset(nil)
-		}
-		if err == nil && a.ov == nil {
-			err = restrictThread(fd)
-		}
-		if err != nil {
-			return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error()}, false
-		}
-		if a.project != "" && a.view != nil {
-			// A hint, not a bound: a kernel without seccomp notifications,
-			// or a listener already in the chain, leaves the call unwatched.
-			watch, _ = startWriteWatch(a.project, a.view.jail, a.view.writable...)
-		}
+	if err != nil {
+		return agentMsg{T: msgFailed, ID: m.ID, Err: err.Error()}, false
 	}
-	defer func() {
-		// A call that did not start its command.
-		if watch != nil {
-			watch.end()
-		}
-	}()
 	if a.shm >= 0 && a.maxShared > 0 {
 		if held := sandboxShared(a.shm); held > a.maxShared {
 			return agentMsg{T: msgFailed, ID: m.ID, Err: fmt.Sprintf("shared memory holds %d bytes", held), Shared: held}, false
@@ -759,8 +774,8 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 	closeFiles(files)
 	files = nil
 	a.send(agentMsg{T: msgStarted, ID: m.ID, Pid: cmd.Process.Pid, Used: used})
-	stopGuard := a.watchCall(m.ID, r, held.guard())
-	a.follow(m.ID, cmd.Process.Pid, r, watch)
+	stopGuard := a.watchCall(m.ID, r, d.held.guard())
+	a.follow(m.ID, cmd.Process.Pid, r, d.watch)
 	stopGuard() // before the kills below, which are not the guard's
 	// The command first, so that it is reaped here (with its status) and
 	// not among the zombies killDomain reaps; then whatever it left.
@@ -768,15 +783,15 @@ func (a *agent) run(m agentMsg, files []*os.File, r *agentRun, av *armedView, us
 	cmd.Wait()
 	killDomain()
 	out = agentMsg{T: msgExited, ID: m.ID, Code: -1}
-	if behind {
-		out.Behind = joined.made.UnixNano()
+	if d.behind {
+		out.Behind = d.view.made.UnixNano()
 	}
 	if why := r.stopped.Load(); why != nil {
 		out.Stopped = *why
 	}
-	if watch != nil {
-		out.Refused, out.RefusedN = watch.end()
-		watch = nil
+	if d.watch != nil {
+		out.Refused, out.RefusedN = d.watch.end()
+		d.watch = nil
 	}
 	if st := cmd.ProcessState; st != nil {
 		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
