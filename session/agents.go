@@ -65,10 +65,11 @@ type agentSlot struct {
 	// lasts as long as it does (0: a watch that was blind).
 	gen uint64
 	// foreign counts the calls of the session's other agents that changed
-	// its layer since this one started (layerMoved): its views, mounted
-	// over the same layer, would not see those changes, and copy a file
-	// up again over them (two mounts over one upper directory). It adds
-	// to the number of the state a call of this agent must see (viewGen).
+	// its layer since this one started (agentDone): its views, mounted
+	// over the same layer, would not see those changes (a file another
+	// copied up still shows the host's, and a write to it fails: two
+	// mounts over one upper directory). It adds to the number of the
+	// state a call of this agent must see (viewGen).
 	foreign uint64
 }
 
@@ -101,21 +102,32 @@ func (s *Session) Agents() []AgentInfo {
 	return out
 }
 
+// agentUse is a call's use of a session agent (agent): the agent; why
+// the one before it ended, when the call started a new one (restarted);
+// the number of the project's state the call must see there (gen:
+// jail.Call.ViewGen, with the changes the session's other agents made in
+// its layer since it started: foreign); and, under bubblewrap's own view,
+// when the agent's view was made, when it shows an older state of the
+// project than the call's and calls still run in it (behind, a job): no
+// second view over the session's layer is made beside it, and the next
+// call after them gets a new agent.
+type agentUse struct {
+	slot      *agentSlot
+	restarted string
+	gen       uint64
+	behind    time.Time
+}
+
 // agent returns the running agent of the call's policy (its network, the
 // CLIs of exps), starting one when there is none or the one before ended;
-// it counts a call on it, which done uncounts. restarted says why the
-// agent before ended, when this call started a new one. behind, under
-// bubblewrap's own view, is when the agent's view was made, when it shows
-// an older state of the project than the call's and calls still run in
-// it (a job): no second view over the session's layer is made beside
-// it, and the next call after them gets a new agent.
-func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, restarted string, behind time.Time, err error) {
+// it counts a call on it, which agentDone uncounts.
+func (s *Session) agent(p callPlan, exps []auth.Exposure) (use agentUse, err error) {
 	key := agentKey{network: p.networkMode(), auth: strings.Join(slices.Sorted(slices.Values(p.auth)), ",")}
 	s.agentMu.Lock()
 	defer s.agentMu.Unlock()
 	now := time.Now()
 	s.retireAgents(now, key)
-	slot = s.agents[key]
+	slot := s.agents[key]
 	// Read before a sandbox starts: a change while it starts numbers a
 	// later state, which the next call finds newer.
 	gen := s.m.view.Gen()
@@ -126,12 +138,13 @@ func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, rest
 			// it: a second one, mounted over the session's layer beside
 			// it, would not see what they write there (two mounts over
 			// one upper directory, which the kernel leaves undefined).
+			use = agentUse{slot: slot, gen: viewGen(slot, gen)}
 			if stale {
-				behind = slot.started
+				use.behind = slot.started
 			}
 			slot.lastUsed = now
 			slot.running++
-			return slot, "", behind, nil
+			return use, nil
 		}
 	}
 	next := &agentSlot{key: key, started: now, lastUsed: now, gen: gen}
@@ -145,7 +158,7 @@ func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, rest
 	} else if slot != nil {
 		next.restarts = slot.restarts + 1
 		next.ended = slot.runner.Err().Error()
-		restarted = next.ended
+		use.restarted = next.ended
 		s.m.log.Warn("session agent ended: starting a new one", "session", s.Name, "policy", key.String(), "why", next.ended)
 		s.stopAgent(slot)
 	}
@@ -162,12 +175,13 @@ func (s *Session) agent(p callPlan, exps []auth.Exposure) (slot *agentSlot, rest
 		if slot != nil {
 			delete(s.agents, key)
 		}
-		return nil, "", time.Time{}, err
+		return agentUse{}, err
 	}
 	next.runner, next.cc, next.running = runner, cc, 1
 	s.agents[key] = next
 	s.m.log.Debug("session agent started", "session", s.Name, "policy", key.String())
-	return next, restarted, time.Time{}, nil
+	use.slot, use.gen = next, gen
+	return use, nil
 }
 
 // staleView reports whether slot's agent shows the project by bubblewrap's
@@ -184,33 +198,13 @@ func (s *Session) staleView(slot *agentSlot, gen uint64) bool {
 // viewGen is the number of the project's state that a call numbered gen
 // (view.Gen) must see in slot's agent: the host's, plus the changes the
 // session's other agents made in its layer since slot's started
-// (foreign); 0 stays 0 (a blind watch: a view per call).
-func (s *Session) viewGen(slot *agentSlot, gen uint64) uint64 {
-	if gen == 0 || slot == nil {
-		return gen
+// (foreign); 0 stays 0 (a blind watch: a view per call). Callers hold
+// agentMu.
+func viewGen(slot *agentSlot, gen uint64) uint64 {
+	if gen == 0 {
+		return 0
 	}
-	s.agentMu.Lock()
-	defer s.agentMu.Unlock()
 	return gen + slot.foreign
-}
-
-// layerMoved tells the session's agents but slot's that a call of slot's
-// changed the session's layer: each readies a view that sees it before
-// its next call (under bubblewrap's own view, the next call gets a new
-// agent: staleView).
-func (s *Session) layerMoved(slot *agentSlot) {
-	gen := s.m.view.Gen()
-	s.agentMu.Lock()
-	defer s.agentMu.Unlock()
-	for _, a := range s.agents {
-		if a == slot {
-			continue
-		}
-		a.foreign++
-		if r, ok := a.runner.(view.Renewer); ok && gen != 0 {
-			r.RenewView(gen + a.foreign)
-		}
-	}
 }
 
 // freshenEvery is the shortest time between two agents a session readies
@@ -248,13 +242,29 @@ func (s *Session) freshen() {
 	}()
 }
 
-// done uncounts a call of slot.
-func (s *Session) agentDone(slot *agentSlot) {
+// agentDone uncounts a call of slot; moved: the call changed the
+// session's layer, which the session's other agents' views do not see
+// (two mounts over one upper directory): each readies a view that does
+// before its next call (under bubblewrap's own view, the next call gets
+// a new agent: staleView).
+func (s *Session) agentDone(slot *agentSlot, moved bool) {
 	s.agentMu.Lock()
 	defer s.agentMu.Unlock()
 	slot.running--
 	slot.lastUsed = time.Now()
-	if slot.running == 0 && s.agents[slot.key] == slot && s.staleView(slot, s.m.view.Gen()) {
+	gen := s.m.view.Gen()
+	if moved {
+		for _, a := range s.agents {
+			if a == slot {
+				continue
+			}
+			a.foreign++
+			if r, ok := a.runner.(view.Renewer); ok && gen != 0 {
+				r.RenewView(viewGen(a, gen))
+			}
+		}
+	}
+	if slot.running == 0 && s.agents[slot.key] == slot && s.staleView(slot, gen) {
 		// The last call in a view the project moved on from: the session
 		// is idle, a new agent now.
 		s.freshen()
@@ -358,12 +368,12 @@ func (s *Session) Warm() {
 	}
 	s.ensureSkeleton()
 	exps := s.m.creds.Exposures(p.auth)
-	slot, _, _, err := s.agent(p, exps)
+	use, err := s.agent(p, exps)
 	if err != nil {
 		s.m.log.Debug("session agent not started ahead of the first call", "session", s.Name, "err", err)
 		return
 	}
-	s.agentDone(slot)
+	s.agentDone(use.slot, false)
 	// Credential links stay between calls: placed now, the first call
 	// finds them in place.
 	if s.m.cfg.Backend.Credentials() == jail.LinkCredentials {

@@ -132,18 +132,18 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	call := jail.Call{Argv: p.argv, Dir: p.dir, Env: view.CallEnv(host, s.Path, credEnv, req.Env), ViewGen: s.m.view.Gen()}
 
 	var runner jail.Runner
-	var slot *agentSlot
-	var restarted string
-	var behind time.Time
+	var use agentUse
+	// moved: the call changed the session's layer (agentDone).
+	var moved bool
 	if cfg.Backend.Agents() {
 		// The session agent of this call's policy: under bwrap its sandbox
 		// binds the policy's credentials.
-		if slot, restarted, behind, err = s.agent(p, exps); err != nil {
+		if use, err = s.agent(p, exps); err != nil {
 			return nil, err
 		}
-		defer func() { s.agentDone(slot) }()
-		runner = slot.runner
-		call.ViewGen = s.viewGen(slot, call.ViewGen)
+		defer func() { s.agentDone(use.slot, moved) }()
+		runner = use.slot.runner
+		call.ViewGen = use.gen
 	} else {
 		r, done, err := s.ownRunner(call, p, exps)
 		if err != nil {
@@ -154,7 +154,7 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	}
 	switch mode := cfg.Backend.Credentials(); {
 	case mode == jail.BindCredentials:
-		if slot != nil {
+		if use.slot != nil {
 			// Bound in a sandbox that runs on: its masked copies follow
 			// the host's files.
 			s.creds.Refresh(exps)
@@ -174,28 +174,26 @@ func (s *Session) exec(ctx context.Context, req Request) (*Result, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer s.track(cancel)()
-	res, err := s.run(ctx, runner, slot, call, req, p)
-	if slot != nil && errors.Is(err, jail.ErrAgentLost) && ctx.Err() == nil {
+	res, err := s.run(ctx, runner, use.slot, call, req, p)
+	if use.slot != nil && errors.Is(err, jail.ErrAgentLost) && ctx.Err() == nil {
 		// The agent was lost before it started the command (killed from
 		// the host, say): the call runs once on a new one, which says why.
-		next, why, late, aerr := s.agent(p, exps)
+		next, aerr := s.agent(p, exps)
 		if aerr != nil {
 			return nil, aerr
 		}
-		s.agentDone(slot)
-		slot, restarted, behind = next, why, late
-		call.ViewGen = s.viewGen(slot, s.m.view.Gen())
-		res, err = s.run(ctx, slot.runner, slot, call, req, p)
+		s.agentDone(use.slot, false)
+		use = next
+		call.ViewGen = use.gen
+		res, err = s.run(ctx, use.slot.runner, use.slot, call, req, p)
 	}
 	if res != nil {
-		res.AgentRestarted = restarted
-		if !behind.IsZero() {
-			res.ViewBehind = behind
+		res.AgentRestarted = use.restarted
+		if !use.behind.IsZero() {
+			res.ViewBehind = use.behind
 		}
 		s.noteLayer(res, refreshed)
-		if slot != nil && res.Project != nil && res.Project.Total() > 0 {
-			s.layerMoved(slot)
-		}
+		moved = res.Project != nil && res.Project.Total() > 0
 	}
 	return res, err
 }

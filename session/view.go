@@ -81,11 +81,7 @@ func (m *Manager) renewViews(gen uint64) {
 		s.agentMu.Lock()
 		for _, a := range s.agents {
 			if r, ok := a.runner.(view.Renewer); ok {
-				if gen != 0 {
-					r.RenewView(gen + a.foreign)
-				} else {
-					r.RenewView(0)
-				}
+				r.RenewView(viewGen(a, gen))
 			}
 		}
 		s.agentMu.Unlock()
