@@ -55,13 +55,7 @@ func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil && (a == nil || len(a.Changes) == 0) {
 		return refuseView(err), nil
 	}
-	out := ApplyResult{Session: s.Name, Applied: a.Changes, Refused: []Refusal{}, DryRun: a.DryRun, Digest: a.Digest}
-	for _, r := range a.Refused {
-		out.Refused = append(out.Refused, Refusal{Path: r.Path, Reason: r.Reason})
-	}
-	if out.Applied == nil || len(out.Refused) > 0 {
-		out.Applied = []layer.Change{}
-	}
+	out := NewApplyResult(s.Name, a)
 	text := renderApply(out)
 	if err != nil {
 		// Stopped halfway: what was written is listed, and stays written.
@@ -69,6 +63,19 @@ func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 			err, plural(len(out.Applied), "change"), strings.SplitN(text, "\n", 2)[1])
 	}
 	return structured(out, text, err != nil || len(out.Refused) > 0), nil
+}
+
+// NewApplyResult is jail_apply's structured result of an apply a of
+// session name, as jail-mcp apply --json prints it too.
+func NewApplyResult(name string, a *layer.Applied) ApplyResult {
+	out := ApplyResult{Session: name, Applied: a.Changes, Refused: []Refusal{}, DryRun: a.DryRun, Digest: a.Digest}
+	for _, r := range a.Refused {
+		out.Refused = append(out.Refused, Refusal{Path: r.Path, Reason: r.Reason})
+	}
+	if out.Applied == nil || len(out.Refused) > 0 {
+		out.Applied = []layer.Change{}
+	}
+	return out
 }
 
 func renderApply(a ApplyResult) string {

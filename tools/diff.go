@@ -51,6 +51,13 @@ func (h *Handler) Diff(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	if err != nil {
 		return refuseView(err), nil
 	}
+	out := NewDiffResult(s, d)
+	return structured(out, renderDiff(out, p.Patch), false), nil
+}
+
+// NewDiffResult is jail_diff's structured result of session s's d, as
+// jail-mcp diff --json prints it too.
+func NewDiffResult(s *session.Session, d session.DiffResult) DiffResult {
 	out := DiffResult{
 		Session: s.Name, Jail: s.Path, Changes: d.Changes, Ignored: d.Ignored,
 		Patch: d.Patch, PatchBytes: d.PatchBytes, PatchTruncated: d.PatchTruncated, OutputPath: d.OutputPath,
@@ -65,7 +72,7 @@ func (h *Handler) Diff(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	if out.Ignored == nil {
 		out.Ignored = []layer.Summary{}
 	}
-	return structured(out, renderDiff(out, p.Patch), false), nil
+	return out
 }
 
 // refuseView is the result of a jail_diff or jail_apply that could not
@@ -108,7 +115,7 @@ func renderDiff(d DiffResult, patch bool) string {
 		if lines == maxChangeLines {
 			break
 		}
-		fmt.Fprintf(&b, "%s %s: %s, %s (ignored)\n", changeLetter(s.Change), s.Dir, plural(s.Files, "file"), humanize.IBytes(uint64(s.Bytes)))
+		fmt.Fprintf(&b, "%s %s: %s, %s (ignored)\n", layer.Letter(s.Change), s.Dir, plural(s.Files, "file"), humanize.IBytes(uint64(s.Bytes)))
 		lines++
 	}
 	if more := len(d.Changes) + len(d.Ignored) - lines; more > 0 {
@@ -139,66 +146,11 @@ func renderDiff(d DiffResult, patch bool) string {
 	return b.String()
 }
 
-// changeLine is one change in a line: its letter, path and what to know
-// about it, e.g. "M src/a.go (1.2 KiB)".
-func changeLine(c layer.Change) string {
-	line := changeLetter(c.Change) + " " + c.Path
-	if c.Type == "dir" && c.Change != "deleted" {
-		line += "/"
-	}
-	var notes []string
-	switch {
-	case c.Change == "type_changed":
-		notes = append(notes, c.HostType+" -> "+c.Type)
-	case c.Type == "file" && c.Change != "deleted":
-		notes = append(notes, humanize.IBytes(uint64(c.Size)))
-	case c.Type != "file" && c.Type != "dir":
-		notes = append(notes, c.Type)
-	}
-	if c.Target != "" {
-		line += " -> " + c.Target
-	}
-	if c.Mode != "" {
-		notes = append(notes, "mode "+c.Mode)
-	}
-	if c.Special {
-		notes = append(notes, "never applied")
-	}
-	if c.Hash != "" {
-		notes = append(notes, "sha256 "+c.Hash[:min(12, len(c.Hash))])
-	}
-	if c.Conflict != "" {
-		notes = append(notes, "CONFLICT: the host "+c.Conflict+" it too")
-	}
-	if len(notes) > 0 {
-		line += " (" + strings.Join(notes, ", ") + ")"
-	}
-	return line
-}
+// changeLine is one change in a line (layer.Change.Line).
+func changeLine(c layer.Change) string { return c.Line() }
 
-// changeLetter is a kind of change as git status shows it (~ for an
-// ignored directory whose changes are of more than one kind).
-func changeLetter(change string) string {
-	switch change {
-	case "added":
-		return "A"
-	case "modified":
-		return "M"
-	case "deleted":
-		return "D"
-	case "type_changed":
-		return "T"
-	}
-	return "~"
-}
-
-// plural is n things, n with thousands separators.
-func plural(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return humanize.Comma(int64(n)) + " " + thing + "s"
-}
+// plural is n things (layer.Plural).
+func plural(n int, thing string) string { return layer.Plural(n, thing) }
 
 // digestLine is the line that gives a result's digest.
 func digestLine(digest string) string {
