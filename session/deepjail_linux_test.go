@@ -110,7 +110,7 @@ time.sleep(300)'`, limits.BoundMemory},
 	}
 	jailfstest.Chain(t, old, deepDepth)
 	start = time.Now()
-	got, err := jailfs.Prune(m.cfg.Root, 0, true, time.Now().Add(time.Hour))
+	got, err := jailfs.Prune(m.cfg.Root, jailfs.PruneOptions{Remove: true, Now: time.Now().Add(time.Hour)})
 	t.Logf("pruned in %v", time.Since(start))
 	if err != nil {
 		t.Fatal(err)

@@ -204,8 +204,9 @@ func (s *Session) discardPath(p string) (string, error) {
 }
 
 // ProjectNote is one line saying what the call changed in the project
-// view, "" when nothing (or without the view).
-func (r *Result) ProjectNote() string {
+// view, and how to review it (review: the tools, or the command line),
+// "" when nothing (or without the view).
+func (r *Result) ProjectNote(review string) string {
 	c := r.Project
 	if c == nil || c.Total() == 0 {
 		return ""
@@ -222,8 +223,8 @@ func (r *Result) ProjectNote() string {
 	if c.Partial {
 		partial = " (at least: the layer holds more than the ledger looks at)"
 	}
-	return fmt.Sprintf("project: %d added, %d modified, %d deleted%s (%s%s) in this session's layer, not on the host: jail_diff, jail_apply",
-		c.Added, c.Modified, c.Deleted, partial, strings.Join(first, ", "), more)
+	return fmt.Sprintf("project: %d added, %d modified, %d deleted%s (%s%s) in this session's layer, not on the host: %s",
+		c.Added, c.Modified, c.Deleted, partial, strings.Join(first, ", "), more, review)
 }
 
 // BehindNote is one line saying that the call saw an older state of the
@@ -236,8 +237,9 @@ func (r *Result) BehindNote() string {
 		r.ViewBehind.UTC().Format(time.RFC3339))
 }
 
-// ConflictsLine is one line naming the session's conflicts, "" when none.
-func (r *Result) ConflictsLine() string {
+// ConflictsLine is one line naming the session's conflicts, and how to
+// resolve them (resolve: the tools, or the command line), "" when none.
+func (r *Result) ConflictsLine(resolve string) string {
 	n := len(r.Conflicts)
 	if n == 0 {
 		return ""
@@ -250,7 +252,7 @@ func (r *Result) ConflictsLine() string {
 	if n > len(names) {
 		more = fmt.Sprintf(" and %d more", n-len(names))
 	}
-	return fmt.Sprintf("%d conflicts: the host changed %s%s after this session copied them; commands see the session's copies (jail_diff, jail_discard)", n, strings.Join(names, ", "), more)
+	return fmt.Sprintf("%d conflicts: the host changed %s%s after this session copied them; commands see the session's copies (%s)", n, strings.Join(names, ", "), more, resolve)
 }
 
 // maxConflictLines bounds the conflicts a result's text names.
@@ -285,14 +287,5 @@ func LayerNotes(conflicts []ledger.Conflict, refreshed []string) []string {
 
 // ConflictLine says what a conflict is and what to do.
 func ConflictLine(c ledger.Conflict) string {
-	what := "changed"
-	switch c.Host {
-	case "deleted":
-		what = "deleted"
-	case "added":
-		what = "made"
-	case "unknown":
-		what = "changed"
-	}
-	return fmt.Sprintf("the host %s %s after this session copied it; commands see the session's copy (jail_diff patch: true shows both sides; jail_discard takes the host's)", what, c.Path)
+	return fmt.Sprintf("the host %s %s after this session copied it; commands see the session's copy (jail_diff patch: true shows both sides; jail_discard takes the host's)", layer.HostDid(c.Host), c.Path)
 }

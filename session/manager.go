@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +77,11 @@ type Config struct {
 	// Overlay shows every command the project copy-on-write (--overlay),
 	// its changes in the session's layer (session/view).
 	Overlay bool
+	// Review is a manager that runs no command: it reviews, applies and
+	// discards what existing sessions' layers hold (jail-mcp diff, apply,
+	// discard), without watching the project (every look at the host is
+	// a fresh one) or naming its jails to other servers.
+	Review bool
 	// Mask are the credentials the jail gets as placeholders (--mask,
 	// session/creds), from ResolveMask.
 	Mask MaskConfig
@@ -180,6 +186,9 @@ func New(cfg Config) (*Manager, error) {
 	if m.creds, err = creds.New(creds.Config{Home: cfg.Home, Getenv: getenv, Auth: cfg.Auth, Mask: cfg.Mask, Log: log}); err != nil {
 		base.Close()
 		return nil, err
+	}
+	if cfg.Review {
+		return m, nil
 	}
 	if dir := jailfs.RegistryDir(getenv); dir != "" {
 		if err := jailfs.Register(dir, m.ownJails()); err != nil {
@@ -299,6 +308,50 @@ func (m *Manager) Config() Config { return m.cfg }
 // Open returns the session called name, creating its jail and skeleton when
 // they do not exist. A session directory that is a symlink is refused.
 func (m *Manager) Open(name string) (*Session, error) {
+	return m.open(name, openCreate)
+}
+
+// OpenReview returns the existing session called name, for a review
+// manager (Config.Review): to read its layer beside a running server that
+// holds it, or alone, locked so that no server opens it meanwhile (an
+// apply, a discard), refused with a *HeldError while one holds it.
+func (m *Manager) OpenReview(name string, alone bool) (*Session, error) {
+	if alone {
+		return m.open(name, openAlone)
+	}
+	return m.open(name, openExisting)
+}
+
+// openMode is how open takes a session's jail.
+type openMode int
+
+const (
+	openCreate   openMode = iota // made when absent; locked shared (a server)
+	openExisting                 // refused when absent; locked shared
+	openAlone                    // refused when absent or held; locked exclusively
+)
+
+// HeldError refuses a change of a session's layer from the command line
+// while another process holds its jail: a running server (its agents'
+// views are mounted over the layer), or jail-mcp prune.
+type HeldError struct {
+	Session string
+	Holders []jailfs.Holder // none when /proc/locks named none
+}
+
+func (e *HeldError) Error() string {
+	who := "another process (a running server, or jail-mcp prune)"
+	if len(e.Holders) > 0 {
+		var names []string
+		for _, h := range e.Holders {
+			names = append(names, h.String())
+		}
+		who = strings.Join(names, "; ")
+	}
+	return fmt.Sprintf("session %s is held by %s: apply or discard through that server's assistant (jail_apply, jail_discard), or end it and run this again", e.Session, who)
+}
+
+func (m *Manager) open(name string, mode openMode) (*Session, error) {
 	if err := jailfs.ValidName(name); err != nil {
 		return nil, err
 	}
@@ -308,10 +361,15 @@ func (m *Manager) Open(name string) (*Session, error) {
 		return s, nil
 	}
 	path := filepath.Join(m.cfg.Root, name)
-	if err := m.base.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return nil, fmt.Errorf("create jail %s: %w", path, err)
+	if mode == openCreate {
+		if err := m.base.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create jail %s: %w", path, err)
+		}
 	}
 	fi, err := m.base.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) && mode != openCreate {
+		return nil, fmt.Errorf("no session %s in %s: %w", name, m.cfg.Root, ErrNotFound)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open jail %s: %w", path, err)
 	}
@@ -325,12 +383,16 @@ func (m *Manager) Open(name string) (*Session, error) {
 	// Held while the session is open: jail-mcp prune leaves it alone.
 	lock, err := m.base.Open(name)
 	if err == nil {
-		err = jailfs.LockShared(lock)
+		err = lockJail(lock, name, mode)
 	}
 	if err != nil {
 		root.Close()
 		if lock != nil {
 			lock.Close()
+		}
+		var held *HeldError
+		if errors.As(err, &held) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("lock jail %s: %w", path, err)
 	}
@@ -345,12 +407,31 @@ func (m *Manager) Open(name string) (*Session, error) {
 		// Calls' starts stamped as the jail's file system stamps changes.
 		s.views.StampIn(path)
 	}
-	s.touch()
+	if !m.cfg.Review {
+		// A review is no use of the session (jail-mcp prune).
+		s.touch()
+	}
 	s.ensureSkeleton()
 	s.creds = m.creds.Open(root, path, name)
 	m.sessions[name] = s
 	m.log.Debug("session open", "session", name, "jail", path)
 	return s, nil
+}
+
+// lockJail takes the lock of the jail of session name, opened as lock:
+// shared, or for openAlone exclusively at once, or a *HeldError.
+func lockJail(lock *os.File, name string, mode openMode) error {
+	if mode != openAlone {
+		return jailfs.LockShared(lock)
+	}
+	ok, err := jailfs.TryLockExclusive(lock)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &HeldError{Session: name, Holders: jailfs.Holders(lock)}
+	}
+	return nil
 }
 
 // Lookup returns an open session.

@@ -113,7 +113,9 @@ func (s *Session) Close() error {
 	s.closeOpen()
 	s.cleanViews()
 	s.releaseJail()
-	s.touch()
+	if !s.m.cfg.Review {
+		s.touch()
+	}
 	s.lock.Close()
 	return s.root.Close()
 }

@@ -256,7 +256,7 @@ func writeLayerNotes(b *strings.Builder, r *session.Result) {
 	if note := r.BehindNote(); note != "" {
 		b.WriteString(note + "\n")
 	}
-	if note := r.ProjectNote(); note != "" {
+	if note := r.ProjectNote("jail_diff, jail_apply"); note != "" {
 		b.WriteString(note + "\n")
 	}
 	for _, line := range r.ConflictNotes() {

@@ -36,7 +36,14 @@ func LockShared(dir *os.File) error {
 	}
 }
 
-// tryLockExclusive takes a jail's lock for prune, or reports it held.
+// TryLockExclusive takes a jail's lock for prune, or for a change of its
+// layer from the command line (jail-mcp apply, discard), or reports it
+// held: by a running server (Holders says which), or by another of those.
+func TryLockExclusive(dir *os.File) (bool, error) {
+	return tryLockExclusive(dir)
+}
+
+// tryLockExclusive takes a jail's lock, or reports it held.
 func tryLockExclusive(dir *os.File) (bool, error) {
 	err := unix.Flock(int(dir.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	if err == unix.EWOULDBLOCK {

@@ -18,11 +18,28 @@ type PruneEntry struct {
 	LastUsed time.Time `json:"last_used"`
 	Files    int64     `json:"files"`
 	Bytes    int64     `json:"bytes"`
-	Named    bool      `json:"named"`   // given by --session, not a UUID
-	InUse    bool      `json:"in_use"`  // a running server holds it
-	Old      bool      `json:"old"`     // unused for at least the age asked
-	Removed  bool      `json:"removed"` // removed by this prune
-	Err      string    `json:"error,omitempty"`
+	Named    bool      `json:"named"`  // given by --session, not a UUID
+	InUse    bool      `json:"in_use"` // a running server holds it
+	Old      bool      `json:"old"`    // unused for at least the age asked
+	// Unapplied is how many changes its layer holds that the project
+	// has not (PruneOptions.Unapplied): kept unless forced.
+	Unapplied int    `json:"unapplied"`
+	Removed   bool   `json:"removed"` // removed by this prune
+	Err       string `json:"error,omitempty"`
+}
+
+// PruneOptions are what Prune removes.
+type PruneOptions struct {
+	OlderThan time.Duration // a jail unused this long is old
+	Remove    bool          // remove the old jails no server holds
+	// Force removes old jails whose layers hold changes not yet applied
+	// too; without it they are kept.
+	Force bool
+	Now   time.Time
+	// Unapplied counts what a jail's layer (jail, its root; path, where
+	// it is) changes in the project that was not applied; nil: nothing
+	// is counted, and every old jail goes.
+	Unapplied func(jail *os.Root, path string) (int, error)
 }
 
 // Prune lists the jails under the jail base root, with when each was last
@@ -31,7 +48,7 @@ type PruneEntry struct {
 // that no running server holds. It never follows a symlink: an entry of
 // the base that is not a directory is not a jail, and a jail is emptied
 // through its own root, by descriptors.
-func Prune(root string, olderThan time.Duration, remove bool, now time.Time) ([]PruneEntry, error) {
+func Prune(root string, opt PruneOptions) ([]PruneEntry, error) {
 	base, err := os.OpenRoot(root)
 	if err != nil {
 		return nil, err
@@ -53,8 +70,8 @@ func Prune(root string, olderThan time.Duration, remove bool, now time.Time) ([]
 		e := PruneEntry{Name: name, Path: root + string(os.PathSeparator) + name, LastUsed: fi.ModTime()}
 		_, perr := uuid.Parse(name)
 		e.Named = perr != nil
-		e.Old = now.Sub(e.LastUsed) >= olderThan
-		if err := pruneOne(base, &e, remove); err != nil {
+		e.Old = opt.Now.Sub(e.LastUsed) >= opt.OlderThan
+		if err := pruneOne(base, &e, opt); err != nil {
 			e.Err = err.Error()
 		}
 		out = append(out, e)
@@ -63,9 +80,10 @@ func Prune(root string, olderThan time.Duration, remove bool, now time.Time) ([]
 	return out, nil
 }
 
-// pruneOne fills in e's use and size and, with remove, removes an old jail
-// no server holds, under its lock.
-func pruneOne(base *os.Root, e *PruneEntry, remove bool) error {
+// pruneOne fills in e's use, size and unapplied changes and, with
+// opt.Remove, removes an old jail no server holds, under its lock, unless
+// its layer holds changes not yet applied (or opt.Force).
+func pruneOne(base *os.Root, e *PruneEntry, opt PruneOptions) error {
 	dir, err := base.Open(e.Name)
 	if err != nil {
 		return err
@@ -84,7 +102,14 @@ func pruneOne(base *os.Root, e *PruneEntry, remove bool) error {
 		return err
 	}
 	defer jail.Close()
-	removing := remove && locked && e.Old
+	if opt.Unapplied != nil {
+		// Looked at under the lock: no server changes the layer meanwhile
+		// (held by one, it is looked at beside it).
+		if e.Unapplied, err = opt.Unapplied(jail, e.Path); err != nil {
+			return err
+		}
+	}
+	removing := opt.Remove && locked && e.Old && (e.Unapplied == 0 || opt.Force)
 	// By descriptors, never by paths from the jail's root (walk_unix.go):
 	// a chain of 30,000 directories is counted and removed in the time
 	// its directories take.

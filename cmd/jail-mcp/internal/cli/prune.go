@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/session/jailfs"
+	"github.com/jail-mcp/jail-mcp/session/layer"
 )
 
 // prune is "jail-mcp prune": it lists the project's jails with when each
@@ -29,8 +32,9 @@ func prune(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	rc := BindConfig(fs, getenv, skip...)
 	older := fs.String("older-than", "720h", "`DUR`: a jail unused for this long is old (default 30 days)")
 	remove := fs.Bool("remove", false, "remove the old jails no running server holds (otherwise only list them)")
+	force := fs.Bool("force", false, "with --remove, remove old jails whose project changes were never applied too (jail-mcp diff shows them)")
 	asJSON := fs.Bool("json", false, "print the list as JSON")
-	if err := ParseFlags(fs, args, "jail-mcp prune [--project DIR] [--older-than DUR] [--remove] [--json]", stdout); err != nil {
+	if err := ParseFlags(fs, args, "jail-mcp prune [--project DIR] [--older-than DUR] [--remove [--force]] [--json]", stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -44,7 +48,16 @@ func prune(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if err != nil {
 		return UsageError("%v", err)
 	}
-	entries, err := jailfs.Prune(cfg.Root, age, *remove, time.Now())
+	if *force && !*remove {
+		return UsageError("prune: --force goes with --remove")
+	}
+	entries, err := jailfs.Prune(cfg.Root, jailfs.PruneOptions{
+		OlderThan: age, Remove: *remove, Force: *force, Now: time.Now(),
+		Unapplied: func(jail *os.Root, path string) (int, error) {
+			paths, ignored, err := session.LayerChanges(jail, path, cfg.Project)
+			return paths + ignored, err
+		},
+	})
 	if err != nil {
 		return fmt.Errorf("prune %s: %w", cfg.Root, err)
 	}
@@ -61,8 +74,8 @@ func prune(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tLAST USED\tSIZE\tSTATE")
-	var old, removed int
+	fmt.Fprintln(tw, "SESSION\tLAST USED\tSIZE\tUNAPPLIED\tSTATE")
+	var old, removed, kept int
 	for _, e := range entries {
 		state := "kept"
 		switch {
@@ -73,11 +86,18 @@ func prune(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 			state = "error: " + e.Err
 		case e.InUse:
 			state = "in use by a running server"
+		case e.Old && e.Unapplied > 0 && !*force:
+			state = "old, kept: its changes were never applied (jail-mcp diff --session " + e.Name + "; --remove --force removes it)"
+			kept++
 		case e.Old && !*remove:
 			state = "old: --remove removes it"
 			old++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s in %d files\t%s\n", e.Name, humanize.Time(e.LastUsed), humanize.IBytes(uint64(e.Bytes)), e.Files, state)
+		unapplied := "-"
+		if e.Unapplied > 0 {
+			unapplied = layer.Plural(e.Unapplied, "change")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s in %d files\t%s\t%s\n", e.Name, humanize.Time(e.LastUsed), humanize.IBytes(uint64(e.Bytes)), e.Files, unapplied, state)
 	}
 	tw.Flush()
 	switch {
@@ -85,6 +105,9 @@ func prune(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "%d removed (unused for %v, held by no server)\n", removed, age)
 	case old > 0:
 		fmt.Fprintf(stdout, "%d unused for %v or more; jail-mcp prune --remove removes them\n", old, age)
+	}
+	if kept > 0 {
+		fmt.Fprintf(stdout, "%d old but kept: their layers hold project changes never applied (jail-mcp diff, apply, discard; --remove --force removes them)\n", kept)
 	}
 	return nil
 }

@@ -125,10 +125,10 @@ func runOutcome(res *session.Result, stderr io.Writer) error {
 	if note := res.RefusedWriteNote(); note != "" {
 		fmt.Fprintln(stderr, "jail-mcp: "+note)
 	}
-	if note := res.ProjectNote(); note != "" {
+	if note := res.ProjectNote("jail-mcp diff --session " + res.Session + ", jail-mcp apply --session " + res.Session); note != "" {
 		fmt.Fprintln(stderr, "jail-mcp: "+note)
 	}
-	if note := res.ConflictsLine(); note != "" {
+	if note := res.ConflictsLine("jail-mcp diff --session " + res.Session + " --patch, jail-mcp discard --session " + res.Session + " PATH"); note != "" {
 		fmt.Fprintln(stderr, "jail-mcp: "+note)
 	}
 	// The command's own status, as a shell gives it, but for an end of
