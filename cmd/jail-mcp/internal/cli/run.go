@@ -121,6 +121,11 @@ Usage:
   jail-mcp [serve] [flags]           MCP server on stdin/stdout (the default)
   jail-mcp run [flags] -- CMD [ARG]  run one command in the jail; exits with its status
   jail-mcp doctor [--json]           which backends confine here, and how to enable them
+  jail-mcp diff [--session NAME]     a session's project changes not yet applied (no NAME: who has any)
+  jail-mcp apply --session NAME [PATH...]
+                                     write them to the project (--dry-run: only say what would be)
+  jail-mcp discard --session NAME [PATH...]
+                                     drop them: commands see the host's files there again
   jail-mcp prune [--remove]          list the project's jails and their last use; remove old ones
   jail-mcp version                   version, Go version, OS/arch, and the commit built
   jail-mcp help                      this text
@@ -147,6 +152,8 @@ func Main(ctx context.Context, args, environ []string, stdin io.Reader, stdout, 
 		return runCommand(ctx, args, environ, getenv, stdin, stdout, stderr)
 	case "prune":
 		return prune(args, getenv, stdout, stderr)
+	case "diff", "apply", "discard":
+		return review(cmd, args, environ, getenv, stdout, stderr)
 	case "doctor":
 		return doctor(ctx, args, getenv, stdout, stderr)
 	case "version":
@@ -159,7 +166,7 @@ func Main(ctx context.Context, args, environ []string, stdin io.Reader, stdout, 
 		fmt.Fprint(stdout, usageText)
 		return nil
 	}
-	return UsageError("unknown sub-command %q (want serve, run, doctor, prune or version)", cmd)
+	return UsageError("unknown sub-command %q (want serve, run, diff, apply, discard, doctor, prune or version)", cmd)
 }
 
 // NewFlagSet returns a flag set that prints nothing itself: errors become
