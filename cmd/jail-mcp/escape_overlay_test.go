@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -188,6 +189,46 @@ func TestOverlayApplyEscape(t *testing.T) {
 	other := bw.Start(t, project, env, "--overlay", "on", "--session", "other")
 	other.Exec(map[string]any{"command": "echo other-secret > other.txt"})
 	ts := bw.Start(t, project, env, "--overlay", "on", "--session", "attacker")
+	plantApplyAttacks(t, ts, home, victim)
+	before := projectTree(t, project)
+	homeBefore, victimBefore := treeOf(home), treeOf(victim)
+	otherJail := filepath.Join(project, ".agent-home", "other")
+	otherBefore := treeOf(otherJail, filepath.Join(otherJail, ".overlay", "work"))
+	for _, paths := range refusedApplies {
+		refusesApply(t, ts, map[string]any{"paths": paths}, "")
+		sameTree(t, project, before)
+	}
+	diffs := append(treeDiff(homeBefore, treeOf(home)), treeDiff(victimBefore, treeOf(victim))...)
+	diffs = append(diffs, treeDiff(otherBefore, treeOf(otherJail, filepath.Join(otherJail, ".overlay", "work")))...)
+	if len(diffs) > 0 {
+		t.Fatalf("the host or the other session changed:\n%s", strings.Join(diffs, "\n"))
+	}
+	// The plain file alone: applied, and nothing else.
+	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"plain.txt"}})
+	if err != nil || res.IsError {
+		t.Fatalf("jail_apply plain.txt: %v %s", err, testkit.ResultText(res))
+	}
+	after := projectTree(t, project)
+	added := treeDiff(before, after)
+	if len(added) != 1 || !strings.HasPrefix(added[0], filepath.Join(project, "plain.txt")+": added") {
+		t.Fatalf("jail_apply plain.txt changed:\n%s", strings.Join(added, "\n"))
+	}
+}
+
+// refusedApplies are the paths TestOverlayApplyEscape and
+// TestOverlayCommandLineApplyEscape apply, each refused.
+var refusedApplies = [][]string{
+	{".git/hooks/pre-commit"}, {".git"}, {".mcp.json"}, {".claude/settings.json"}, {".claude"}, {"sub/.vscode/tasks.json"}, {"sub"},
+	{"tovictim"}, {"tohome"}, {"toother"}, {"swap.txt"}, {"new\nline"}, {strconv.Quote("new\nline")},
+	{".."}, {"../x"}, {"/etc/passwd"}, {"sub/../../x"}, {"."}, {"plain.txt", ".mcp.json"},
+	{".agent-home/other/.overlay/upper/other.txt"}, {".agent-home"},
+}
+
+// plantApplyAttacks plants in ts's view what an apply must refuse (see
+// TestOverlayApplyEscape), with links to files in home and victim, and a
+// file swapped for a link after jail_diff listed it.
+func plantApplyAttacks(t *testing.T, ts *testkit.Server, home, victim string) {
+	t.Helper()
 	plant := fmt.Sprintf(`set -e
 mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
 echo '{"mcpServers":{}}' > .mcp.json
@@ -211,33 +252,54 @@ echo plain > plain.txt`, filepath.Join(victim, "file"), filepath.Join(home, ".gi
 	if res, raw := ts.Exec(map[string]any{"command": fmt.Sprintf("rm swap.txt && ln -s %q swap.txt", filepath.Join(victim, "file"))}); res.ExitCode != 0 {
 		t.Fatalf("swap: %s", testkit.ResultText(raw))
 	}
+}
+
+// TestOverlayCommandLineApplyEscape is TestOverlayApplyEscape through
+// jail-mcp apply, the person's own, once the attacker's server ended:
+// each apply is refused (exit 1) and writes nothing, and jail-mcp diff
+// --patch on the person's terminal shows the escape sequences a file of
+// the view holds, never runs them (a title, the clipboard, a line of the
+// listing hidden).
+func TestOverlayCommandLineApplyEscape(t *testing.T) {
+	project := testkit.NewProject(t)
+	home, victim := overlayHostDirs(t)
+	writeFiles(t, project, map[string]string{"keep.txt": "keep\n"})
+	env := testkit.ServerEnv("HOME=" + home)
+	bw := testkit.Backends()[0]
+	other := bw.Start(t, project, env, "--overlay", "on", "--session", "other")
+	other.Exec(map[string]any{"command": "echo other-secret > other.txt"})
+	ts := bw.Start(t, project, env, "--overlay", "on", "--session", "attacker")
+	plantApplyAttacks(t, ts, home, victim)
+	const escapes = `printf 'title \033]0;pwned\007 clip \033]52;c;cHduZWQ=\007 up \033[1A\033[2K bidi \342\200\256 end\n' > zz-escapes.txt`
+	if res, raw := ts.Exec(map[string]any{"command": escapes}); res.ExitCode != 0 {
+		t.Fatalf("escapes: %s", testkit.ResultText(raw))
+	}
+	endServer(t, ts)
 	before := projectTree(t, project)
 	homeBefore, victimBefore := treeOf(home), treeOf(victim)
-	otherJail := filepath.Join(project, ".agent-home", "other")
-	otherBefore := treeOf(otherJail, filepath.Join(otherJail, ".overlay", "work"))
-	for _, paths := range [][]string{
-		{".git/hooks/pre-commit"}, {".git"}, {".mcp.json"}, {".claude/settings.json"}, {".claude"}, {"sub/.vscode/tasks.json"}, {"sub"},
-		{"tovictim"}, {"tohome"}, {"toother"}, {"swap.txt"}, {"new\nline"}, {strconv.Quote("new\nline")},
-		{".."}, {"../x"}, {"/etc/passwd"}, {"sub/../../x"}, {"."}, {"plain.txt", ".mcp.json"},
-		{".agent-home/other/.overlay/upper/other.txt"}, {".agent-home"},
-	} {
-		refusesApply(t, ts, map[string]any{"paths": paths}, "")
+	for _, paths := range refusedApplies {
+		r := jailMCP(t, project, append([]string{"apply", "--session", "attacker", "--"}, paths...)...)
+		if r.code != 1 {
+			t.Errorf("jail-mcp apply %q: exit %d, want 1 (refused)\n%s%s", paths, r.code, r.stdout, r.stderr)
+		}
 		sameTree(t, project, before)
 	}
-	diffs := append(treeDiff(homeBefore, treeOf(home)), treeDiff(victimBefore, treeOf(victim))...)
-	diffs = append(diffs, treeDiff(otherBefore, treeOf(otherJail, filepath.Join(otherJail, ".overlay", "work")))...)
-	if len(diffs) > 0 {
-		t.Fatalf("the host or the other session changed:\n%s", strings.Join(diffs, "\n"))
+	if diffs := append(treeDiff(homeBefore, treeOf(home)), treeDiff(victimBefore, treeOf(victim))...); len(diffs) > 0 {
+		t.Fatalf("the host changed:\n%s", strings.Join(diffs, "\n"))
 	}
-	// The plain file alone: applied, and nothing else.
-	res, err := ts.Call(t.Context(), "jail_apply", map[string]any{"paths": []string{"plain.txt"}})
-	if err != nil || res.IsError {
-		t.Fatalf("jail_apply plain.txt: %v %s", err, testkit.ResultText(res))
+	tty := newTestTerminal(t)
+	cmd := exec.Command(os.Args[0], "diff", "--session", "attacker", "--patch")
+	cmd.Env, cmd.Dir = testkit.ServerEnv(), project
+	cmd.Stdout, cmd.Stderr = tty.slave, tty.slave
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("jail-mcp diff --patch on a terminal: %v\n%s", err, tty.out.String())
 	}
-	after := projectTree(t, project)
-	added := treeDiff(before, after)
-	if len(added) != 1 || !strings.HasPrefix(added[0], filepath.Join(project, "plain.txt")+": added") {
-		t.Fatalf("jail_apply plain.txt changed:\n%s", strings.Join(added, "\n"))
+	const shown = `title \x1b]0;pwned\a clip \x1b]52;c;cHduZWQ=\a up \x1b[1A\x1b[2K bidi \u202e end`
+	if !testkit.WaitFor(30*time.Second, func() bool { return strings.Contains(tty.out.String(), shown) }) {
+		t.Fatalf("the patch on the terminal does not show the escapes as text:\n%q", tty.out.String())
+	}
+	if out := tty.out.String(); strings.ContainsAny(out, "\x1b\a\u202e") {
+		t.Errorf("an escape sequence of the view reached the terminal:\n%q", out)
 	}
 }
 

@@ -10,7 +10,10 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"strconv"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dustin/go-humanize"
 
@@ -189,15 +192,53 @@ func reviewDiff(s *session.Session, opt layer.Options, asJSON bool, stdout io.Wr
 		b.WriteString(conflictLine(s.Name, c) + "\n")
 	}
 	if opt.Patch {
-		b.WriteString(out.Patch)
+		patch := out.Patch
 		for _, c := range out.Changes {
 			if c.ConflictPatch != "" {
-				b.WriteString("--- " + c.ConflictPatch)
+				patch += "--- " + c.ConflictPatch
 			}
 		}
+		if isTerminal(stdout) {
+			// What a command wrote, on the person's terminal: its escape
+			// sequences are shown, never run (a title, the clipboard, a
+			// line of this listing moved or hidden).
+			patch = visible(patch)
+		}
+		b.WriteString(patch)
 	}
 	_, err = io.WriteString(stdout, b.String())
 	return err
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// visible is s with every control character but tab and newline, every
+// format character (a bidi override) and every byte that is not UTF-8
+// written as its escape (\x1b, \u202e), as Go quotes them.
+func visible(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r == '\t' || r == '\n':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // conflictLine says what a conflict of session name is, and what to do.
@@ -287,7 +328,10 @@ func reviewDiscard(s *session.Session, paths []string, asJSON bool, stdout io.Wr
 			return &exitError{code: exitReviewRefused, msg: err.Error()}
 		}
 		for _, c := range d.Changes {
-			paths = append(paths, c.Path)
+			// A protected path's copy stays (jail_reset drops it).
+			if _, p := layer.Protected(c.Path); !p {
+				paths = append(paths, c.Path)
+			}
 		}
 		if len(paths) == 0 {
 			fmt.Fprintf(stdout, "nothing to discard: session %s changes nothing in the project\n", s.Name)
