@@ -7,30 +7,22 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/jail-mcp/jail-mcp/session/layer"
+	"github.com/jail-mcp/jail-mcp/tools/result"
 )
 
 var applyFields = fieldsOf("apply")
+
+// ApplyResult is the structured result of jail_apply (result.Apply),
+// and Refusal a path it did not write.
+type (
+	ApplyResult = result.Apply
+	Refusal     = result.Refusal
+)
 
 type applyParams struct {
 	Paths  []string `json:"paths"`
 	DryRun bool     `json:"dry_run"`
 	Digest string   `json:"digest"`
-}
-
-// Refusal is a path jail_apply did not write, and why.
-type Refusal struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
-}
-
-// ApplyResult is the structured result of jail_apply.
-type ApplyResult struct {
-	Session string         `json:"session"`
-	Applied []layer.Change `json:"applied"`
-	Refused []Refusal      `json:"refused"`
-	DryRun  bool           `json:"dry_run"`
-	Digest  string         `json:"digest"`
 }
 
 // Apply is the jail_apply tool.
@@ -55,7 +47,7 @@ func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil && (a == nil || len(a.Changes) == 0) {
 		return refuseView(err), nil
 	}
-	out := NewApplyResult(s.Name, a)
+	out := result.NewApply(s.Name, a)
 	text := renderApply(out)
 	if err != nil {
 		// Stopped halfway: what was written is listed, and stays written.
@@ -63,19 +55,6 @@ func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 			err, plural(len(out.Applied), "change"), strings.SplitN(text, "\n", 2)[1])
 	}
 	return structured(out, text, err != nil || len(out.Refused) > 0), nil
-}
-
-// NewApplyResult is jail_apply's structured result of an apply a of
-// session name, as jail-mcp apply --json prints it too.
-func NewApplyResult(name string, a *layer.Applied) ApplyResult {
-	out := ApplyResult{Session: name, Applied: a.Changes, Refused: []Refusal{}, DryRun: a.DryRun, Digest: a.Digest}
-	for _, r := range a.Refused {
-		out.Refused = append(out.Refused, Refusal{Path: r.Path, Reason: r.Reason})
-	}
-	if out.Applied == nil || len(out.Refused) > 0 {
-		out.Applied = []layer.Change{}
-	}
-	return out
 }
 
 func renderApply(a ApplyResult) string {

@@ -11,30 +11,17 @@ import (
 
 	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/session/layer"
-	"github.com/jail-mcp/jail-mcp/session/ledger"
+	"github.com/jail-mcp/jail-mcp/tools/result"
 )
 
 var diffFields = fieldsOf("diff")
 
+// DiffResult is the structured result of jail_diff (result.Diff).
+type DiffResult = result.Diff
+
 type diffParams struct {
 	Patch bool `json:"patch"`
 	All   bool `json:"all"`
-}
-
-// DiffResult is the structured result of jail_diff.
-type DiffResult struct {
-	Session        string          `json:"session"`
-	Jail           string          `json:"jail"`
-	Changes        []layer.Change  `json:"changes"`
-	Ignored        []layer.Summary `json:"ignored"`
-	Patch          string          `json:"patch"`
-	PatchBytes     int             `json:"patch_bytes"`
-	PatchTruncated bool            `json:"patch_truncated"`
-	OutputPath     string          `json:"output_path"`
-	Digest         string          `json:"digest"`
-	// Conflicts: the paths the host changed after the session's layer
-	// copied them (their changes are marked too).
-	Conflicts []ledger.Conflict `json:"conflicts"`
 }
 
 // Diff is the jail_diff tool.
@@ -51,28 +38,8 @@ func (h *Handler) Diff(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	if err != nil {
 		return refuseView(err), nil
 	}
-	out := NewDiffResult(s, d)
+	out := result.NewDiff(s, d)
 	return structured(out, renderDiff(out, p.Patch), false), nil
-}
-
-// NewDiffResult is jail_diff's structured result of session s's d, as
-// jail-mcp diff --json prints it too.
-func NewDiffResult(s *session.Session, d session.DiffResult) DiffResult {
-	out := DiffResult{
-		Session: s.Name, Jail: s.Path, Changes: d.Changes, Ignored: d.Ignored,
-		Patch: d.Patch, PatchBytes: d.PatchBytes, PatchTruncated: d.PatchTruncated, OutputPath: d.OutputPath,
-		Digest: d.Digest, Conflicts: d.Conflicts,
-	}
-	if out.Conflicts == nil {
-		out.Conflicts = []ledger.Conflict{}
-	}
-	if out.Changes == nil {
-		out.Changes = []layer.Change{}
-	}
-	if out.Ignored == nil {
-		out.Ignored = []layer.Summary{}
-	}
-	return out
 }
 
 // refuseView is the result of a jail_diff or jail_apply that could not

@@ -5,19 +5,18 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jail-mcp/jail-mcp/tools/result"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
 var discardFields = fieldsOf("discard")
 
+// DiscardResult is the structured result of jail_discard
+// (result.Discard).
+type DiscardResult = result.Discard
+
 type discardParams struct {
 	Paths []string `json:"paths"`
-}
-
-// DiscardResult is the structured result of jail_discard.
-type DiscardResult struct {
-	Session   string   `json:"session"`
-	Discarded []string `json:"discarded"`
 }
 
 // Discard is the jail_discard tool.

@@ -179,7 +179,7 @@ func TestRenderApply(t *testing.T) {
 			"applied 1 change to the project; they left the session's layer\nM a.go (10 B)\n"},
 		{"dry run", ApplyResult{DryRun: true, Applied: []layer.Change{{Path: "c.txt", Change: "deleted", Type: "file"}}},
 			"dry run: would apply 1 change to the project; nothing was written\nD c.txt\n"},
-		{"refused", ApplyResult{Refused: []Refusal{{".mcp.json", "protected"}, {"b", "conflict"}}},
+		{"refused", ApplyResult{Refused: []Refusal{{Path: ".mcp.json", Reason: "protected"}, {Path: "b", Reason: "conflict"}}},
 			"refused 2 paths: nothing was written to the project; call again without the refused paths to apply the others\nrefused .mcp.json: protected\nrefused b: conflict\n"},
 	}
 	for _, tt := range tests {

@@ -21,7 +21,7 @@ import (
 	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/session/layer"
 	"github.com/jail-mcp/jail-mcp/session/ledger"
-	"github.com/jail-mcp/jail-mcp/tools"
+	"github.com/jail-mcp/jail-mcp/tools/result"
 )
 
 // Exit statuses of jail-mcp diff, apply and discard: 0 done (or nothing
@@ -168,7 +168,7 @@ func reviewDiff(s *session.Session, opt layer.Options, asJSON bool, stdout io.Wr
 	if err != nil {
 		return &exitError{code: exitReviewRefused, msg: err.Error()}
 	}
-	out := tools.NewDiffResult(s, d)
+	out := result.NewDiff(s, d)
 	if asJSON {
 		return writeJSON(stdout, out)
 	}
@@ -267,7 +267,7 @@ func reviewApply(s *session.Session, paths []string, dryRun, asJSON bool, stdout
 			return &exitError{code: exitReviewRefused, msg: err.Error()}
 		}
 		if !slices.ContainsFunc(d.Changes, func(c layer.Change) bool { _, p := layer.Protected(c.Path); return !p }) {
-			return printApply(stdout, tools.NewApplyResult(s.Name, &layer.Applied{DryRun: dryRun, Digest: d.Digest}), asJSON, nil)
+			return printApply(stdout, result.NewApply(s.Name, &layer.Applied{DryRun: dryRun, Digest: d.Digest}), asJSON, nil)
 		}
 		paths = []string{"."}
 	}
@@ -275,12 +275,12 @@ func reviewApply(s *session.Session, paths []string, dryRun, asJSON bool, stdout
 	if err != nil && (a == nil || len(a.Changes) == 0) {
 		return &exitError{code: exitReviewRefused, msg: err.Error()}
 	}
-	return printApply(stdout, tools.NewApplyResult(s.Name, a), asJSON, err)
+	return printApply(stdout, result.NewApply(s.Name, a), asJSON, err)
 }
 
 // printApply prints an apply's result out, which err stopped halfway
 // when set, and gives the exit status.
-func printApply(stdout io.Writer, out tools.ApplyResult, asJSON bool, err error) error {
+func printApply(stdout io.Writer, out result.Apply, asJSON bool, err error) error {
 	if asJSON {
 		if werr := writeJSON(stdout, out); werr != nil {
 			return werr
@@ -299,7 +299,7 @@ func printApply(stdout io.Writer, out tools.ApplyResult, asJSON bool, err error)
 }
 
 // writeApply prints an apply's result.
-func writeApply(w io.Writer, a tools.ApplyResult) {
+func writeApply(w io.Writer, a result.Apply) {
 	var b strings.Builder
 	switch {
 	case len(a.Refused) > 0:
@@ -339,7 +339,7 @@ func reviewDiscard(s *session.Session, paths []string, asJSON bool, stdout io.Wr
 		}
 	}
 	dropped, err := s.Discard(paths)
-	out := tools.DiscardResult{Session: s.Name, Discarded: append([]string{}, dropped...)}
+	out := result.Discard{Session: s.Name, Discarded: append([]string{}, dropped...)}
 	if asJSON {
 		if werr := writeJSON(stdout, out); werr != nil {
 			return werr
