@@ -7,6 +7,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/jail-mcp/jail-mcp/session"
 	"github.com/jail-mcp/jail-mcp/tools/result"
 )
 
@@ -43,18 +44,33 @@ func (h *Handler) Apply(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return refuse("refused: %v", err), nil
 	}
-	a, err := s.ApplyReviewed(p.Paths, p.DryRun, p.Digest)
+	switch mode, _ := h.applyMode(ctx); {
+	case p.DryRun:
+	case mode == ApplyNever:
+		return refuse("refused: jail_apply writes nothing here (--apply never): the user reviews and applies the session's changes with `jail-mcp diff --session %s` and `jail-mcp apply --session %s`; dry_run: true shows what an apply would write", s.Name, s.Name), nil
+	case mode == ApplyAsk:
+		return h.askApply(ctx, req, s, p), nil
+	}
+	return h.apply(s, p.Paths, p.DryRun, p.Digest, ""), nil
+}
+
+// apply applies session s's changes at paths (or with dryRun says what it
+// would), bound to digest when set, and is the tool's result; approval is
+// the user's answer that let it (approvalAccepted), or "".
+func (h *Handler) apply(s *session.Session, paths []string, dryRun bool, digest, approval string) *mcp.CallToolResult {
+	a, err := s.ApplyReviewed(paths, dryRun, digest)
 	if err != nil && (a == nil || len(a.Changes) == 0) {
-		return refuseView(err), nil
+		return refuseView(err)
 	}
 	out := result.NewApply(s.Name, a)
+	out.Approval = approval
 	text := renderApply(out)
 	if err != nil {
 		// Stopped halfway: what was written is listed, and stays written.
 		text = fmt.Sprintf("%v\nthe apply stopped after writing %s to the project:\n%s",
 			err, plural(len(out.Applied), "change"), strings.SplitN(text, "\n", 2)[1])
 	}
-	return structured(out, text, err != nil || len(out.Refused) > 0), nil
+	return structured(out, text, err != nil || len(out.Refused) > 0)
 }
 
 func renderApply(a ApplyResult) string {
@@ -76,6 +92,8 @@ func renderApply(a ApplyResult) string {
 		return b.String()
 	case a.DryRun:
 		fmt.Fprintf(&b, "dry run: would apply %s to the project; nothing was written\n", plural(len(a.Applied), "change"))
+	case a.Approval == approvalAccepted:
+		fmt.Fprintf(&b, "the user accepted: applied %s to the project; they left the session's layer\n", plural(len(a.Applied), "change"))
 	default:
 		fmt.Fprintf(&b, "applied %s to the project; they left the session's layer\n", plural(len(a.Applied), "change"))
 	}

@@ -55,6 +55,11 @@ type StatusResult struct {
 	OverlayReason string `json:"overlay_reason"`
 	OverlayHint   string `json:"overlay_hint"`
 	ViewWatch     string `json:"view_watch"` // Manager.ViewWatch, "" without the view
+	// Apply is who says yes to a jail_apply in this MCP session (--apply
+	// as in force here: ask only where the client declared elicitation),
+	// ApplyReason why it is not the operator's mode.
+	Apply       string `json:"apply"`
+	ApplyReason string `json:"apply_reason"`
 	// Conflicts: the paths the host changed after the session's layer
 	// copied them (commands see the session's copy).
 	Conflicts  []ledger.Conflict   `json:"conflicts"`
@@ -114,6 +119,7 @@ func (h *Handler) Status(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		Guarantees: cfg.Backend.Guarantees(), Agents: s.Agents(), Jobs: s.Jobs(),
 		Version: h.Version,
 	}
+	out.Apply, out.ApplyReason = h.applyMode(ctx)
 	if out.OverlayMode == "" {
 		// A handler built without the start's decision (tests).
 		out.OverlayMode = onOff(cfg.Overlay)
@@ -191,6 +197,7 @@ func renderStatus(s StatusResult) string {
 		for _, line := range session.LayerNotes(s.Conflicts, nil) {
 			b.WriteString(line + "\n")
 		}
+		b.WriteString(applyLine(s.Apply, s.ApplyReason) + "\n")
 	} else if s.OverlayReason != "" {
 		fmt.Fprintf(&b, "project view off: %s\n", s.OverlayReason)
 		if s.OverlayHint != "" {
@@ -260,4 +267,21 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// applyLine says who says yes to a jail_apply (--apply as in force).
+func applyLine(mode, why string) string {
+	line := "apply: "
+	switch mode {
+	case ApplyAsk:
+		line += "ask: jail_apply asks the user first, through the client (--apply ask)"
+	case ApplyNever:
+		line += "never: jail_apply writes nothing; the user applies with jail-mcp apply (--apply never)"
+	default:
+		line += "allow: jail_apply writes what it is given"
+	}
+	if why != "" {
+		line += " (" + why + ")"
+	}
+	return line
 }

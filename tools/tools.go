@@ -31,6 +31,9 @@ type Handler struct {
 	// OverlayMode is --overlay (auto, on, off), OverlayReason why the
 	// project view is on or off, OverlayHint what would turn it on.
 	OverlayMode, OverlayReason, OverlayHint string
+	// ApplyMode is --apply: who says yes to a jail_apply (ApplyAsk,
+	// ApplyAllow, ApplyNever; "" is allow).
+	ApplyMode string
 }
 
 // Register adds the tools to srv.

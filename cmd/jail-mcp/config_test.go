@@ -114,6 +114,7 @@ func TestBadConfig(t *testing.T) {
 		{name: "mask a bad port", flag: "mask", env: "JAIL_MCP_MASK", value: cfgValue("claude@api.example.com:99999"), want: []string{"want a port from 1 to 65535"}},
 		{name: "mask a variable not passed", flag: "mask", env: "JAIL_MCP_MASK", value: cfgValue("env:NOT_PASSED@api.example.com"), want: []string{"not passed to commands"}},
 		{name: "overlay yes", flag: "overlay", env: "JAIL_MCP_OVERLAY", value: cfgValue("yes"), want: []string{"want auto, on or off"}},
+		{name: "apply yes", flag: "apply", env: "JAIL_MCP_APPLY", value: cfgValue("yes"), want: []string{"want ask, allow or never"}},
 		{name: "log-level loud", flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", value: cfgValue("loud"), want: []string{"debug, info, warn or error"}},
 		{name: "log-level offset", flag: "log-level", env: "JAIL_MCP_LOG_LEVEL", value: cfgValue("info+2")},
 		{name: "project missing", flag: "project", env: "JAIL_MCP_PROJECT", value: cfgValue("/nonexistent"), want: []string{"/nonexistent"}},

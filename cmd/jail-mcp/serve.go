@@ -93,6 +93,7 @@ func serve(ctx context.Context, args, environ []string, getenv func(string) stri
 		Manager: m, Version: cli.Version(),
 		BackendName: st.Name, Reason: st.Reason, Hint: st.Hint,
 		OverlayMode: st.View.Mode, OverlayReason: st.View.Reason, OverlayHint: st.View.Hint,
+		ApplyMode: cfg.Apply,
 	}
 	srv := server.NewMCPServer("jail-mcp", cli.Version(), opts...)
 	h.Register(srv)

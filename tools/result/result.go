@@ -60,6 +60,9 @@ type Apply struct {
 	Refused []Refusal      `json:"refused"`
 	DryRun  bool           `json:"dry_run"`
 	Digest  string         `json:"digest"`
+	// Approval is the user's answer when the server asked it (--apply
+	// ask): "accepted", "declined" or "cancelled"; "" when not asked.
+	Approval string `json:"approval"`
 }
 
 // NewApply is the structured result of an apply a of session name.

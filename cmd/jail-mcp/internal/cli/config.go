@@ -74,6 +74,8 @@ type Config struct {
 	// passes (else the project is read-only, and the server says why),
 	// "off" never.
 	Overlay string
+	// Apply is --apply: who says yes to a jail_apply (ask, allow, never).
+	Apply string
 	// viewRefused is why the sandbox refused the view of a command of
 	// jail-mcp run, which then runs without it (--overlay auto).
 	viewRefused error
@@ -150,6 +152,7 @@ var options = []option{
 	{"max-conns", "JAIL_MCP_MAX_CONNS", strconv.Itoa(DefaultMaxConns), "open HTTP connections at once (`N`); beyond them the least needed are closed (at most half the descriptor limit)", countOf(func(c *Config) *int { return &c.MaxConns }, math.MaxInt32)},
 	{"max-conns-per-addr", "JAIL_MCP_MAX_CONNS_PER_ADDR", "", "open HTTP connections of one remote address (`N`; default: --max-conns)", parseMaxConnsPerAddr},
 	{"overlay", "JAIL_MCP_OVERLAY", "auto", "`MODE`: on shows commands the project writable, copy-on-write: every change stays in the session's layer until jail_apply (bubblewrap only; the server refuses to start where it cannot); auto: on where the start probe passes, else off, saying why; off: the project is read-only to commands", parseOverlay},
+	{"apply", "JAIL_MCP_APPLY", "ask", "`MODE` of jail_apply: ask (the user accepts or declines each apply in the client, through MCP elicitation; where the client cannot ask, as allow), allow (the assistant applies alone), never (the tool writes nothing: the user applies with jail-mcp apply)", oneOf(func(c *Config) *string { return &c.Apply }, "ask", "allow", "never")},
 	{"log-level", "JAIL_MCP_LOG_LEVEL", "info", "`LEVEL`: debug, info, warn, error", parseLogLevel},
 }
 

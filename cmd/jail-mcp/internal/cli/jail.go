@@ -201,6 +201,7 @@ func LogStart(log *slog.Logger, cfg Config, st BackendState, m *session.Manager,
 		"max_output", cfg.MaxOutput,
 		"max_job_time", mc.MaxJobTime,
 		"max_jobs", mc.MaxJobs,
+		"apply", cfg.Apply,
 		"log_level", cfg.LogLevel,
 	)
 	log.Info("starting", append(attrs, extra...)...)
