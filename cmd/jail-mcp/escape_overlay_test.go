@@ -130,18 +130,58 @@ func overlayHostDirs(t *testing.T) (home, victim string) {
 // the host's Go build cache when GOCACHE is outside /tmp, and a literal
 // compiled into this test would be found there.
 func TestOverlayEscape(t *testing.T) {
+	overlayEscape(t, nil)
+}
+
+// TestOverlayEscapeInUserNamespace is TestOverlayEscape with both servers
+// in a user namespace of their own, with pid and mount namespaces (unshare
+// -Urm --fork --pid --mount-proc), as in a user-namespaced pod
+// (hostUsers: false) of the team deployment (deploy/kubernetes): the view
+// is mounted there too, and nothing of it reaches the host. No cluster
+// runs here: this namespace stands for the pod.
+func TestOverlayEscapeInUserNamespace(t *testing.T) {
+	overlayEscape(t, inUserNamespace(t))
+}
+
+// inUserNamespace is a setup of a server's command that starts it in a
+// user, mount and pid namespace of its own (a user-namespaced pod).
+func inUserNamespace(t *testing.T) func(*exec.Cmd) {
+	t.Helper()
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("unshare (util-linux) is not installed: %v", err)
+	}
+	return func(cmd *exec.Cmd) {
+		cmd.Args = append([]string{"unshare", "-Urm", "--fork", "--pid", "--mount-proc", cmd.Path}, cmd.Args[1:]...)
+		cmd.Path = unshare
+	}
+}
+
+// overlayEscape is TestOverlayEscape, each server's command adjusted by
+// setup when set.
+func overlayEscape(t *testing.T, setup func(*exec.Cmd)) {
 	project := testkit.NewProject(t)
 	home, victim := overlayHostDirs(t)
 	writeFiles(t, project, map[string]string{"keep.txt": "keep\n", "gone.txt": "gone\n", "src/main.c": "int main(void) { return 0; }\n"})
 	env := testkit.ServerEnv("HOME=" + home)
 	bw := testkit.Backends()[0]
-	other := bw.Start(t, project, env, "--overlay", "on", "--session", "other")
+	other := bw.StartWith(t, project, env, setup, "--overlay", "on", "--session", "other")
 	secret := "other-secret-" + sdkRandomHex(t, 16)
 	if res, raw := other.Exec(map[string]any{"command": fmt.Sprintf(`echo %[1]s > "$HOME/secret"; echo %[1]s > other-change.txt`, secret)}); res.ExitCode != 0 {
 		t.Fatalf("the other session: %s", testkit.ResultText(raw))
 	}
 	otherJail := filepath.Join(project, ".agent-home", "other")
-	ts := bw.Start(t, project, env, "--overlay", "on", "--session", "attacker")
+	ts := bw.StartWith(t, project, env, setup, "--overlay", "on", "--session", "attacker")
+	if setup != nil {
+		// The server runs in the namespace, as in a pod: one uid of the
+		// host's, mapped to root there.
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", ts.Cmd.Process.Pid, ts.Cmd.Process.Pid))
+		server, _, _ := strings.Cut(strings.TrimSpace(string(kids)), " ")
+		m, err := os.ReadFile("/proc/" + server + "/uid_map")
+		if f := strings.Fields(string(m)); err != nil || len(f) != 3 || f[0] != "0" || f[1] != strconv.Itoa(os.Geteuid()) || f[2] != "1" {
+			t.Fatalf("the server (pid %q) is not in a user namespace of its own: uid_map %q %v", server, m, err)
+		}
+	}
 	before := projectTree(t, project)
 	homeBefore, victimBefore := treeOf(home), treeOf(victim)
 	// The other session's layer but the kernel's work directories.
