@@ -31,9 +31,11 @@ type k8sObject struct {
 		} `yaml:"ports"`
 		Template struct {
 			Spec struct {
+				HostUsers  *bool `yaml:"hostUsers"`
 				Containers []struct {
-					Args []string `yaml:"args"`
-					Env  []struct {
+					Args            []string       `yaml:"args"`
+					SecurityContext k8sSecurityCtx `yaml:"securityContext"`
+					Env             []struct {
 						Name      string `yaml:"name"`
 						ValueFrom struct {
 							SecretKeyRef struct{ Name, Key string } `yaml:"secretKeyRef"`
@@ -55,6 +57,23 @@ type k8sObject struct {
 			Metadata struct{ Name string } `yaml:"metadata"`
 		} `yaml:"volumeClaimTemplates"`
 	} `yaml:"spec"`
+}
+
+// k8sSecurityCtx is what the test reads of a container's security
+// context.
+type k8sSecurityCtx struct {
+	AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+	Capabilities             struct {
+		Drop []string `yaml:"drop"`
+	} `yaml:"capabilities"`
+	SeccompProfile struct {
+		Type             string `yaml:"type"`
+		LocalhostProfile string `yaml:"localhostProfile"`
+	} `yaml:"seccompProfile"`
+	AppArmorProfile struct {
+		Type string `yaml:"type"`
+	} `yaml:"appArmorProfile"`
+	ProcMount string `yaml:"procMount"`
 }
 
 type k8sProbe struct {
