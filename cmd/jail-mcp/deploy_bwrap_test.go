@@ -19,6 +19,7 @@ type seccompProfile struct {
 	Syscalls      []struct {
 		Names    []string         `json:"names"`
 		Action   string           `json:"action"`
+		ErrnoRet *uint32          `json:"errnoRet"`
 		Args     []map[string]any `json:"args"`
 		Includes map[string]any   `json:"includes"`
 		Excludes map[string]any   `json:"excludes"`
@@ -27,7 +28,7 @@ type seccompProfile struct {
 
 // bwrapNeeds are the calls bubblewrap and the project view make that the
 // runtime's default profile denies a container without CAP_SYS_ADMIN.
-var bwrapNeeds = []string{"clone", "clone3", "unshare", "setns", "mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount", "move_mount", "open_tree"}
+var bwrapNeeds = []string{"clone", "unshare", "setns", "mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount", "move_mount", "open_tree"}
 
 // neverAllowed are calls the runtime's default profile denies a container
 // without capabilities that neither bubblewrap nor the view needs: the

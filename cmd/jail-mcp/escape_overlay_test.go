@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,17 +136,23 @@ func TestOverlayEscape(t *testing.T) {
 
 // TestOverlayEscapeInUserNamespace is TestOverlayEscape with both servers
 // in a user namespace of their own, with pid and mount namespaces (unshare
-// -Urm --fork --pid --mount-proc), as in a user-namespaced pod
-// (hostUsers: false) of the team deployment (deploy/kubernetes): the view
-// is mounted there too, and nothing of it reaches the host. No cluster
-// runs here: this namespace stands for the pod.
+// -Urm --fork --pid --mount-proc), under the seccomp profile of the team
+// deployment (deploy/kubernetes/seccomp-bwrap.json, compiled as a runtime
+// does), as in its user-namespaced pod (hostUsers: false): the view is
+// mounted there too, and nothing of it reaches the host. No cluster runs
+// here: this namespace and this filter stand for the pod.
 func TestOverlayEscapeInUserNamespace(t *testing.T) {
-	overlayEscape(t, inUserNamespace(t))
+	overlayEscape(t, inUserNamespace(t, compileProfile(t, deployProfile)))
 }
 
+// deployProfile is the team deployment's seccomp profile, from the
+// package's directory.
+var deployProfile = filepath.Join("..", "..", "deploy", "kubernetes", "seccomp-bwrap.json")
+
 // inUserNamespace is a setup of a server's command that starts it in a
-// user, mount and pid namespace of its own (a user-namespaced pod).
-func inUserNamespace(t *testing.T) func(*exec.Cmd) {
+// user, mount and pid namespace of its own (a user-namespaced pod), under
+// the compiled seccomp program in filter.
+func inUserNamespace(t *testing.T, filter string) func(*exec.Cmd) {
 	t.Helper()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
@@ -154,8 +161,64 @@ func inUserNamespace(t *testing.T) func(*exec.Cmd) {
 	return func(cmd *exec.Cmd) {
 		cmd.Args = append([]string{"unshare", "-Urm", "--fork", "--pid", "--mount-proc", cmd.Path}, cmd.Args[1:]...)
 		cmd.Path = unshare
+		cmd.Env = append(cmd.Env, testkit.TestSeccomp+"="+filter)
 	}
 }
+
+// TestDeployProfileEnforced: the compiled profile is what the server runs
+// under in TestOverlayEscapeInUserNamespace, not a file nobody reads, and
+// it is the narrowest: with it whole, the server starts bubblewrap with
+// the view in the namespace (masking a --deny-read file of the project)
+// and serves; without any one of the calls it adds to the runtime's
+// default (bwrapNeeds), it refuses to start, saying why.
+func TestDeployProfileEnforced(t *testing.T) {
+	project := testkit.NewProject(t)
+	// A file of the project on the --deny-read list: each view masks it.
+	writeFiles(t, project, map[string]string{".env": "SECRET=x\n"})
+	cases := []struct {
+		drop []string
+		ok   bool
+	}{{nil, true}}
+	for _, n := range bwrapNeeds {
+		if !slices.Contains(maskCalls, n) {
+			cases = append(cases, struct {
+				drop []string
+				ok   bool
+			}{[]string{n}, false})
+		}
+	}
+	for _, tc := range cases {
+		cmd := exec.Command(os.Args[0], "serve", "--project", project, "--backend", "bwrap", "--overlay", "on", "--deny-read", "default,.env")
+		cmd.Env, cmd.Dir = testkit.ServerEnv(), project
+		inUserNamespace(t, compileProfile(t, deployProfile, tc.drop...))(cmd)
+		out, err := cmd.CombinedOutput() // stdin: /dev/null, an EOF once it serves
+		if ok := err == nil; ok != tc.ok || tc.ok && !strings.Contains(string(out), "starting") {
+			t.Errorf("without %v: exit %v, want success %t:\n%s", tc.drop, err, tc.ok, out)
+		}
+		t.Logf("without %v: %v; %s", tc.drop, err, testkit.Tail(string(out)))
+	}
+	// The masks of the project's denied files are made as a call's view
+	// is: with the profile whole, a call reads no secret; without one of
+	// their calls, the call is refused (it fails closed).
+	bw := testkit.Backends()[0]
+	for _, drop := range append([]string{""}, maskCalls...) {
+		ts := bw.StartWith(t, project, testkit.ServerEnv(), inUserNamespace(t, compileProfile(t, deployProfile, drop)), "--overlay", "on", "--deny-read", "default,.env", "--session", "mask-"+drop)
+		res, raw := ts.Exec(map[string]any{"command": "cat .env; echo read $?"})
+		switch {
+		case strings.Contains(res.Stdout, "SECRET"):
+			t.Errorf("without %q: a call read the denied .env: %s", drop, testkit.ResultText(raw))
+		case drop == "" && !strings.Contains(res.Stdout, "read 1"):
+			t.Errorf("the profile whole: %s", testkit.ResultText(raw))
+		case drop != "" && (raw == nil || !raw.IsError || strings.Contains(res.Stdout, "read")):
+			t.Errorf("without %s: the call ran: %s", drop, testkit.ResultText(raw))
+		}
+		t.Logf("without %q: %s", drop, strings.SplitN(testkit.ResultText(raw), "\n", 2)[0])
+	}
+}
+
+// maskCalls are the calls of the new mount API that make the empty files
+// masking the project's denied files in each view.
+var maskCalls = []string{"fsopen", "fsconfig", "fsmount"}
 
 // overlayEscape is TestOverlayEscape, each server's command adjusted by
 // setup when set.
@@ -180,6 +243,10 @@ func overlayEscape(t *testing.T, setup func(*exec.Cmd)) {
 		m, err := os.ReadFile("/proc/" + server + "/uid_map")
 		if f := strings.Fields(string(m)); err != nil || len(f) != 3 || f[0] != "0" || f[1] != strconv.Itoa(os.Geteuid()) || f[2] != "1" {
 			t.Fatalf("the server (pid %q) is not in a user namespace of its own: uid_map %q %v", server, m, err)
+		}
+		// And under the pod's seccomp profile (a filter: mode 2).
+		if mode := testkit.StatusFile("/proc/"+server+"/status", "Seccomp"); mode != "2" {
+			t.Fatalf("the server (pid %s) runs under seccomp mode %q, want 2 (the profile's filter)", server, mode)
 		}
 	}
 	before := projectTree(t, project)

@@ -125,9 +125,14 @@ func Main(m *testing.M) {
 				egress.TestPorts[f] = t
 			}
 		}
+		if f := os.Getenv(TestSeccomp); f != "" {
+			if err := loadSeccomp(f); err != nil {
+				panic(err)
+			}
+		}
 		environ := []string{}
 		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, AsServer+"=") && !strings.HasPrefix(kv, TestHosts+"=") && !strings.HasPrefix(kv, TestRoots+"=") && !strings.HasPrefix(kv, TestPorts+"=") {
+			if !strings.HasPrefix(kv, AsServer+"=") && !strings.HasPrefix(kv, TestHosts+"=") && !strings.HasPrefix(kv, TestRoots+"=") && !strings.HasPrefix(kv, TestPorts+"=") && !strings.HasPrefix(kv, TestSeccomp+"=") {
 				environ = append(environ, kv)
 			}
 		}
