@@ -288,15 +288,7 @@ try() { if "$@" >/dev/null 2>&1; then echo "ESCAPED: $*"; fi; }
 // project. Each apply is refused and writes nothing; "." is refused whole;
 // a plain file beside them is then applied alone.
 func TestOverlayApplyEscape(t *testing.T) {
-	project := testkit.NewProject(t)
-	home, victim := overlayHostDirs(t)
-	writeFiles(t, project, map[string]string{"keep.txt": "keep\n"})
-	env := testkit.ServerEnv("HOME=" + home)
-	bw := testkit.Backends()[0]
-	other := bw.Start(t, project, env, "--overlay", "on", "--session", "other")
-	other.Exec(map[string]any{"command": "echo other-secret > other.txt"})
-	ts := bw.Start(t, project, env, "--overlay", "on", "--session", "attacker")
-	plantApplyAttacks(t, ts, home, victim)
+	project, home, victim, ts := applyAttacks(t)
 	before := projectTree(t, project)
 	homeBefore, victimBefore := treeOf(home), treeOf(victim)
 	otherJail := filepath.Join(project, ".agent-home", "other")
@@ -320,6 +312,23 @@ func TestOverlayApplyEscape(t *testing.T) {
 	if len(added) != 1 || !strings.HasPrefix(added[0], filepath.Join(project, "plain.txt")+": added") {
 		t.Fatalf("jail_apply plain.txt changed:\n%s", strings.Join(added, "\n"))
 	}
+}
+
+// applyAttacks is a project where session "attacker" planted what an
+// apply must refuse (plantApplyAttacks) beside session "other", with the
+// host's home and victim directories its links reach.
+func applyAttacks(t *testing.T) (project, home, victim string, ts *testkit.Server) {
+	t.Helper()
+	project = testkit.NewProject(t)
+	home, victim = overlayHostDirs(t)
+	writeFiles(t, project, map[string]string{"keep.txt": "keep\n"})
+	env := testkit.ServerEnv("HOME=" + home)
+	bw := testkit.Backends()[0]
+	other := bw.Start(t, project, env, "--overlay", "on", "--session", "other")
+	other.Exec(map[string]any{"command": "echo other-secret > other.txt"})
+	ts = bw.Start(t, project, env, "--overlay", "on", "--session", "attacker")
+	plantApplyAttacks(t, ts, home, victim)
+	return project, home, victim, ts
 }
 
 // refusedApplies are the paths TestOverlayApplyEscape and
@@ -368,15 +377,7 @@ echo plain > plain.txt`, filepath.Join(victim, "file"), filepath.Join(home, ".gi
 // the view holds, never runs them (a title, the clipboard, a line of the
 // listing hidden).
 func TestOverlayCommandLineApplyEscape(t *testing.T) {
-	project := testkit.NewProject(t)
-	home, victim := overlayHostDirs(t)
-	writeFiles(t, project, map[string]string{"keep.txt": "keep\n"})
-	env := testkit.ServerEnv("HOME=" + home)
-	bw := testkit.Backends()[0]
-	other := bw.Start(t, project, env, "--overlay", "on", "--session", "other")
-	other.Exec(map[string]any{"command": "echo other-secret > other.txt"})
-	ts := bw.Start(t, project, env, "--overlay", "on", "--session", "attacker")
-	plantApplyAttacks(t, ts, home, victim)
+	project, home, victim, ts := applyAttacks(t)
 	const escapes = `printf 'title \033]0;pwned\007 clip \033]52;c;cHduZWQ=\007 up \033[1A\033[2K bidi \342\200\256 end\n' > zz-escapes.txt`
 	if res, raw := ts.Exec(map[string]any{"command": escapes}); res.ExitCode != 0 {
 		t.Fatalf("escapes: %s", testkit.ResultText(raw))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -98,10 +97,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 	if r.Writable == nil {
 		r.Writable = []string{}
 	}
-	home := getenv("HOME")
-	if home == "" {
-		home, _ = os.UserHomeDir()
-	}
+	home := serverHome(getenv)
 	deny, err := denyList(cfg, home, getenv)
 	if err != nil {
 		return UsageError("%v", err)

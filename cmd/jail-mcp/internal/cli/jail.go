@@ -41,10 +41,7 @@ func OpenJail(ctx context.Context, cfg Config, environ []string, getenv func(str
 	if err := session.PrepareProcess(cfg.MaxDisk); err != nil {
 		return nil, st, err
 	}
-	home := getenv("HOME")
-	if home == "" {
-		home, _ = os.UserHomeDir()
-	}
+	home := serverHome(getenv)
 	scfg := session.Config{
 		Project: cfg.Project, Root: cfg.Root, Writable: cfg.Writable, Network: cfg.Network, Allow: cfg.Allow, Auth: cfg.Auth, Home: home,
 		Environ: environ, PassEnv: cfg.PassEnv, Timeout: cfg.Timeout, MaxTimeout: cfg.MaxTimeout,
@@ -154,6 +151,15 @@ func denyList(cfg Config, home string, getenv func(string) string) (auth.Deny, e
 		return d, fmt.Errorf("invalid --deny-read: %w", err)
 	}
 	return d, nil
+}
+
+// serverHome is the server user's home: $HOME, else the system's record.
+func serverHome(getenv func(string) string) string {
+	if home := getenv("HOME"); home != "" {
+		return home
+	}
+	home, _ := os.UserHomeDir()
+	return home
 }
 
 // exposedNames lists the CLIs whose credentials are present on this host

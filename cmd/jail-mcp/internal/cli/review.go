@@ -90,10 +90,7 @@ func review(verb string, args []string, environ []string, getenv func(string) st
 		fmt.Fprintf(stdout, "no session of %s holds changes not applied: %s holds no jails\n", cfg.Project, cfg.Root)
 		return nil
 	}
-	home := getenv("HOME")
-	if home == "" {
-		home, _ = os.UserHomeDir()
-	}
+	home := serverHome(getenv)
 	deny, err := denyList(cfg, home, getenv)
 	if err != nil {
 		return UsageError("%v", err)
