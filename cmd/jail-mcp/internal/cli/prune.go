@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,6 +51,14 @@ func prune(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	if *force && !*remove {
 		return UsageError("prune: --force goes with --remove")
+	}
+	if _, err := os.Lstat(cfg.Root); errors.Is(err, os.ErrNotExist) {
+		if *asJSON {
+			fmt.Fprintln(stdout, "[]")
+		} else {
+			fmt.Fprintf(stdout, "no jails in %s\n", cfg.Root)
+		}
+		return nil
 	}
 	entries, err := jailfs.Prune(cfg.Root, jailfs.PruneOptions{
 		OlderThan: age, Remove: *remove, Force: *force, Now: time.Now(),
