@@ -186,9 +186,12 @@ func TestReviewHeldByServer(t *testing.T) {
 
 // TestPruneKeepsUnapplied: prune says which old jails hold changes never
 // applied, and keeps them unless --force; an old jail with nothing of
-// the kind goes with --remove.
+// the kind goes with --remove; a project with no jails has none to list.
 func TestPruneKeepsUnapplied(t *testing.T) {
 	project := testkit.NewProject(t)
+	if r := jailMCP(t, project, "prune"); r.code != 0 || !strings.Contains(r.stdout, "no jails") || testkit.FileExists(filepath.Join(project, ".agent-home")) {
+		t.Errorf("prune of a project with no jails: %+v", r)
+	}
 	for _, name := range []string{"changed", "clean"} {
 		ts := startDefaultView(t, project, "--session", name)
 		cmd := "true"
