@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -43,7 +44,8 @@ var neverAllowed = []string{
 	"get_mempolicy", "move_pages", "lsm_set_self_attr",
 }
 
-// TestDeployBwrap: the team deployment runs bubblewrap with the view,
+// TestDeployBwrap: the team deployment (and its image) runs bubblewrap
+// with the view,
 // with the narrowest settings that let it run in a pod: a user namespace of
 // the pod's own, no capability, no privilege escalation, /proc unmasked
 // (only with hostUsers: false), and the shipped seccomp profile, which
@@ -60,6 +62,14 @@ func TestDeployBwrap(t *testing.T) {
 	}
 	if argValue(c.Args, "backend") != "bwrap" || argValue(c.Args, "overlay") != "on" {
 		t.Errorf("arguments %q: want --backend=bwrap --overlay=on", c.Args)
+	}
+	img, err := os.ReadFile(filepath.Join("..", "..", "deploy", "Containerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmd []string
+	if m := regexp.MustCompile(`(?m)^CMD (\[.*\])$`).FindSubmatch(img); m == nil || json.Unmarshal(m[1], &cmd) != nil || argValue(cmd, "backend") != "bwrap" || argValue(cmd, "overlay") != "on" {
+		t.Errorf("the image's CMD %q: want --backend bwrap --overlay on", cmd)
 	}
 	sc := c.SecurityContext
 	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !slices.Equal(sc.Capabilities.Drop, []string{"ALL"}) {
