@@ -238,7 +238,7 @@ func TestOverlayRunSaysChanges(t *testing.T) {
 		return runInProcess(t, args, cfgEnv(b.Env...))
 	}
 	res := run("echo b >> a.txt && echo n > n.txt")
-	want := "jail-mcp: project: 1 added, 1 modified, 0 deleted (a.txt, n.txt) in this session's layer, not on the host: jail_diff, jail_apply\n"
+	want := "jail-mcp: project: 1 added, 1 modified, 0 deleted (a.txt, n.txt) in this session's layer, not on the host: jail-mcp diff --session r, jail-mcp apply --session r\n"
 	if res.code != 0 || res.stderr != want {
 		t.Fatalf("exit %d, stderr %q, want %q", res.code, res.stderr, want)
 	}

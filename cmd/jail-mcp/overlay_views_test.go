@@ -75,7 +75,13 @@ func TestOverlayJobKeepsView(t *testing.T) {
 	if res, _ := ts.Exec(map[string]any{"command": "cat f.txt"}); res.Stdout != "old\n" || res.ViewBehind != "" {
 		t.Fatalf("first call: %+v", res)
 	}
-	job := ts.StartJob(map[string]any{"command": "while :; do echo tick >> ticks.txt; sleep 0.1; done"})
+	// The job waits for a call's go.txt, then answers with seen.txt: each
+	// sees what the other wrote in the layer, or the call waits until its
+	// timeout.
+	job := ts.StartJob(map[string]any{"command": "echo started; until [ -e go.txt ]; do sleep 0.05; done; echo seen > seen.txt; while :; do sleep 1; done"})
+	if out, _ := ts.ReadUntil(job, "started", 60*time.Second); !strings.Contains(out, "started") {
+		t.Fatalf("the job did not start: %q", out)
+	}
 	// The host replaces f.txt (a new inode, as an editor's save does).
 	writeFiles(t, project, map[string]string{"f.tmp": "new\n"})
 	if err := os.Rename(filepath.Join(project, "f.tmp"), filepath.Join(project, "f.txt")); err != nil {
@@ -85,7 +91,7 @@ func TestOverlayJobKeepsView(t *testing.T) {
 	// call after it is behind, and says when its view was made.
 	var behind string
 	if !testkit.WaitFor(60*time.Second, func() bool {
-		res, raw := ts.Exec(map[string]any{"command": "echo call >> calls.txt; wc -l < ticks.txt"})
+		res, raw := ts.Exec(map[string]any{"command": "echo call >> calls.txt"})
 		if res.ExitCode != 0 {
 			t.Fatalf("a call beside the job: %+v %s", res, testkit.ResultText(raw))
 		}
@@ -104,15 +110,15 @@ func TestOverlayJobKeepsView(t *testing.T) {
 		t.Fatal("no call beside the job said it ran in the job's older view")
 	}
 	// Calls that overlap the job see its writes, and it theirs.
-	res, raw := ts.Exec(map[string]any{"command": "n=$(wc -l < ticks.txt); sleep 0.5; test $(wc -l < ticks.txt) -gt $n && cat calls.txt | head -1"})
-	if res.Stdout != "call\n" || res.ViewBehind != behind {
+	res, raw := ts.Exec(map[string]any{"command": "touch go.txt; until [ -e seen.txt ]; do sleep 0.05; done; cat seen.txt"})
+	if res.Stdout != "seen\n" || res.ViewBehind != behind {
 		t.Fatalf("a call beside the job: %+v %s", res, testkit.ResultText(raw))
 	}
 	ts.Job(map[string]any{"job_id": job, "signal": "KILL"})
 	if !testkit.WaitFor(60*time.Second, func() bool { out, _ := ts.Job(map[string]any{"job_id": job}); return !out.Running }) {
 		t.Fatal("the job did not end")
 	}
-	res, raw = ts.Exec(map[string]any{"command": "cat f.txt; test -s ticks.txt && wc -l < calls.txt"})
+	res, raw = ts.Exec(map[string]any{"command": "cat f.txt; test -s seen.txt && wc -l < calls.txt"})
 	lines := strings.Split(res.Stdout, "\n")
 	if res.ExitCode != 0 || res.ViewBehind != "" || lines[0] != "new" {
 		t.Fatalf("the call after the job: %+v %s", res, testkit.ResultText(raw))
@@ -120,7 +126,7 @@ func TestOverlayJobKeepsView(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(project, "f.txt")); string(got) != "new\n" {
 		t.Errorf("the host's f.txt: %q", got)
 	}
-	if _, err := os.Stat(filepath.Join(project, "ticks.txt")); err == nil {
+	if _, err := os.Stat(filepath.Join(project, "seen.txt")); err == nil {
 		t.Error("the job's writes reached the host")
 	}
 }
