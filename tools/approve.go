@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -112,7 +113,7 @@ func openApproval(state string) (approval, bool) {
 func (h *Handler) askApply(ctx context.Context, req mcp.CallToolRequest, s *session.Session, p applyParams) *mcp.CallToolResult {
 	if ans := server.ElicitationResponse(req.Params.InputResponses, approvalID); ans != nil {
 		a, ok := openApproval(req.Params.RequestState)
-		if !ok || a.Session != s.Name || !samePaths(a.Paths, p.Paths) {
+		if !ok || a.Session != s.Name || !slices.Equal(a.Paths, p.Paths) {
 			return refuse("refused: the approval does not match this jail_apply (a forged or stale answer): call jail_apply again")
 		}
 		switch ans.Action {
@@ -143,19 +144,6 @@ func (h *Handler) askApply(ctx context.Context, req mcp.CallToolRequest, s *sess
 	}).ToolResult()
 }
 
-// samePaths reports whether a and b are the same paths in the same order.
-func samePaths(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // maxApprovalLines bounds the changes an approval's message lists.
 const maxApprovalLines = 40
 
@@ -164,7 +152,10 @@ const maxApprovalLines = 40
 // and what the paths hold that the apply leaves out (a protected path's
 // copy).
 func approvalMessage(s *session.Session, project string, dry *layer.Applied, paths []string) string {
-	stats, partial := patchStats(s)
+	// One look at the layer, with its patch: the lines of each change,
+	// and what the paths hold that the apply leaves out.
+	d, err := s.Diff(layer.Options{Patch: true, All: true})
+	stats, partial := patchStats(d, err)
 	var b strings.Builder
 	fmt.Fprintf(&b, "Apply %s of jail-mcp session %s to the project %s?\n", plural(len(dry.Changes), "change"), s.Name, project)
 	plus, minus := 0, 0
@@ -188,7 +179,7 @@ func approvalMessage(s *session.Session, project string, dry *layer.Applied, pat
 		}
 		b.WriteString(line + "\n")
 	}
-	if left := leftOut(s, dry, paths); len(left) > 0 {
+	if left := leftOut(d, err, dry, paths); len(left) > 0 {
 		if len(left) > maxApprovalLines {
 			left = append(left[:maxApprovalLines], fmt.Sprintf("and %d more", len(left)-maxApprovalLines))
 		}
@@ -198,10 +189,10 @@ func approvalMessage(s *session.Session, project string, dry *layer.Applied, pat
 	return b.String()
 }
 
-// patchStats counts the lines each text file of session s's patch adds
-// and removes; partial: the patch was cut (--max-output).
-func patchStats(s *session.Session) (map[string][2]int, bool) {
-	d, err := s.Diff(layer.Options{Patch: true, All: true})
+// patchStats counts the lines each text file of the session's patch d
+// (err: none could be made) adds and removes; partial: the patch was cut
+// (--max-output), or is missing.
+func patchStats(d session.DiffResult, err error) (map[string][2]int, bool) {
 	stats := map[string][2]int{}
 	if err != nil {
 		return stats, true
@@ -231,10 +222,9 @@ func patchStats(s *session.Session) (map[string][2]int, bool) {
 	return stats, d.PatchTruncated
 }
 
-// leftOut are the changes at or below paths that an apply of them leaves
+// leftOut are the changes of d at or below paths that an apply of them leaves
 // out: protected paths' copies, and what .gitignore ignores unless named.
-func leftOut(s *session.Session, dry *layer.Applied, paths []string) []string {
-	d, err := s.Diff(layer.Options{All: true})
+func leftOut(d session.DiffResult, err error, dry *layer.Applied, paths []string) []string {
 	if err != nil {
 		return nil
 	}

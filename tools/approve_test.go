@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -11,7 +12,7 @@ import (
 func TestApprovalSealed(t *testing.T) {
 	a := approval{Session: "s", Paths: []string{"a.txt"}, Digest: "d1"}
 	state := a.seal()
-	if got, ok := openApproval(state); !ok || got.Session != "s" || !samePaths(got.Paths, a.Paths) || got.Digest != "d1" {
+	if got, ok := openApproval(state); !ok || got.Session != "s" || !slices.Equal(got.Paths, a.Paths) || got.Digest != "d1" {
 		t.Fatalf("open(seal): %+v %t", got, ok)
 	}
 	enc, mac, _ := strings.Cut(state, ".")

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ func compileProfile(t *testing.T, path string, drop ...string) string {
 		if r.Action != "SCMP_ACT_ALLOW" || r.Excludes != nil {
 			continue
 		}
-		if arches, ok := r.Includes["arches"].([]any); ok && !containsAny(arches, goarch) || r.Includes != nil && r.Includes["arches"] == nil {
+		if arches, ok := r.Includes["arches"].([]any); ok && !slices.Contains(arches, any(goarch)) || r.Includes != nil && r.Includes["arches"] == nil {
 			continue
 		}
 		for _, name := range r.Names {
@@ -111,16 +112,6 @@ func compileProfile(t *testing.T, path string, drop ...string) string {
 		t.Fatal(err)
 	}
 	return file
-}
-
-// containsAny reports whether list holds s.
-func containsAny(list []any, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // syscallNumbers are this architecture's system calls by name, from
