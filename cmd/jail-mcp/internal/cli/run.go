@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -199,11 +198,5 @@ func ParseFlags(fs *flag.FlagSet, args []string, synopsis string, stdout io.Writ
 }
 
 func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
-	noColor := true
-	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			noColor = false
-		}
-	}
-	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, NoColor: noColor}))
+	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, NoColor: !isTerminal(w)}))
 }
